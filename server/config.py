@@ -1,0 +1,51 @@
+"""``AppConfig``: every setting of the server, read from ``RAGSTREAM_*`` variables and CLI flags."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from rag_tools.config import RagConfig
+
+__all__ = ["AppConfig"]
+
+
+class AppConfig(RagConfig, BaseSettings):
+    """The server's configuration: the RAG settings plus HTTP, auth, storage and run policy.
+
+    Every field reads the environment variable ``RAGSTREAM_<FIELD>`` (for example
+    ``RAGSTREAM_DATA_DIR``); CLI flags override the environment.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="RAGSTREAM_", extra="forbid", validate_assignment=True, env_parse_none_str="none"
+    )
+
+    host: str = Field(default="127.0.0.1", description="Interface to listen on.")
+    port: int = Field(default=8000, ge=0, le=65535, description="Port to listen on.")
+    workers: int = Field(default=1, ge=1, le=64, description="Worker processes (more than one needs Redis).")
+    redis_url: str | None = Field(
+        default=None, description="Redis URL for shared threads, run locks and event logs across workers."
+    )
+    tokens: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description='Bearer tokens by principal, as JSON: {"alice": "s3cret"}. Empty: no authentication.',
+    )
+    cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS; empty: off.")
+    max_body_bytes: int = Field(default=1_000_000, ge=1024, description="Largest accepted /agui body.")
+    max_upload_bytes: int = Field(
+        default=20_000_000, ge=1024, description="Largest accepted document upload."
+    )
+    run_timeout: float = Field(
+        default=300.0, gt=0, description="Seconds a run may take before it is stopped."
+    )
+    keepalive_seconds: float = Field(default=15.0, gt=0, description="Interval of SSE keep-alive comments.")
+    busy_policy: Literal["reject"] = Field(
+        default="reject", description="What a run on a busy thread gets: 409."
+    )
+    cache_max_threads: int = Field(default=1000, ge=1, description="Thread contexts kept in memory.")
+    cache_ttl_seconds: float = Field(
+        default=3600.0, gt=0, description="Idle time before a context is evicted."
+    )

@@ -1,0 +1,311 @@
+"""The knowledge base against a real LanceDB in a temporary directory."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+from fpdf import FPDF
+
+from rag_tools.kb import DocumentFilter, EmbedderMismatchError, KnowledgeBase, combine_filters
+from tests.embedders import HashingEmbeddingModel
+
+GUIDE = """# Widget Guide
+
+Widgets are small reusable parts.
+
+## Installing widgets
+
+Run `widget install` to add a widget. Installation takes about 30 seconds.
+
+## Removing widgets
+
+Run `widget remove` to delete one. Removal is permanent.
+
+### Backups before removal
+
+Copy the widget folder to keep a backup; backups are kept for 14 days.
+"""
+
+HTML = """<html><head><title>Gadget Manual</title><script>var zorblat = 1;</script>
+<style>.x{color:red}</style></head><body><nav>zorblat menu</nav>
+<h1>Gadget Manual</h1><p>Gadgets charge in 2 hours from a USB-C port.</p>
+<h2>Cleaning</h2><p>Wipe the gadget with a dry cloth once a week.</p>
+<table><tr><th>Mode</th><th>Hours</th></tr><tr><td>Eco</td><td>40</td></tr></table></body></html>"""
+
+
+def make_pdf(path: Path, pages: list[str], title: str = "Ops Handbook") -> Path:
+    pdf = FPDF()
+    pdf.set_title(title)
+    pdf.set_font("Helvetica", size=12)
+    for text in pages:
+        pdf.add_page()
+        pdf.multi_cell(0, 8, text)
+    pdf.output(str(path))
+    return path
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "widget-guide.md").write_text(GUIDE)
+    (root / "gadget.html").write_text(HTML)
+    (root / "notes.txt").write_text("Release 1.2 added dark mode.\n\nRelease 1.3 fixed the login bug.")
+    make_pdf(
+        root / "ops.pdf",
+        [
+            "Operations handbook. Read this first.",
+            "Backups run nightly at 02:00 and are retained for 35 days.",
+            "Severity one incidents page the on-call engineer within 5 minutes.",
+        ],
+    )
+    return root
+
+
+async def test_ingests_each_format_with_structure(kb: KnowledgeBase, docs: Path) -> None:
+    report = await kb.ingest_paths([docs])
+    assert [o.status for o in report.outcomes] == ["added"] * 4, report.outcomes
+    listing = await kb.list_documents()
+    titles = {d.title: d for d in listing.documents}
+    assert set(titles) == {"Widget Guide", "Gadget Manual", "notes", "Ops Handbook"}
+    assert titles["Gadget Manual"].format == "html"
+
+    md_chunks = await kb.get_chunks(titles["Widget Guide"].document_id)
+    backup = next(c for c in md_chunks if "14 days" in c.text)
+    assert backup.headings == ["Widget Guide", "Removing widgets", "Backups before removal"]
+    assert [c.position for c in md_chunks] == list(range(len(md_chunks)))
+
+    html_text = " ".join(c.text for c in await kb.get_chunks(titles["Gadget Manual"].document_id))
+    assert "USB-C" in html_text and "Eco" in html_text
+    assert "zorblat" not in html_text  # nav and script are not content
+
+    pdf_chunks = await kb.get_chunks(titles["Ops Handbook"].document_id)
+    assert {c.page for c in pdf_chunks} == {1, 2, 3}
+    hits = await kb.search("how long are backups retained", filter=DocumentFilter(names=("ops",)))
+    assert hits[0].page == 2 and "35 days" in hits[0].text
+
+
+async def test_chunks_respect_the_size_bound(tmp_path: Path) -> None:
+    long_text = "\n\n".join(f"Paragraph {i} " + "word " * 80 for i in range(30))
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel(), chunk_max_chars=400) as kb:
+        outcome = await kb.ingest_bytes(long_text.encode(), name="long.txt")
+        chunks = await kb.get_chunks(outcome.document_id or "")
+    assert len(chunks) > 10
+    assert all(len(c.text) <= 400 for c in chunks)
+
+
+async def test_reingest_skips_unchanged_and_replaces_changed(kb: KnowledgeBase, docs: Path) -> None:
+    await kb.ingest_paths([docs])
+    again = await kb.ingest_paths([docs])
+    assert [o.status for o in again.outcomes] == ["unchanged"] * 4
+    chunks_before = await kb.count_chunks()
+
+    (docs / "widget-guide.md").write_text(GUIDE.replace("14 days", "90 days"))
+    changed = await kb.ingest_paths([docs / "widget-guide.md"])
+    assert changed.outcomes[0].status == "updated"
+    assert await kb.count_documents() == 4
+    assert await kb.count_chunks() == chunks_before
+    texts = " ".join(h.text for h in await kb.search("backup retention", limit=10, mode="text"))
+    assert "90 days" in texts and "14 days" not in texts
+
+
+async def test_replace_is_atomic_for_concurrent_searches(tmp_path: Path) -> None:
+    embedder = HashingEmbeddingModel()
+    async with KnowledgeBase(tmp_path / "kb", embedder=embedder, chunk_max_chars=200) as kb:
+
+        def version(n: int) -> bytes:
+            return "\n\n".join(f"alpha version{n} paragraph {i} " + "filler " * 20 for i in range(8)).encode()
+
+        await kb.ingest_bytes(version(0), name="doc.txt")
+        stop = asyncio.Event()
+        seen: list[set[str]] = []
+
+        async def reader() -> None:
+            while not stop.is_set():
+                hits = await kb.search("alpha paragraph", limit=50, mode="text")
+                seen.append({h.chunk_id.split(":")[1] for h in hits})
+                assert hits, "a search during a replace saw no version of the document"
+
+        task = asyncio.create_task(reader())
+        for n in range(1, 8):
+            assert (await kb.ingest_bytes(version(n), name="doc.txt")).status == "updated"
+        stop.set()
+        await task
+    assert seen and all(len(versions) == 1 for versions in seen), "a search saw two versions at once"
+
+
+async def test_delete_document(kb: KnowledgeBase, docs: Path) -> None:
+    await kb.ingest_paths([docs])
+    doc = await kb.get_document("gadget")
+    assert doc is not None
+    assert await kb.delete_document(doc.uri)
+    assert await kb.get_document("gadget") is None
+    assert not [h for h in await kb.search("gadget charge", limit=20) if h.document_id == doc.document_id]
+    assert not await kb.delete_document(doc.document_id)
+
+
+async def test_listing_pages_and_lookup_order(tmp_path: Path) -> None:
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
+        for name in ["b-report.txt", "a-report.txt", "C-notes.txt", "report.txt"]:
+            await kb.ingest_bytes(f"text of {name}".encode(), name=name, uri=f"mem://{name}")
+        first = await kb.list_documents(page=1, page_size=3)
+        second = await kb.list_documents(page=2, page_size=3)
+        assert [d.title for d in first.documents] == ["a report", "b report", "C notes"]
+        assert [d.title for d in second.documents] == ["report"]
+        assert (first.total, first.pages, first.has_next, second.has_next) == (4, 2, True, False)
+        assert all(d.content is None for d in first.documents)
+
+        exact = await kb.get_document("mem://report.txt")
+        assert exact is not None and exact.title == "report" and exact.content == "text of report.txt"
+        partial_uri = await kb.get_document("REPORT")  # shortest uri containing it wins
+        assert partial_uri is not None and partial_uri.uri == "mem://report.txt"
+        by_title = await kb.get_document("c notes")
+        assert by_title is not None and by_title.uri == "mem://C-notes.txt"
+        assert await kb.get_document("nothing like this") is None
+        with pytest.raises(ValueError, match="at least 1"):
+            await kb.list_documents(page=0)
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "text"])
+async def test_search_modes_rank_the_relevant_chunk_first(kb: KnowledgeBase, docs: Path, mode: str) -> None:
+    await kb.ingest_paths([docs])
+    hits = await kb.search("How long does it take to charge the gadget?", mode=mode, limit=3)  # type: ignore[arg-type]
+    assert hits and "2 hours" in hits[0].text
+    assert hits[0].title == "Gadget Manual"
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+
+
+async def test_context_expansion_stays_in_section_and_bound(tmp_path: Path) -> None:
+    text = (
+        "# T\n\n## A\n\n" + "\n\n".join(f"alpha {i} " + "x " * 60 for i in range(6)) + "\n\n## B\n\nbeta only"
+    )
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel(), chunk_max_chars=200) as kb:
+        await kb.ingest_bytes(text.encode(), name="t.md")
+        hit = (await kb.search("alpha 3", mode="text", limit=1, context_chars=650))[0]
+    assert hit.context is not None and hit.text in hit.context
+    assert len(hit.context) <= 650 + 10  # joins add separators only
+    assert len(hit.context) > len(hit.text)
+    assert "beta" not in hit.context
+
+
+INJECTIONS = [
+    "O'Brien",
+    "100%",
+    "under_score",
+    "a--b",
+    "' OR 1=1 --",
+    "'; DROP TABLE chunks; --",
+    "back\\slash",
+    '"quoted"',
+]
+
+
+async def test_filters_match_hostile_names_literally(tmp_path: Path) -> None:
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
+        for i, name in enumerate(INJECTIONS):
+            await kb.ingest_bytes(
+                f"shared topic text {i}".encode(), name=f"doc{i}.txt", uri=f"mem://{i}", title=name
+            )
+        await kb.ingest_bytes(b"shared topic text plain", name="plain.txt", uri="mem://plain", title="Plain")
+        for name in INJECTIONS:
+            only = DocumentFilter(names=(name,))
+            hits = await kb.search("shared topic", limit=20, filter=only)
+            assert {h.title for h in hits} == {name}, name
+            assert (await kb.list_documents(filter=only)).total == 1
+            assert (await kb.get_document(name, with_content=False)) is not None
+        assert await kb.search("shared topic", filter=DocumentFilter(names=("%",))) != []
+        assert await kb.search("shared topic", filter=DocumentFilter(names=("_",))) != []
+        # "%" and "_" are not wildcards: a name made of them matches nothing else
+        assert {
+            h.title for h in await kb.search("shared", limit=20, filter=DocumentFilter(names=("1_0",)))
+        } == set()
+        nobody = DocumentFilter(names=("' OR '1'='1",))
+        assert await kb.search("shared topic", filter=nobody) == []
+
+
+async def test_filter_kinds_and_combination(tmp_path: Path) -> None:
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
+        a = await kb.ingest_bytes(b"topic alpha", name="a.txt", uri="mem://team/a", title="User Guide")
+        await kb.ingest_bytes(b"topic beta", name="b.txt", uri="mem://team/b", title="Admin Guide")
+        await kb.ingest_bytes(b"topic gamma", name="c.txt", uri="mem://other/c", title="Other")
+
+        async def titles(f: object) -> set[str]:
+            return {h.title for h in await kb.search("topic", limit=10, filter=f)}  # type: ignore[arg-type]
+
+        assert await titles(DocumentFilter(names=("userguide",))) == {"User Guide"}  # spaces ignored
+        assert await titles(DocumentFilter(document_ids=(a.document_id or "",))) == {"User Guide"}
+        assert await titles(DocumentFilter(uri_prefixes=("mem://team/",))) == {"User Guide", "Admin Guide"}
+        assert await titles(DocumentFilter(uri_prefixes=("mem://te%",))) == set()
+        both = combine_filters(
+            DocumentFilter(uri_prefixes=("mem://team/",)), DocumentFilter(names=("admin",))
+        )
+        assert await titles(both) == {"Admin Guide"}
+        assert combine_filters(None, DocumentFilter()) is None
+
+
+async def test_empty_knowledge_base(kb: KnowledgeBase) -> None:
+    for mode in ("hybrid", "vector", "text"):
+        assert await kb.search("anything", mode=mode) == []  # type: ignore[arg-type]
+    assert (await kb.list_documents()).total == 0
+    assert await kb.get_document("x") is None
+    assert await kb.count_chunks() == 0
+
+
+async def test_missing_unreadable_and_unsupported_sources(kb: KnowledgeBase, tmp_path: Path) -> None:
+    good = tmp_path / "good.md"
+    good.write_text("# Good\n\nfine text")
+    bad_pdf = tmp_path / "broken.pdf"
+    bad_pdf.write_bytes(b"%PDF-1.4 this is not really a pdf")
+    dangling = tmp_path / "dangling.txt"
+    os.symlink(tmp_path / "gone.txt", dangling)
+    image = tmp_path / "picture.png"
+    image.write_bytes(b"\x89PNG")
+    report = await kb.ingest_paths(
+        [tmp_path / "missing.md", bad_pdf, dangling, image, good, str(tmp_path / "*.nothing")]
+    )
+    statuses = {Path(o.source).name: (o.status, o.error) for o in report.outcomes}
+    assert statuses["good.md"][0] == "added"
+    assert statuses["missing.md"] == ("error", "no such file or directory")
+    assert statuses["broken.pdf"][0] == "error" and "PDF" in (statuses["broken.pdf"][1] or "")
+    assert statuses["dangling.txt"][0] == "error"
+    assert statuses["picture.png"][0] == "error" and "unsupported" in (statuses["picture.png"][1] or "")
+    assert statuses["*.nothing"] == ("error", "no files match this pattern")
+    assert (await kb.list_documents()).total == 1
+
+
+async def test_embedder_mismatch_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "kb"
+    async with KnowledgeBase(path, embedder=HashingEmbeddingModel(64)) as kb:
+        await kb.ingest_bytes(b"some text", name="a.txt")
+    with pytest.raises(EmbedderMismatchError, match="hashing-64"):
+        async with KnowledgeBase(path, embedder=HashingEmbeddingModel(32)):
+            pass
+    with pytest.raises(EmbedderMismatchError, match="local:all-minilm-l6-v2"):
+        async with KnowledgeBase(path):
+            pass
+
+    class SameNameOtherSize(HashingEmbeddingModel):
+        @property
+        def model_name(self) -> str:
+            return "hashing-64"
+
+    async with KnowledgeBase(path, embedder=SameNameOtherSize(16)) as kb:
+        with pytest.raises(EmbedderMismatchError, match="64-dimensional"):
+            await kb.search("some text", mode="vector")
+        with pytest.raises(EmbedderMismatchError, match="64-dimensional"):
+            await kb.ingest_bytes(b"other text", name="b.txt")
+
+
+async def test_a_second_connection_sees_new_documents(tmp_path: Path) -> None:
+    embedder = HashingEmbeddingModel()
+    async with KnowledgeBase(tmp_path / "kb", embedder=embedder) as writer:
+        await writer.ingest_bytes(b"first document", name="a.txt")
+        async with KnowledgeBase(tmp_path / "kb", embedder=embedder) as reader:
+            assert await reader.count_documents() == 1
+            await writer.ingest_bytes(b"second document", name="b.txt")
+            assert await reader.count_documents() == 2
+            assert [h.text for h in await reader.search("second", mode="text")] == ["second document"]
