@@ -1,0 +1,230 @@
+"""``ToolContextCache``: per-thread ``ToolContext``s in memory, bounded, in front of a ``ThreadStore``.
+
+Rules that keep updates from being lost:
+
+- Mutate a thread only inside ``transaction(thread_id)``: it holds the thread's lock, hands out the
+  entry, saves it when the block succeeds and drops it (so the next reader reloads the last saved
+  state) when the block raises. A failed run therefore leaves nothing half-written.
+- Entries are evicted least-recently-used beyond ``max_entries`` and after ``ttl_seconds`` idle,
+  never while locked, and an entry with unsaved changes is saved before it goes.
+- With a shared store (other processes write too), a transaction compares the stored version with
+  the cached one and reloads when they differ.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .context import ToolContext
+from .store import MemoryThreadStore, ThreadRecord, ThreadStore
+
+__all__ = ["CacheEntry", "ToolContextCache"]
+
+
+@dataclass
+class CacheEntry:
+    """A cached thread: its context, the record it was loaded from, and its background tasks."""
+
+    thread_id: str
+    context: ToolContext
+    record: ThreadRecord
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    last_used: float = 0.0
+    dirty: bool = False
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    @property
+    def is_new(self) -> bool:
+        """True until the thread is saved for the first time."""
+        return self.record.version == 0
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        """Keep a background task of this thread; it is cancelled when the entry is evicted."""
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def cancel_tasks(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+
+
+class ToolContextCache:
+    """Bounded cache of thread contexts with per-thread locks, backed by a ``ThreadStore``."""
+
+    def __init__(
+        self,
+        store: ThreadStore | None = None,
+        *,
+        max_entries: int = 1000,
+        ttl_seconds: float = 3600.0,
+        prepare: Callable[[ToolContext], Any] | None = None,
+        state_key: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store or MemoryThreadStore()
+        self.max_entries = max_entries
+        self.ttl_seconds = ttl_seconds
+        self._prepare = prepare
+        self._state_key = state_key
+        self._clock = clock
+        self._entries: OrderedDict[str, CacheEntry] = OrderedDict()
+        # A lock lives as long as an entry or a waiting task holds it, so two tasks can never
+        # end up holding different locks for one thread.
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._loading: dict[str, asyncio.Lock] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, thread_id: object) -> bool:
+        return thread_id in self._entries
+
+    # -- access ------------------------------------------------------------------------------
+
+    async def get_or_create(self, thread_id: str) -> tuple[ToolContext, bool]:
+        """The thread's context and whether the thread is new (never saved).
+
+        Read-only use; to change a thread use ``transaction``.
+        """
+        entry = await self._entry(thread_id, revalidate=False)
+        return entry.context, entry.is_new
+
+    async def get_entry(self, thread_id: str, *, revalidate: bool = True) -> CacheEntry:
+        """The cache entry (context plus stored record) of ``thread_id``."""
+        return await self._entry(thread_id, revalidate=revalidate)
+
+    def lock(self, thread_id: str) -> asyncio.Lock:
+        """The in-process lock of ``thread_id`` (held by ``transaction``)."""
+        lock = self._locks.get(thread_id)
+        if lock is None:
+            lock = self._locks[thread_id] = asyncio.Lock()
+        return lock
+
+    @asynccontextmanager
+    async def transaction(self, thread_id: str, *, save: bool = True) -> AsyncIterator[CacheEntry]:
+        """Hold the thread's lock; save on success, roll back to the stored state on error.
+
+        With ``save=False`` the caller saves (or not) with ``save()`` before the block ends.
+        """
+        async with self.lock(thread_id):
+            entry = await self._entry(thread_id, revalidate=True)
+            try:
+                yield entry
+                if save:
+                    await self.save(entry)
+            except BaseException:
+                self._drop(thread_id)
+                raise
+        self._shrink()
+
+    async def save(self, entry: CacheEntry) -> None:
+        """Persist the entry's context and record (compare-and-set on its version)."""
+        record = replace(entry.record, state=entry.context.dump_namespaces())
+        entry.record = await self.store.save(record)
+        entry.dirty = False
+
+    def rollback(self, thread_id: str) -> None:
+        """Forget in-memory changes: the next access reloads the last saved state."""
+        self._drop(thread_id)
+
+    async def delete(self, thread_id: str) -> bool:
+        """Remove a thread from the cache and the store."""
+        async with self.lock(thread_id):
+            self._drop(thread_id)
+            return await self.store.delete(thread_id)
+
+    # -- eviction ----------------------------------------------------------------------------
+
+    async def evict(self, thread_id: str) -> bool:
+        """Evict one entry (saving unsaved changes first); ``False`` if absent or locked."""
+        entry = self._entries.get(thread_id)
+        if entry is None or entry.lock.locked() or self.lock(thread_id).locked():
+            return False
+        if entry.dirty:
+            async with self.lock(thread_id):
+                if self._entries.get(thread_id) is entry:
+                    await self.save(entry)
+        self._drop(thread_id)
+        return True
+
+    async def evict_idle(self) -> int:
+        """Evict entries idle for longer than ``ttl_seconds``; returns how many went."""
+        cutoff = self._clock() - self.ttl_seconds
+        stale = [tid for tid, e in self._entries.items() if e.last_used < cutoff]
+        evicted = 0
+        for thread_id in stale:
+            evicted += await self.evict(thread_id)
+        return evicted
+
+    async def close(self) -> None:
+        """Save unsaved entries, cancel background tasks, close the store."""
+        for thread_id in list(self._entries):
+            await self.evict(thread_id)
+        for entry in list(self._entries.values()):
+            entry.cancel_tasks()
+        self._entries.clear()
+        await self.store.close()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    async def _entry(self, thread_id: str, *, revalidate: bool) -> CacheEntry:
+        entry = self._entries.get(thread_id)
+        if (
+            entry is not None
+            and revalidate
+            and self.store.shared
+            and not entry.dirty
+            and await self.store.version(thread_id) != (entry.record.version or None)
+        ):
+            self._drop(thread_id)
+            entry = None
+        if entry is None:
+            loading = self._loading.setdefault(thread_id, asyncio.Lock())
+            async with loading:
+                entry = self._entries.get(thread_id)
+                if entry is None:
+                    entry = await self._load(thread_id)
+                    self._entries[thread_id] = entry
+            self._loading.pop(thread_id, None)
+        entry.last_used = self._clock()
+        self._entries.move_to_end(thread_id)
+        self._shrink()
+        return entry
+
+    async def _load(self, thread_id: str) -> CacheEntry:
+        record = await self.store.load(thread_id) or ThreadRecord(thread_id)
+        context = ToolContext.from_dump(record.state, state_key=self._state_key)
+        if self._prepare is not None:
+            self._prepare(context)
+        return CacheEntry(thread_id, context, record, lock=self.lock(thread_id))
+
+    def _drop(self, thread_id: str) -> None:
+        entry = self._entries.pop(thread_id, None)
+        if entry is not None:
+            entry.cancel_tasks()
+
+    def _shrink(self) -> None:
+        """Schedule saving-evictions beyond ``max_entries`` (oldest first, locked ones skipped)."""
+        excess = len(self._entries) - self.max_entries
+        if excess <= 0:
+            return
+        for thread_id, entry in list(self._entries.items()):
+            if excess <= 0:
+                break
+            if entry.lock.locked():
+                continue
+            if entry.dirty:
+                task = asyncio.get_running_loop().create_task(self.evict(thread_id))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            else:
+                self._drop(thread_id)
+            excess -= 1

@@ -1,0 +1,267 @@
+"""``ToolContext``: the per-thread state the server owns, one pydantic model per namespace.
+
+The frontend sees a flat snapshot: the emitted fields of every namespace side by side (optionally
+under ``state_key``). Two rules keep that cheap and safe:
+
+- Field ownership. A model may declare ``client_fields`` (the frontend may propose them, e.g. the
+  document filter) and ``server_only_fields`` (persisted, never emitted: caches, registries).
+  Everything else is server-owned and emitted.
+- Structural sharing. Items that are frozen pydantic models (citations, search records, QA entries)
+  are dumped once and the same dict is reused in every later snapshot, so building a snapshot
+  costs one pass over the items, and the delta engine skips unchanged items by identity.
+  Snapshots are therefore read-only: copy before mutating.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import InitErrorDetails, to_jsonable_python
+
+__all__ = ["StateCollisionError", "StateModel", "ToolContext"]
+
+M = TypeVar("M", bound=BaseModel)
+
+_Cache = dict[int, tuple[BaseModel, Any]]
+
+
+class StateCollisionError(ValueError):
+    """Two namespaces would put the same field into the flat snapshot."""
+
+
+class StateModel(BaseModel):
+    """Optional base for namespace models that declares who owns which field.
+
+    ``client_fields`` may be proposed by the frontend; ``server_only_fields`` are persisted but never
+    emitted. Plain ``BaseModel`` namespaces work too: all their fields are server-owned and emitted.
+    """
+
+    client_fields: ClassVar[frozenset[str]] = frozenset()
+    server_only_fields: ClassVar[frozenset[str]] = frozenset()
+
+
+def _client_fields(model: BaseModel) -> frozenset[str]:
+    return getattr(type(model), "client_fields", frozenset())
+
+
+def _server_only(model: BaseModel) -> frozenset[str]:
+    return getattr(type(model), "server_only_fields", frozenset())
+
+
+def _emitted_fields(model: BaseModel) -> list[str]:
+    hidden = _server_only(model)
+    return [name for name in type(model).model_fields if name not in hidden]
+
+
+class ToolContext:
+    """Namespaced state of one conversation thread.
+
+    ``register``/``get``/``get_or_create`` manage namespaces; ``build_state_snapshot`` gives the
+    AG-UI state; ``dump_namespaces``/``load_namespace`` persist it; ``apply_client_proposal`` takes
+    what the frontend may change and reports whether its copy diverged.
+    """
+
+    def __init__(self, state_key: str | None = None) -> None:
+        self.state_key = state_key
+        self._namespaces: dict[str, BaseModel] = {}
+        self._owners: dict[str, str] = {}  # emitted field -> namespace
+        self._dumps: dict[str, dict[str, Any]] = {}
+        self._item_cache: dict[str, _Cache] = {}
+        self._pending: dict[str, dict[str, Any]] = {}  # stored data whose model type is not known yet
+
+    @classmethod
+    def from_dump(cls, data: Mapping[str, Mapping[str, Any]], state_key: str | None = None) -> ToolContext:
+        """A context over persisted ``dump_namespaces()`` data.
+
+        Namespaces are typed lazily: ``get_or_create(ns, T)`` (or ``prepare_context``) validates the
+        stored data as ``T``. Namespaces nobody asks for are kept as they are and saved again.
+        """
+        context = cls(state_key)
+        context._pending = {ns: dict(values) for ns, values in data.items()}
+        return context
+
+    # -- namespaces --------------------------------------------------------------------------
+
+    def register(self, namespace: str, model: BaseModel) -> None:
+        """Add (or replace) ``namespace``; a field already emitted by another namespace is an error."""
+        if not isinstance(model, BaseModel):
+            raise TypeError(
+                f"namespace {namespace!r} needs a pydantic model instance, got {type(model).__name__}"
+            )
+        for name in _emitted_fields(model):
+            owner = self._owners.get(name)
+            if owner is not None and owner != namespace:
+                raise StateCollisionError(
+                    f"field {name!r} of namespace {namespace!r} ({type(model).__name__}) collides with "
+                    f"namespace {owner!r} ({type(self._namespaces[owner]).__name__}) in the flat state snapshot"
+                )
+        if namespace in self._namespaces:
+            self._forget_fields(namespace)
+        self._pending.pop(namespace, None)
+        self._namespaces[namespace] = model
+        for name in _emitted_fields(model):
+            self._owners[name] = namespace
+        self.mark_changed(namespace)
+
+    def _forget_fields(self, namespace: str) -> None:
+        for name in [f for f, ns in self._owners.items() if ns == namespace]:
+            del self._owners[name]
+
+    def unregister(self, namespace: str) -> None:
+        """Drop ``namespace`` (no error when absent)."""
+        self._pending.pop(namespace, None)
+        if self._namespaces.pop(namespace, None) is not None:
+            self._forget_fields(namespace)
+            self._dumps.pop(namespace, None)
+            self._item_cache.pop(namespace, None)
+
+    def get(self, namespace: str, type: type[M] | None = None) -> Any:
+        """The model of ``namespace``; ``None`` when absent or not an instance of ``type``."""
+        model = self._namespaces.get(namespace)
+        if model is None or (type is not None and not isinstance(model, type)):
+            return None
+        return model
+
+    def get_or_create(self, namespace: str, type: type[M]) -> M:
+        """The model of ``namespace``, registering ``type()`` first when absent.
+
+        A namespace holding another type is an error rather than a silent replacement.
+        """
+        model = self._namespaces.get(namespace)
+        if model is None:
+            stored = self._pending.get(namespace)
+            model = type() if stored is None else type.model_validate(stored)
+            self.register(namespace, model)
+            return model
+        if not isinstance(model, type):
+            raise TypeError(f"namespace {namespace!r} holds {model.__class__.__name__}, not {type.__name__}")
+        return model
+
+    @property
+    def namespaces(self) -> Mapping[str, BaseModel]:
+        """Registered namespaces (read-only view)."""
+        return dict(self._namespaces)
+
+    def mark_changed(self, namespace: str) -> None:
+        """Tell the context that ``namespace``'s model was mutated in place."""
+        self._dumps.pop(namespace, None)
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def dump_namespaces(self) -> dict[str, dict[str, Any]]:
+        """Every namespace's full data (server-only fields included), keyed by namespace."""
+        dump = {ns: dict(values) for ns, values in self._pending.items()}
+        dump.update((ns, model.model_dump(mode="json")) for ns, model in self._namespaces.items())
+        return dump
+
+    def load_namespace(self, namespace: str, type: type[M], data: Mapping[str, Any]) -> M:
+        """Validate ``data`` as ``type`` and register it under ``namespace``."""
+        model = type.model_validate(data)
+        self.register(namespace, model)
+        return model
+
+    # -- snapshots ---------------------------------------------------------------------------
+
+    def build_state_snapshot(self) -> dict[str, Any]:
+        """The AG-UI state: emitted fields of all namespaces, flat, under ``state_key`` if set."""
+        flat: dict[str, Any] = {}
+        for namespace, model in self._namespaces.items():
+            dump = self._dumps.get(namespace)
+            if dump is None:
+                dump = self._dump_namespace(namespace, model)
+            flat.update(dump)
+        return {self.state_key: flat} if self.state_key else flat
+
+    def _dump_namespace(self, namespace: str, model: BaseModel) -> dict[str, Any]:
+        old = self._item_cache.get(namespace, {})
+        new: _Cache = {}
+        dump = {name: _dump_value(getattr(model, name), old, new) for name in _emitted_fields(model)}
+        self._item_cache[namespace] = new
+        self._dumps[namespace] = dump
+        return dump
+
+    def _unwrap(self, snapshot: Mapping[str, Any]) -> Mapping[str, Any]:
+        if not isinstance(snapshot, Mapping):
+            raise TypeError(f"state must be a JSON object, got {type(snapshot).__name__}")
+        if self.state_key is None:
+            return snapshot
+        inner = snapshot.get(self.state_key, {})
+        if not isinstance(inner, Mapping):
+            raise TypeError(f"state[{self.state_key!r}] must be a JSON object, got {type(inner).__name__}")
+        return inner
+
+    def restore_state_snapshot(self, snapshot: Mapping[str, Any]) -> None:
+        """Update registered namespaces in place from a flat snapshot; unknown keys are ignored.
+
+        All namespaces are validated before any is changed: a wrong field type raises
+        ``pydantic.ValidationError`` naming the field and leaves the context as it was.
+        """
+        self._apply(self._unwrap(snapshot), client_only=False)
+
+    def apply_client_proposal(self, state: Mapping[str, Any] | None) -> bool:
+        """Take the client-owned fields of a client's ``state``; return whether its copy diverged.
+
+        Server-owned fields are never taken. The result is ``True`` when the client's state, after
+        its proposal is applied, still differs from the server's snapshot: the caller then sends a
+        STATE_SNAPSHOT. Invalid client-owned values raise ``ValidationError`` and change nothing.
+        """
+        proposal = self._unwrap(state or {})
+        self._apply(proposal, client_only=True)
+        if self.state_key is None:
+            return dict(proposal) != self.build_state_snapshot()
+        return dict(state or {}) != self.build_state_snapshot()
+
+    def _apply(self, flat: Mapping[str, Any], *, client_only: bool) -> None:
+        # Validate every field on shallow copies first, then commit: all or nothing.
+        staged: list[tuple[str, BaseModel, dict[str, Any]]] = []
+        errors: list[InitErrorDetails] = []
+        for namespace, model in self._namespaces.items():
+            allowed = _client_fields(model) if client_only else set(_emitted_fields(model))
+            names = [name for name in type(model).model_fields if name in allowed and name in flat]
+            if not names:
+                continue
+            clone = model.model_copy()
+            for name in names:
+                try:
+                    clone.__pydantic_validator__.validate_assignment(clone, name, flat[name])
+                except ValidationError as exc:
+                    errors.extend(exc.errors())  # type: ignore[arg-type]
+            staged.append((namespace, model, {name: getattr(clone, name) for name in names}))
+        if errors:
+            raise ValidationError.from_exception_data("state", errors)
+        for namespace, model, values in staged:
+            changed = {name: v for name, v in values.items() if getattr(model, name) != v}
+            for name, value in changed.items():
+                object.__setattr__(model, name, value)
+            if changed:
+                self.mark_changed(namespace)
+
+
+def _dump_value(value: Any, old: _Cache, new: _Cache) -> Any:
+    """JSON-ready ``value``; frozen models reuse their previous dump (same dict object)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, BaseModel):
+        if not value.model_config.get("frozen"):
+            return value.model_dump(mode="json")
+        key = id(value)
+        entry = old.get(key)
+        if entry is None or entry[0] is not value:
+            entry = (value, value.model_dump(mode="json"))
+        new[key] = entry
+        return entry[1]
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():  # the hot loop of big namespaces: cached items first
+            entry = old.get(id(v))
+            if entry is not None and entry[0] is v:
+                new[id(v)] = entry
+                out[k if type(k) is str else str(k)] = entry[1]
+            else:
+                out[k if type(k) is str else str(k)] = _dump_value(v, old, new)
+        return out
+    if isinstance(value, list | tuple):
+        return [_dump_value(v, old, new) for v in value]
+    return to_jsonable_python(value)

@@ -1,0 +1,230 @@
+"""The RAG state namespaces: session (filter, citations), search history and QA history.
+
+Collections that grow per turn are bounded; eviction drops the oldest entries first:
+
+- ``citations`` (emitted): at most ``citations_limit``; the card added longest ago goes first. The
+  ``citation_registry`` (server-only) keeps every chunk's index, so a chunk cited again after its
+  card was evicted gets its original number back. The registry itself keeps the newest
+  ``REGISTRY_LIMIT`` entries.
+- ``searches``: at most ``search_history_limit`` records, oldest first.
+- ``qa_history``: at most ``qa_history_limit`` entries, oldest first, with their cached question
+  embeddings (server-only) removed alongside.
+
+Items are frozen models with tuple fields, so ``ToolContext`` can reuse their dumps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .context import StateModel, ToolContext
+
+__all__ = [
+    "FEATURE_NAMESPACES",
+    "QA_NAMESPACE",
+    "SEARCH_NAMESPACE",
+    "SESSION_NAMESPACE",
+    "Citation",
+    "QAEntry",
+    "QASessionState",
+    "SearchHitSummary",
+    "SearchRecord",
+    "SearchState",
+    "SessionState",
+    "prepare_context",
+]
+
+SESSION_NAMESPACE = "rag.session"
+SEARCH_NAMESPACE = "rag.search"
+QA_NAMESPACE = "rag.qa"
+
+REGISTRY_LIMIT = 10_000
+PASSAGE_CHARS = 1200
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Citation(BaseModel):
+    """A numbered source card: what ``[n]`` in an answer points at."""
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int
+    chunk_id: str
+    document_id: str
+    title: str
+    uri: str
+    headings: tuple[str, ...] = ()
+    page: int | None = None
+    passage: str = Field(description=f"The cited text, at most {PASSAGE_CHARS} characters.")
+
+
+class SessionState(StateModel):
+    """The document filter the user chose, and the thread's citations."""
+
+    client_fields: ClassVar[frozenset[str]] = frozenset({"document_filter"})
+    server_only_fields: ClassVar[frozenset[str]] = frozenset({"citation_registry", "next_citation"})
+
+    document_filter: list[str] = Field(
+        default_factory=list, max_length=50, description="Document names that restrict every tool."
+    )
+    citations: dict[str, Citation] = Field(default_factory=dict, description="Citation cards by index.")
+    citation_registry: dict[str, int] = Field(default_factory=dict, description="Chunk id to index.")
+    next_citation: int = 1
+
+    def cite(
+        self,
+        *,
+        chunk_id: str,
+        document_id: str,
+        title: str,
+        uri: str,
+        text: str,
+        headings: Sequence[str] = (),
+        page: int | None = None,
+        limit: int = 200,
+    ) -> int:
+        """The stable 1-based index of ``chunk_id``: the first occurrence numbers it for good."""
+        index = self.citation_registry.get(chunk_id)
+        if index is None:
+            index = self.next_citation
+            self.next_citation += 1
+            self.citation_registry[chunk_id] = index
+            if len(self.citation_registry) > REGISTRY_LIMIT:
+                for old in list(self.citation_registry)[: len(self.citation_registry) - REGISTRY_LIMIT]:
+                    del self.citation_registry[old]
+        key = str(index)
+        if key not in self.citations:
+            self.citations[key] = Citation(
+                index=index,
+                chunk_id=chunk_id,
+                document_id=document_id,
+                title=title,
+                uri=uri,
+                headings=tuple(headings),
+                page=page,
+                passage=text[:PASSAGE_CHARS],
+            )
+            while len(self.citations) > limit:
+                del self.citations[next(iter(self.citations))]
+        return index
+
+
+class SearchHitSummary(BaseModel):
+    """What the client shows of a hit: its citation and source, not the full text."""
+
+    model_config = ConfigDict(frozen=True)
+
+    citation: int
+    title: str
+    uri: str
+    score: float
+    page: int | None = None
+    headings: tuple[str, ...] = ()
+
+
+class SearchRecord(BaseModel):
+    """One search the agent ran."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    seq: int
+    query: str
+    documents: tuple[str, ...] = ()
+    hits: tuple[SearchHitSummary, ...] = ()
+    at: datetime = Field(default_factory=_now)
+
+
+class SearchState(StateModel):
+    """The thread's recent searches, keyed by id (``seq`` gives their order)."""
+
+    server_only_fields: ClassVar[frozenset[str]] = frozenset({"next_search"})
+
+    searches: dict[str, SearchRecord] = Field(default_factory=dict)
+    next_search: int = 1
+
+    def add_search(
+        self, query: str, hits: Iterable[SearchHitSummary], *, documents: Sequence[str] = (), limit: int = 20
+    ) -> SearchRecord:
+        """Record a search; the oldest records beyond ``limit`` are dropped."""
+        seq = self.next_search
+        self.next_search += 1
+        record = SearchRecord(
+            id=f"s{seq}", seq=seq, query=query, documents=tuple(documents), hits=tuple(hits)
+        )
+        self.searches[record.id] = record
+        while len(self.searches) > limit:
+            del self.searches[min(self.searches.values(), key=lambda r: r.seq).id]
+        return record
+
+
+class QAEntry(BaseModel):
+    """One answered question."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    question: str
+    answer: str
+    confidence: float
+    citations: tuple[int, ...] = ()
+    document: str | None = None
+    recalled_from: str | None = Field(default=None, description="Id of the earlier answer this one reused.")
+    at: datetime = Field(default_factory=_now)
+
+
+class QASessionState(StateModel):
+    """The thread's QA history; question embeddings stay on the server."""
+
+    server_only_fields: ClassVar[frozenset[str]] = frozenset(
+        {"question_embeddings", "next_qa", "session_summary"}
+    )
+
+    qa_history: list[QAEntry] = Field(default_factory=list)
+    question_embeddings: dict[str, list[float]] = Field(default_factory=dict)
+    session_summary: str | None = None
+    next_qa: int = 1
+
+    def add_entry(
+        self, entry_fields: dict[str, object], embedding: Sequence[float] | None, *, limit: int
+    ) -> QAEntry:
+        """Append an answer (its id is assigned here); evicts the oldest beyond ``limit``."""
+        entry = QAEntry(id=f"qa{self.next_qa}", **entry_fields)  # type: ignore[arg-type]
+        self.next_qa += 1
+        self.qa_history.append(entry)
+        if embedding is not None:
+            self.question_embeddings[entry.id] = list(embedding)
+        while len(self.qa_history) > limit:
+            evicted = self.qa_history.pop(0)
+            self.question_embeddings.pop(evicted.id, None)
+        return entry
+
+
+FEATURE_NAMESPACES: dict[str, tuple[tuple[str, type[BaseModel]], ...]] = {
+    "search": ((SESSION_NAMESPACE, SessionState), (SEARCH_NAMESPACE, SearchState)),
+    "documents": ((SESSION_NAMESPACE, SessionState),),
+    "qa": ((SESSION_NAMESPACE, SessionState), (QA_NAMESPACE, QASessionState)),
+    "analysis": ((SESSION_NAMESPACE, SessionState),),
+}
+
+
+def prepare_context(
+    context: ToolContext, features: Iterable[str] = ("search", "documents"), state_key: str | None = None
+) -> ToolContext:
+    """Register the namespaces ``features`` need (idempotent: existing namespaces are kept)."""
+    if state_key is not None:
+        context.state_key = state_key
+    for feature in features:
+        if feature not in FEATURE_NAMESPACES:
+            known = ", ".join(FEATURE_NAMESPACES)
+            raise ValueError(f"unknown feature {feature!r}; known: {known}")
+        for namespace, model_type in FEATURE_NAMESPACES[feature]:
+            context.get_or_create(namespace, model_type)
+    return context
