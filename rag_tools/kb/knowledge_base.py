@@ -128,6 +128,8 @@ class KnowledgeBase:
         embedder: str | EmbeddingModel = DEFAULT_EMBEDDER,
         chunk_max_chars: int = 1200,
         ann_index_threshold: int = 100_000,
+        ann_ef: int = 200,
+        ann_refine_factor: int | None = 4,
         read_consistency_interval: timedelta | None = timedelta(0),
     ) -> None:
         self.uri = str(uri)
@@ -135,6 +137,8 @@ class KnowledgeBase:
         self.embedder = embedder_name(self.embedding_model)
         self.chunk_max_chars = chunk_max_chars
         self.ann_index_threshold = ann_index_threshold
+        self.ann_ef = ann_ef
+        self.ann_refine_factor = ann_refine_factor
         self._read_consistency_interval = read_consistency_interval
         self._db: lancedb.AsyncConnection | None = None
         self._chunks: lancedb.AsyncTable | None = None
@@ -464,7 +468,9 @@ class KnowledgeBase:
             builder: Any = table.query().nearest_to_text(query, columns=_FTS_COLUMN)
         else:
             vector = await self.embed_query(query)
-            builder = table.query().nearest_to(vector).distance_type("cosine")
+            builder = table.query().nearest_to(vector).distance_type("cosine").ef(self.ann_ef)
+            if self.ann_refine_factor:
+                builder = builder.refine_factor(self.ann_refine_factor)
             if mode == "hybrid":
                 builder = builder.nearest_to_text(query, columns=_FTS_COLUMN).rerank(RRFReranker())
             elif mode != "vector":

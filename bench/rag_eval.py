@@ -1,0 +1,121 @@
+"""Retrieval quality over the sample corpus, with the default (offline) embedder.
+
+    python -m bench.rag_eval [--modes hybrid,vector,text] [--limit 5]
+
+For each labelled question in ``bench/rag_questions.json`` (question, source document, strings a
+correct passage contains, page for the PDF) the knowledge base is searched, and two recalls are
+reported per mode:
+
+- document recall@k: a top-k hit comes from the expected document;
+- passage recall@k: a top-k hit from the expected document (and page) contains every expected
+  string, i.e. the passage that answers the question was retrieved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rag_tools.kb import KnowledgeBase, SearchHit
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "examples" / "corpus"
+QUESTIONS = Path(__file__).resolve().parent / "rag_questions.json"
+
+
+@dataclass
+class Question:
+    id: str
+    question: str
+    document: str
+    answer_contains: list[str]
+    page: int | None = None
+
+    def is_source(self, hit: SearchHit) -> bool:
+        return hit.uri.endswith("/" + self.document) and (self.page is None or hit.page == self.page)
+
+    def is_answer(self, hit: SearchHit) -> bool:
+        text = (hit.context or hit.text).lower()
+        return self.is_source(hit) and all(s.lower() in text for s in self.answer_contains)
+
+
+@dataclass
+class RetrievalReport:
+    mode: str
+    limit: int
+    total: int = 0
+    document_hits: int = 0
+    passage_hits: int = 0
+    misses: list[str] = field(default_factory=list)
+
+    @property
+    def document_recall(self) -> float:
+        return self.document_hits / self.total if self.total else 0.0
+
+    @property
+    def passage_recall(self) -> float:
+        return self.passage_hits / self.total if self.total else 0.0
+
+
+def load_questions(path: Path = QUESTIONS) -> list[Question]:
+    return [Question(**item) for item in json.loads(path.read_text())]
+
+
+async def evaluate_retrieval(
+    kb: KnowledgeBase, questions: list[Question], *, mode: str, limit: int = 5
+) -> RetrievalReport:
+    """Search every question and count document- and passage-level hits in the top ``limit``."""
+    report = RetrievalReport(mode, limit)
+    for q in questions:
+        hits = await kb.search(q.question, limit=limit, mode=mode)  # type: ignore[arg-type]
+        report.total += 1
+        report.document_hits += any(h.uri.endswith("/" + q.document) for h in hits)
+        if any(q.is_answer(h) for h in hits):
+            report.passage_hits += 1
+        else:
+            report.misses.append(q.id)
+    return report
+
+
+async def build_corpus_kb(path: Path, **options: Any) -> KnowledgeBase:
+    """A knowledge base at ``path`` holding the sample corpus (default embedder unless given)."""
+    kb = KnowledgeBase(path, **options)
+    await kb.open()
+    report = await kb.ingest_paths([CORPUS])
+    if report.errors:
+        raise RuntimeError(f"sample corpus failed to ingest: {report.errors}")
+    return kb
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--modes", default="hybrid,vector,text")
+    parser.add_argument("--limit", type=int, default=5)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="ragstream-eval-"))
+    try:
+        kb = await build_corpus_kb(work / "kb")
+        questions = load_questions()
+        print(f"{len(questions)} questions, {await kb.count_chunks()} chunks, embedder {kb.embedder}\n")
+        print(f"| mode | document recall@{args.limit} | passage recall@{args.limit} | passage misses |")
+        print("|---|---|---|---|")
+        for mode in args.modes.split(","):
+            r = await evaluate_retrieval(kb, questions, mode=mode, limit=args.limit)
+            print(
+                f"| {mode} | {r.document_recall:.3f} | {r.passage_recall:.3f} | {', '.join(r.misses) or '-'} |"
+            )
+        kb.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
