@@ -9,6 +9,9 @@ reported per mode:
 - document recall@k: a top-k hit comes from the expected document;
 - passage recall@k: a top-k hit from the expected document (and page) contains every expected
   string, i.e. the passage that answers the question was retrieved.
+
+Then the offline chat agent answers each question: how often the answer contains the expected
+fact, and how often it cites a passage of the expected document.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_tools.kb import KnowledgeBase, SearchHit
+from rag_tools.offline_model import create_extractive_model
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "examples" / "corpus"
@@ -83,6 +87,53 @@ async def evaluate_retrieval(
     return report
 
 
+@dataclass
+class AnswerReport:
+    total: int = 0
+    fact_hits: int = 0
+    citation_hits: int = 0
+    misses: list[str] = field(default_factory=list)
+
+    @property
+    def fact_rate(self) -> float:
+        return self.fact_hits / self.total if self.total else 0.0
+
+    @property
+    def citation_rate(self) -> float:
+        return self.citation_hits / self.total if self.total else 0.0
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.lower().replace("`", "").replace("*", "").split())
+
+
+async def evaluate_answers(kb: KnowledgeBase, questions: list[Question]) -> AnswerReport:
+    """Ask the offline chat agent each question in a fresh thread.
+
+    A fact hit: the answer contains every expected string. A citation hit: some ``[n]`` in the
+    answer points at a passage of the expected document.
+    """
+    from rag_tools import ChatDeps, RagConfig, build_chat_toolkit, create_chat_agent
+    from rag_tools.state import SESSION_NAMESPACE, SessionState
+
+    config = RagConfig()
+    toolkit = build_chat_toolkit(config)
+    agent = create_chat_agent(config, toolkit, model=create_extractive_model(kb.embedding_model))
+    report = AnswerReport()
+    for q in questions:
+        deps = ChatDeps(client=kb, tool_context=toolkit.create_context(), config=config)
+        answer = (await agent.run(q.question, deps=deps)).output
+        session = deps.tool_context.get(SESSION_NAMESPACE, SessionState)
+        cited = [c for key, c in session.citations.items() if f"[{key}]" in answer]
+        report.total += 1
+        fact = all(_normalise(s) in _normalise(answer) for s in q.answer_contains)
+        report.fact_hits += fact
+        report.citation_hits += any(c.uri.endswith("/" + q.document) for c in cited)
+        if not fact:
+            report.misses.append(q.id)
+    return report
+
+
 async def build_corpus_kb(path: Path, **options: Any) -> KnowledgeBase:
     """A knowledge base at ``path`` holding the sample corpus (default embedder unless given)."""
     kb = KnowledgeBase(path, **options)
@@ -112,6 +163,13 @@ async def main() -> None:
             print(
                 f"| {mode} | {r.document_recall:.3f} | {r.passage_recall:.3f} | {', '.join(r.misses) or '-'} |"
             )
+        answers = await evaluate_answers(kb, questions)
+        print("\nOffline extractive answers (chat agent, one fresh thread per question):\n")
+        print("| answer contains the expected fact | answer cites the expected document | fact misses |")
+        print("|---|---|---|")
+        print(
+            f"| {answers.fact_rate:.3f} | {answers.citation_rate:.3f} | {', '.join(answers.misses) or '-'} |"
+        )
         kb.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)

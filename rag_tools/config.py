@@ -46,7 +46,7 @@ class RagConfig(BaseModel):
         default=1500, ge=0, le=20_000, description="Characters of neighbouring text added to a hit."
     )
     ann_index_threshold: int = Field(
-        default=100_000,
+        default=50_000,
         ge=0,
         description="Build an ANN vector index once the chunks table has this many rows.",
     )

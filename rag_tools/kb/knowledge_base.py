@@ -127,7 +127,7 @@ class KnowledgeBase:
         *,
         embedder: str | EmbeddingModel = DEFAULT_EMBEDDER,
         chunk_max_chars: int = 1200,
-        ann_index_threshold: int = 100_000,
+        ann_index_threshold: int = 50_000,
         ann_ef: int = 200,
         ann_refine_factor: int | None = 4,
         read_consistency_interval: timedelta | None = timedelta(0),

@@ -70,6 +70,7 @@ class ToolContext:
         self._dumps: dict[str, dict[str, Any]] = {}
         self._item_cache: dict[str, _Cache] = {}
         self._pending: dict[str, dict[str, Any]] = {}  # stored data whose model type is not known yet
+        self.version = 0  # bumped on every change: a cheap "did anything change since?" check
 
     @classmethod
     def from_dump(cls, data: Mapping[str, Mapping[str, Any]], state_key: str | None = None) -> ToolContext:
@@ -114,8 +115,8 @@ class ToolContext:
         self._pending.pop(namespace, None)
         if self._namespaces.pop(namespace, None) is not None:
             self._forget_fields(namespace)
-            self._dumps.pop(namespace, None)
             self._item_cache.pop(namespace, None)
+            self.mark_changed(namespace)
 
     def get(self, namespace: str, type: type[M] | None = None) -> Any:
         """The model of ``namespace``; ``None`` when absent or not an instance of ``type``."""
@@ -147,6 +148,7 @@ class ToolContext:
     def mark_changed(self, namespace: str) -> None:
         """Tell the context that ``namespace``'s model was mutated in place."""
         self._dumps.pop(namespace, None)
+        self.version += 1
 
     # -- persistence -------------------------------------------------------------------------
 

@@ -1,0 +1,49 @@
+"""The chat agent: the RAG toolkit, the configured model or the offline extractive one."""
+
+from __future__ import annotations
+
+from pydantic_ai import Agent, DeferredToolRequests
+from pydantic_ai.models import Model
+
+from .config import RagConfig
+from .deps import ChatDeps
+from .embeddings import resolve_embedding_model
+from .offline_model import create_extractive_model
+from .toolkit import Toolkit, build_toolkit
+
+__all__ = ["CHAT_INSTRUCTIONS", "ChatAgent", "build_chat_toolkit", "create_chat_agent", "resolve_chat_model"]
+
+CHAT_INSTRUCTIONS = (
+    "You are the assistant of a document collection. Be concise and precise, and cite the passages "
+    "you rely on as [n]."
+)
+
+ChatAgent = Agent[ChatDeps, str | DeferredToolRequests]
+
+
+def build_chat_toolkit(config: RagConfig) -> Toolkit:
+    """The chat agent's toolkit: search, documents and QA; analysis too when a model can write code."""
+    features = ["search", "documents", "qa"]
+    if config.model:
+        features.append("analysis")
+    return build_toolkit(config, features)
+
+
+def resolve_chat_model(config: RagConfig) -> Model | str:
+    """``config.model``, or the offline extractive model over the configured embedder."""
+    return config.model or create_extractive_model(resolve_embedding_model(config.embedder))
+
+
+def create_chat_agent(
+    config: RagConfig, toolkit: Toolkit | None = None, *, model: Model | str | None = None
+) -> ChatAgent:
+    """The chat agent; its output is text, or the tool calls that wait for a human or the browser."""
+    toolkit = toolkit or build_chat_toolkit(config)
+    return Agent(
+        model if model is not None else resolve_chat_model(config),
+        deps_type=ChatDeps,
+        output_type=[str, DeferredToolRequests],
+        toolsets=toolkit.toolsets,
+        instructions=[CHAT_INSTRUCTIONS, toolkit.prompt],
+        name="ragstream",
+    )

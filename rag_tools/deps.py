@@ -1,0 +1,133 @@
+"""Agent dependencies: the knowledge base client and the thread's ``ToolContext``, as an AG-UI state handler.
+
+``AgentDeps`` implements pydantic-ai's ``StateHandler`` protocol. When the AG-UI adapter hands it
+the client's ``state`` at the start of a run, the setter applies the client's proposal (client-owned
+fields only; an invalid proposal is ignored and recorded, never raised, so no adapter answers 500),
+and keeps the client's copy as the run's single delta baseline. After every tool call that changed
+the context, ``emit_state_update`` sends one STATE_DELTA against that baseline (or a STATE_SNAPSHOT
+when that is smaller) through ``ctx.emit``, so it works under any pydantic-ai AG-UI integration.
+
+Create deps per run: pydantic-ai writes ``deps.state`` in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
+from pydantic import ValidationError
+from pydantic_ai import CustomEvent, RunContext
+
+from .config import RagConfig
+from .kb import KnowledgeBase
+from .state import StateTracker, ToolContext
+
+__all__ = ["AGUIEvent", "AgentDeps", "ChatDeps", "TaskTracker", "emit_state_update"]
+
+
+@dataclass(kw_only=True)
+class AGUIEvent(CustomEvent, name="ragstream_agui_event"):
+    """Carries a ready AG-UI event through ``ctx.emit``; the AG-UI stream passes it on verbatim."""
+
+    event: Any
+
+    def to_payload(self) -> Any:
+        return self.event
+
+
+class TaskTracker(Protocol):
+    """Something that owns background tasks (the server's cache entry does, per thread)."""
+
+    def track(self, task: asyncio.Task[Any]) -> None: ...
+
+
+class _LocalTasks:
+    """Keeps references to background tasks so they are not garbage collected mid-flight."""
+
+    def __init__(self) -> None:
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+
+@dataclass
+class AgentDeps:
+    """What the RAG tools need during a run: ``client`` (the knowledge base) and ``tool_context``."""
+
+    client: KnowledgeBase
+    tool_context: ToolContext
+    tasks: TaskTracker = field(default_factory=_LocalTasks, repr=False)
+    tracker: StateTracker | None = field(default=None, repr=False)
+    client_diverged: bool = False
+    rejected_state: ValidationError | None = field(default=None, repr=False)
+    _emitted_version: int = field(default=-1, repr=False)
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The AG-UI state: the context's snapshot (under its ``state_key``, if any)."""
+        return self.tool_context.build_state_snapshot()
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        self.receive_client_state(value)
+
+    def receive_client_state(self, value: Any) -> bool:
+        """Apply the client's proposal and start the run's delta baseline at the client's copy.
+
+        Returns whether the client's copy differs from the server's state (then a snapshot is due).
+        """
+        client_copy = value if isinstance(value, dict) else {}
+        try:
+            self.client_diverged = self.tool_context.apply_client_proposal(client_copy)
+            self.rejected_state = None
+        except (ValidationError, TypeError) as exc:
+            self.rejected_state = exc if isinstance(exc, ValidationError) else None
+            self.client_diverged = True
+        self.tracker = StateTracker(client_copy)
+        self._emitted_version = -1
+        return self.client_diverged
+
+    def state_update_events(self, *, force: bool = False) -> list[BaseEvent]:
+        """The AG-UI events that bring the client's copy up to date (empty when it is).
+
+        ``force`` re-dumps every namespace first, catching in-place changes nobody marked.
+        """
+        context = self.tool_context
+        if self.tracker is None or (not force and context.version == self._emitted_version):
+            return []
+        if force:
+            for namespace in context.namespaces:
+                context.mark_changed(namespace)
+        self._emitted_version = context.version
+        update = self.tracker.update(context.build_state_snapshot())
+        if update.kind == "delta":
+            return [StateDeltaEvent(delta=update.ops)]
+        if update.kind == "snapshot":
+            return [StateSnapshotEvent(snapshot=update.snapshot)]
+        return []
+
+    def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Start a background task owned by this thread (cancelled when the thread is evicted)."""
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self.tasks.track(task)
+        return task
+
+
+@dataclass
+class ChatDeps(AgentDeps):
+    """Deps of the chat agent: adds the configuration the chat tools and prompts read."""
+
+    config: RagConfig = field(default_factory=RagConfig)
+
+
+async def emit_state_update(ctx: RunContext[Any]) -> None:
+    """Send the client what changed in the thread's state since it last heard (no-op outside AG-UI)."""
+    deps = ctx.deps
+    if isinstance(deps, AgentDeps):
+        for event in deps.state_update_events():
+            await ctx.emit(AGUIEvent(event=event))

@@ -1,0 +1,205 @@
+"""Answers and summaries assembled from retrieved text, for when no language model is configured.
+
+Sentences are scored by cosine similarity to the question with the knowledge base's own embedder,
+plus a small bonus for shared content words; the best few become the answer, each followed by the
+``[n]`` of the passage it came from. Nothing is generated: every sentence is a quotation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from pydantic_ai.embeddings import EmbeddingModel
+
+__all__ = ["ExtractiveAnswer", "Passage", "extractive_answer", "extractive_summary", "split_sentences"]
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"”')\]]*\s+(?=[\"“(\[]?[A-Z0-9])")
+_MARKUP = re.compile(r"(\*\*|__|`+|^#+\s*|^\s*(?:[-*+]|\d+[.)])\s+|!\[[^\]]*\]\([^)]*\)|^>\s*)", re.MULTILINE)
+_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+_WORD = re.compile(r"[a-z0-9][a-z0-9'.:-]*[a-z0-9]|[a-z0-9]")
+_STOP = frozenset(
+    "a an and are as at be by can do does for from how i if in is it its me my of on or so that the this to "
+    "was what when where which who why will with you your should would could there their they them we our "
+    "about into than then these those has have had not no yes any all each get set use used using".split()
+)
+_CACHE_LIMIT = 20_000
+
+
+@dataclass(frozen=True)
+class Passage:
+    """Text that may be quoted, with the citation number to quote it under."""
+
+    citation: int
+    text: str
+    heading: str | None = None  # title and section, to give short sentences their context
+
+
+@dataclass
+class ExtractiveAnswer:
+    """A quoted answer: its text with ``[n]`` markers, the citations used, a 0-1 confidence."""
+
+    text: str
+    citations: list[int] = field(default_factory=list)
+    confidence: float = 0.0
+    found: bool = False
+
+
+def _clean(line: str) -> str:
+    line = _LINK.sub(r"\1", line)
+    line = _MARKUP.sub("", line).strip()
+    if line.startswith("|") and line.endswith("|"):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if all(set(c) <= set("-: ") for c in cells):
+            return ""
+        line = ", ".join(c for c in cells if c)
+    return re.sub(r"\s+", " ", line).strip()
+
+
+_UNIT_START = re.compile(r"^\s*([-*+]\s|\d+[.)]\s|\||#)")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def _units(block: str) -> list[str]:
+    """Lines of a block joined into logical units: list items, table rows, headings, paragraphs.
+
+    Wrapped lines (PDF text, hard-wrapped Markdown) continue the unit before them; a short line
+    without closing punctuation reads as a heading and stands alone.
+    """
+    units: list[str] = []
+    current: list[str] = []
+    previous_closed = True
+    header: list[str] | None = None
+    last_cells: list[str] | None = None
+    for raw in block.splitlines():
+        if not raw.strip() or _FENCE.match(raw):
+            continue
+        if raw.lstrip().startswith("|"):  # a table row: pair each cell with its column header
+            cells = [c.strip() for c in raw.strip().strip("|").split("|")]
+            if current:
+                units.append(" ".join(current))
+                current = []
+            if all(set(c) <= set("-: ") for c in cells):
+                header = [_clean(c) for c in last_cells] if last_cells else None
+                if last_cells and units:
+                    units.pop()  # the header row itself is not a sentence
+            elif header and len(header) == len(cells):
+                units.append(", ".join(f"{h}: {_clean(c)}" for h, c in zip(header, cells, strict=True) if c))
+            else:
+                units.append(_clean(raw))
+            last_cells = cells
+            previous_closed = True
+            continue
+        starts_unit = bool(_UNIT_START.match(raw))
+        line = _clean(raw)
+        if not line:
+            continue
+        heading_like = len(line) < 50 and line[-1] not in ".,;:!?)" and not starts_unit
+        if current and (starts_unit or previous_closed or heading_like):
+            units.append(" ".join(current))
+            current = []
+        current.append(line)
+        previous_closed = heading_like or line.endswith(":")
+    if current:
+        units.append(" ".join(current))
+    return units
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text``; list items, table rows and headings count as sentences of their own."""
+    sentences: list[str] = []
+    for block in re.split(r"\n\s*\n", text):
+        for unit in _units(block):
+            sentences.extend(s.strip() for s in _SENTENCE_END.split(unit) if len(s.strip()) > 2)
+    return sentences
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1}
+
+
+class _VectorCache:
+    """Sentence vectors by text, so repeated answers over the same passages do not re-embed."""
+
+    def __init__(self) -> None:
+        self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+
+    async def vectors(
+        self, model: EmbeddingModel, texts: Sequence[str], *, query: bool = False
+    ) -> np.ndarray:
+        kind = "q" if query else "d"
+        key = model.model_name + kind
+        missing = [t for t in dict.fromkeys(texts) if (key, t) not in self._vectors]
+        if missing:
+            result = await model.embed(missing, input_type="query" if query else "document")
+            for text, vector in zip(missing, result.embeddings, strict=True):
+                v = np.asarray(vector, dtype=np.float32)
+                self._vectors[(key, text)] = v / max(float(np.linalg.norm(v)), 1e-12)
+            while len(self._vectors) > _CACHE_LIMIT:
+                self._vectors.popitem(last=False)
+        return np.stack([self._vectors[(key, t)] for t in texts]) if texts else np.zeros((0, 1), np.float32)
+
+
+_cache = _VectorCache()
+
+
+async def extractive_answer(
+    model: EmbeddingModel,
+    question: str,
+    passages: Sequence[Passage],
+    *,
+    max_sentences: int = 3,
+    min_score: float = 0.35,
+) -> ExtractiveAnswer:
+    """The sentences of ``passages`` that best answer ``question``, each cited.
+
+    ``found`` is False (and ``text`` empty) when no sentence reaches ``min_score``.
+    """
+    candidates = list(
+        dict.fromkeys((p.citation, p.heading, s) for p in passages for s in split_sentences(p.text))
+    )
+    if not candidates or not question.strip():
+        return ExtractiveAnswer("")
+    question_vector = (await _cache.vectors(model, [question], query=True))[0]
+    sentence_vectors = await _cache.vectors(model, [f"{h}: {s}" if h else s for _, h, s in candidates])
+    similarity = sentence_vectors @ question_vector
+    asked = _content_words(question)
+    scores = []
+    for (citation, _, sentence), sim in zip(candidates, similarity, strict=True):
+        overlap = len(asked & _content_words(sentence)) / max(len(asked), 1)
+        scores.append((float(sim) + 0.25 * overlap, citation, sentence))
+    scores.sort(key=lambda item: item[0], reverse=True)
+    best = scores[0][0]
+    if best < min_score:
+        return ExtractiveAnswer("", confidence=max(best, 0.0))
+    chosen: list[tuple[float, int, str]] = []
+    per_passage: dict[int, int] = {}
+    for score, citation, sentence in scores:
+        if len(chosen) >= max_sentences or score < max(min_score, best - 0.25):
+            break
+        if per_passage.get(citation, 0) >= 2 or any(sentence == seen for _, _, seen in chosen):
+            continue
+        per_passage[citation] = per_passage.get(citation, 0) + 1
+        chosen.append((score, citation, sentence))
+    parts = []
+    for _, citation, sentence in chosen:
+        body = sentence if sentence[-1] in ".!?" else sentence + "."
+        parts.append(f"{body[:-1]} [{citation}]{body[-1]}")
+    citations = list(dict.fromkeys(c for _, c, _ in chosen))
+    return ExtractiveAnswer(
+        " ".join(parts), citations, confidence=round(min(1.0, max(0.0, best)), 3), found=True
+    )
+
+
+async def extractive_summary(model: EmbeddingModel, text: str, *, max_sentences: int = 5) -> str:
+    """The ``max_sentences`` sentences closest to the text's centroid, in their original order."""
+    sentences = [s for s in split_sentences(text) if len(s) > 20] or split_sentences(text)
+    if len(sentences) <= max_sentences:
+        return " ".join(sentences)
+    vectors = await _cache.vectors(model, sentences)
+    centroid = vectors.mean(axis=0)
+    ranked = np.argsort(-(vectors @ centroid))[:max_sentences]
+    return " ".join(sentences[i] for i in sorted(ranked.tolist()))

@@ -1,0 +1,22 @@
+"""The RAG toolsets; each factory returns a pydantic-ai ``FunctionToolset``."""
+
+from ._common import SearchResult
+from .analysis import AnalysisResult, create_analysis_toolset
+from .documents import DocumentContent, DocumentInfo, DocumentList, create_document_toolset
+from .qa import QAResult, create_qa_toolset, run_qa_core
+from .search import SearchResults, create_search_toolset
+
+__all__ = [
+    "AnalysisResult",
+    "DocumentContent",
+    "DocumentInfo",
+    "DocumentList",
+    "QAResult",
+    "SearchResult",
+    "SearchResults",
+    "create_analysis_toolset",
+    "create_document_toolset",
+    "create_qa_toolset",
+    "create_search_toolset",
+    "run_qa_core",
+]

@@ -1,0 +1,135 @@
+"""The analysis toolset: a model writes Python for a task; it runs in the sandbox, never in-process.
+
+``analyze(task, document_name?)`` asks a code-writing agent (``config.model``, else the run's own
+model) for a program. The program runs in ``rag_tools.sandbox`` (namespaces, no network, CPU,
+memory, file, process and wall-clock limits) and reaches the knowledge base only through the
+``kb`` helper bridged from this process: ``kb.search(query, limit=5)`` and
+``kb.get_document(name)``, both already restricted by the session's filters. A failing program
+goes back to the writer with its error (pydantic-ai output retries) a few times.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+from pydantic_ai import Agent, FunctionToolset, ModelRetry, RunContext
+from pydantic_ai.models import Model
+
+from ..config import RagConfig
+from ..filters import build_document_filter, combine_filters, get_session_filter
+from ..kb import Filter
+from ..offline_model import is_extractive_model
+from ..progress import report_progress
+from ..sandbox import SandboxLimits, SandboxResult, run_sandboxed, sandbox_available
+from ._common import deps_of
+
+__all__ = ["AnalysisResult", "create_analysis_toolset"]
+
+WRITER_INSTRUCTIONS = """\
+Write one Python 3 program that performs the task. It runs in a sandbox without network access,
+with the standard library (json, math, statistics, re, collections, datetime, ...) and numpy.
+The knowledge base is available as `kb`:
+  kb.search(query: str, limit: int = 5) -> list of {"title", "uri", "text", "score"}
+  kb.get_document(name: str) -> {"title", "uri", "content"} or None
+Print what a reader should see, and put the final answer in a variable named `result`
+(JSON-compatible). Reply with the code only, without Markdown fences."""
+
+
+class AnalysisResult(BaseModel):
+    """What ``analyze`` returns: the program, its output and value, and any errors."""
+
+    task: str
+    code: str = ""
+    output: str = ""
+    value: Any = None
+    errors: list[str] = Field(default_factory=list)
+
+
+def _strip_fences(code: str) -> str:
+    lines = code.strip().splitlines()
+    if lines and lines[0].startswith("```"):
+        lines = lines[1:]
+    if lines and lines[-1].strip().startswith("```"):
+        lines = lines[:-1]
+    return "\n".join(lines)
+
+
+def create_analysis_toolset(
+    config: RagConfig,
+    base_filter: Filter | None = None,
+    tool_name: str = "analyze",
+    *,
+    model: Model | str | None = None,
+    limits: SandboxLimits | None = None,
+    max_attempts: int = 3,
+) -> FunctionToolset[Any]:
+    """A toolset with ``analyze(task, document_name?)`` returning an ``AnalysisResult``."""
+    toolset: FunctionToolset[Any] = FunctionToolset(id=f"rag-{tool_name}")
+    sandbox_limits = limits or SandboxLimits()
+
+    async def analyze(ctx: RunContext[Any], task: str, document_name: str | None = None) -> AnalysisResult:
+        """Compute something over the documents by writing and running a Python program.
+
+        Args:
+            task: What to compute, e.g. "count how often each product is mentioned".
+            document_name: Work only with this document (part of its title or uri).
+        """
+        available, reason = sandbox_available()
+        if not available:
+            return AnalysisResult(task=task, errors=[f"analysis is unavailable on this server: {reason}"])
+        writer_model = model if model is not None else (config.model or ctx.model)
+        if writer_model is None or is_extractive_model(writer_model):
+            return AnalysisResult(task=task, errors=["analysis needs a chat model that can write code"])
+
+        deps = deps_of(ctx)
+        restriction = get_session_filter(deps.tool_context, base_filter)
+        if document_name:
+            restriction = combine_filters(restriction, build_document_filter(document_name))
+
+        async def search(query: str, limit: int = 5) -> list[dict[str, Any]]:
+            hits = await deps.client.search(str(query), limit=max(1, min(int(limit), 20)), filter=restriction)
+            return [{"title": h.title, "uri": h.uri, "text": h.text, "score": h.score} for h in hits]
+
+        async def get_document(name: str) -> dict[str, Any] | None:
+            doc = await deps.client.get_document(str(name), filter=restriction)
+            return None if doc is None else {"title": doc.title, "uri": doc.uri, "content": doc.content}
+
+        runs: list[tuple[str, SandboxResult]] = []
+        writer = Agent(
+            writer_model,
+            instructions=WRITER_INSTRUCTIONS,
+            output_type=str,
+            retries={"output": max_attempts - 1},
+        )
+
+        @writer.output_validator
+        async def run_program(code: str) -> str:
+            program = _strip_fences(code)
+            await report_progress(ctx, "Running the analysis program", done=len(runs), total=max_attempts)
+            outcome = await run_sandboxed(
+                program, limits=sandbox_limits, bridge={"search": search, "get_document": get_document}
+            )
+            runs.append((program, outcome))
+            if outcome.error and outcome.error_kind in ("exception", "blocked", "network", "filesystem"):
+                raise ModelRetry(f"The program failed: {outcome.error}\nOutput:\n{outcome.output[-2000:]}")
+            return program
+
+        errors: list[str] = []
+        try:
+            await writer.run(
+                task if not document_name else f"{task}\n(Work with the document: {document_name})"
+            )
+        except Exception as exc:  # the writer gave up (retries exhausted) or the model failed
+            errors.append(f"no working program: {exc}")
+        if not runs:
+            return AnalysisResult(task=task, errors=errors or ["the model wrote no program"])
+        program, outcome = runs[-1]
+        if outcome.error:
+            errors.append(outcome.error)
+        return AnalysisResult(
+            task=task, code=program, output=outcome.output, value=outcome.value, errors=errors
+        )
+
+    toolset.add_function(analyze, name=tool_name)
+    return toolset

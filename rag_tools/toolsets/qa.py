@@ -1,0 +1,211 @@
+"""The QA toolset: answer a question with citations, reusing earlier answers when the question recurs."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+from pydantic_ai import Agent, FunctionToolset, RunContext
+from pydantic_ai.models import Model
+
+from ..config import RagConfig
+from ..deps import emit_state_update
+from ..extractive import Passage, extractive_answer
+from ..filters import build_document_filter, combine_filters, get_session_filter
+from ..kb import Filter, KnowledgeBase
+from ..progress import report_progress
+from ..state import QA_NAMESPACE, QASessionState, ToolContext, prepare_context
+from ._common import SearchResult, cite_hits, deps_of
+
+__all__ = ["OnQAComplete", "QAResult", "create_qa_toolset", "run_qa_core", "summarize_session"]
+
+NOT_FOUND = "I could not find an answer to that in the documents."
+
+OnQAComplete = Callable[[QASessionState, RagConfig], Awaitable[None] | None]
+
+
+class QAResult(BaseModel):
+    """An answer with the citation numbers it rests on."""
+
+    question: str
+    answer: str
+    confidence: float = Field(ge=0.0, le=1.0)
+    citations: list[int] = Field(default_factory=list)
+    recalled_from: str | None = Field(default=None, description="Id of the earlier answer that was reused.")
+
+
+class _ModelAnswer(BaseModel):
+    answer: str = Field(description="The answer, citing passages as [n].")
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+def _recall(
+    qa: QASessionState, vector: np.ndarray, document_name: str | None, threshold: float
+) -> str | None:
+    best_id, best = None, threshold
+    by_id = {entry.id: entry for entry in qa.qa_history}
+    for entry_id, stored in qa.question_embeddings.items():
+        entry = by_id.get(entry_id)
+        if entry is None or entry.document != document_name or entry.recalled_from:
+            continue
+        other = np.asarray(stored, dtype=np.float32)
+        similarity = float(vector @ other / max(float(np.linalg.norm(vector) * np.linalg.norm(other)), 1e-12))
+        if similarity >= best:
+            best_id, best = entry_id, similarity
+    return best_id
+
+
+async def _answer_with_model(
+    model: Model | str, question: str, results: list[SearchResult], session_context: str | None
+) -> _ModelAnswer:
+    passages = "\n\n".join(f"[{r.citation}] {r.title} ({r.location or r.uri})\n{r.text}" for r in results)
+    instructions = (
+        "Answer the question using only the numbered passages. Cite every claim with its passage number "
+        "in square brackets, like [2]. If the passages do not answer it, say so plainly."
+    )
+    if session_context:
+        instructions += f"\n\nEarlier in this conversation: {session_context}"
+    agent = Agent(model, instructions=instructions, output_type=_ModelAnswer)
+    return (await agent.run(f"Question: {question}\n\nPassages:\n{passages}")).output
+
+
+async def run_qa_core(
+    *,
+    client: KnowledgeBase,
+    config: RagConfig,
+    question: str,
+    document_name: str | None = None,
+    context: ToolContext | None = None,
+    session_context: str | None = None,
+    on_qa_complete: OnQAComplete | None = None,
+    base_filter: Filter | None = None,
+    model: Model | str | None = None,
+) -> QAResult:
+    """The QA cycle without an agent: recall, else search and answer; then record it.
+
+    An earlier answer in ``context`` whose question is at least ``config.qa_recall_threshold``
+    similar (and asked about the same document) is returned without searching. Otherwise the
+    answer comes from ``model`` (default ``config.model``), or is extractive with no model. Every
+    answer is appended to the bounded QA history; ``on_qa_complete`` runs last.
+    """
+    context = context if context is not None else prepare_context(ToolContext(), ["qa"])
+    qa = context.get_or_create(QA_NAMESPACE, QASessionState)
+    vector = np.asarray(await client.embed_query(question), dtype=np.float32)
+    recalled_id = _recall(qa, vector, document_name, config.qa_recall_threshold)
+    if recalled_id is not None:
+        prior = next(e for e in qa.qa_history if e.id == recalled_id)
+        result = QAResult(
+            question=question,
+            answer=prior.answer,
+            confidence=prior.confidence,
+            citations=list(prior.citations),
+            recalled_from=prior.id,
+        )
+    else:
+        restriction = get_session_filter(context, base_filter)
+        if document_name:
+            restriction = combine_filters(restriction, build_document_filter(document_name))
+        hits = await client.search(
+            question, limit=config.search_limit, filter=restriction, context_chars=config.context_chars
+        )
+        results = cite_hits(context, hits, config)
+        answer_model = model if model is not None else config.model
+        if not results:
+            result = QAResult(question=question, answer=NOT_FOUND, confidence=0.0)
+        elif answer_model is not None:
+            produced = await _answer_with_model(answer_model, question, results, session_context)
+            cited = [r.citation for r in results if f"[{r.citation}]" in produced.answer]
+            result = QAResult(
+                question=question, answer=produced.answer, confidence=produced.confidence, citations=cited
+            )
+        else:
+            passages = [Passage(r.citation, r.text, f"{r.title}: {r.location or ''}") for r in results]
+            extracted = await extractive_answer(client.embedding_model, question, passages)
+            result = QAResult(
+                question=question,
+                answer=extracted.text if extracted.found else NOT_FOUND,
+                confidence=extracted.confidence if extracted.found else 0.0,
+                citations=extracted.citations,
+            )
+    qa.add_entry(
+        {
+            "question": question,
+            "answer": result.answer,
+            "confidence": result.confidence,
+            "citations": tuple(result.citations),
+            "document": document_name,
+            "recalled_from": result.recalled_from,
+        },
+        None if recalled_id else vector.tolist(),
+        limit=config.qa_history_limit,
+    )
+    context.mark_changed(QA_NAMESPACE)
+    if on_qa_complete is not None:
+        outcome = on_qa_complete(qa, config)
+        if inspect.isawaitable(outcome):
+            await outcome
+    return result
+
+
+async def summarize_session(qa: QASessionState, model: Model | str | None) -> str:
+    """A short account of what the session has asked so far, used as context for later answers."""
+    recent = qa.qa_history[-8:]
+    if not recent:
+        return ""
+    if model is None:
+        return "Questions so far: " + "; ".join(e.question for e in recent)
+    transcript = "\n".join(f"Q: {e.question}\nA: {e.answer}" for e in recent)
+    agent = Agent(model, instructions="Summarise this Q&A session in at most three sentences.")
+    return (await agent.run(transcript)).output
+
+
+def create_qa_toolset(
+    config: RagConfig,
+    base_filter: Filter | None = None,
+    tool_name: str = "ask",
+    on_ask_complete: OnQAComplete | None = None,
+    *,
+    model: Model | str | None = None,
+) -> FunctionToolset[Any]:
+    """A toolset with ``ask(question, document_name?)`` returning a ``QAResult``.
+
+    After each answer the session summary is refreshed in the background; the task belongs to the
+    thread (``AgentDeps.spawn``), so it is cancelled when the thread is evicted or the process stops.
+    """
+    toolset: FunctionToolset[Any] = FunctionToolset(id=f"rag-{tool_name}")
+    answer_model = model if model is not None else config.model
+
+    async def ask(ctx: RunContext[Any], question: str, document_name: str | None = None) -> QAResult:
+        """Answer a question from the documents, with citations.
+
+        Args:
+            question: The question to answer.
+            document_name: Restrict the answer to this document (part of its title or uri).
+        """
+        deps = deps_of(ctx)
+        await report_progress(ctx, f"Answering “{question}”")
+        qa = deps.tool_context.get_or_create(QA_NAMESPACE, QASessionState)
+        result = await run_qa_core(
+            client=deps.client,
+            config=config,
+            question=question,
+            document_name=document_name,
+            context=deps.tool_context,
+            session_context=qa.session_summary,
+            on_qa_complete=on_ask_complete,
+            base_filter=base_filter,
+            model=answer_model,
+        )
+        await emit_state_update(ctx)
+
+        async def refresh_summary() -> None:
+            qa.session_summary = await summarize_session(qa, answer_model)
+
+        deps.spawn(refresh_summary())
+        return result
+
+    toolset.add_function(ask, name=tool_name)
+    return toolset
