@@ -1,4 +1,4 @@
-"""The ``ragstream`` command: ``ingest``, ``search`` and ``documents``."""
+"""The ``ragstream`` command: ``serve``, ``ingest``, ``search`` and ``documents``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,21 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragstream", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the AG-UI server")
+    _common(serve)
+    serve.add_argument("--host", help="interface to listen on (RAGSTREAM_HOST)")
+    serve.add_argument("--port", type=int, help="port (RAGSTREAM_PORT)")
+    serve.add_argument(
+        "--model", help="chat model, e.g. openai:gpt-4o-mini (RAGSTREAM_MODEL); default: offline"
+    )
+    serve.add_argument("--workers", type=int, help="worker processes; more than one needs --redis-url")
+    serve.add_argument(
+        "--redis-url", dest="redis_url", help="Redis URL shared by workers (RAGSTREAM_REDIS_URL)"
+    )
+    serve.add_argument(
+        "--ingest", nargs="+", default=[], metavar="PATH", help="ingest these paths before serving"
+    )
 
     ingest = commands.add_parser("ingest", help="add files, folders or globs to the knowledge base")
     _common(ingest)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 import sys
 
+import uvicorn
 from tqdm import tqdm
 
 from rag_tools.kb import DocumentFilter, IngestOutcome, KnowledgeBase, KnowledgeBaseError
 
 from .config import AppConfig
 
-__all__ = ["cmd_documents", "cmd_ingest", "cmd_search", "ingest_with_progress"]
+__all__ = ["cmd_documents", "cmd_ingest", "cmd_search", "cmd_serve", "ingest_with_progress"]
 
 
 async def ingest_with_progress(kb: KnowledgeBase, paths: list[str], *, progress: bool = True) -> int:
@@ -76,4 +79,38 @@ async def cmd_documents(config: AppConfig, args: argparse.Namespace) -> int:
     for doc in page.documents:
         print(f"{doc.title}\t{doc.uri}\t{doc.chunk_count} chunks")
     print(f"page {page.page} of {page.pages} ({page.total} documents)")
+    return 0
+
+
+def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
+    if config.workers > 1 and not config.redis_url:
+        print(
+            "ragstream: --workers above 1 needs --redis-url (workers share threads and runs through Redis)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.ingest:
+
+        async def ingest() -> int:
+            async with KnowledgeBase.from_config(config) as kb:
+                return await ingest_with_progress(kb, args.ingest)
+
+        asyncio.run(ingest())
+    # Workers are separate processes that build their own config: hand them the flags via the environment.
+    for name in ("data_dir", "embedder", "model", "redis_url"):
+        value = getattr(config, name)
+        if value is not None:
+            os.environ[f"RAGSTREAM_{name.upper()}"] = str(value)
+    print(
+        f"ragstream serving on http://{config.host}:{config.port} (model: {config.model or 'offline extractive'})"
+    )
+    uvicorn.run(
+        "server.app:create_app",
+        factory=True,
+        host=config.host,
+        port=config.port,
+        workers=config.workers,
+        log_level="info",
+        timeout_graceful_shutdown=10,
+    )
     return 0

@@ -42,8 +42,22 @@ class AppConfig(RagConfig, BaseSettings):
         default=300.0, gt=0, description="Seconds a run may take before it is stopped."
     )
     keepalive_seconds: float = Field(default=15.0, gt=0, description="Interval of SSE keep-alive comments.")
-    busy_policy: Literal["reject"] = Field(
-        default="reject", description="What a run on a busy thread gets: 409."
+    disconnect_policy: Literal["cancel", "finish"] = Field(
+        default="cancel",
+        description="When the last client of a run disconnects: cancel the run, or let it finish for a reconnect.",
+    )
+    disconnect_grace_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        description="With the cancel policy: how long a reconnect may take before cancelling.",
+    )
+    event_log_ttl_seconds: float = Field(
+        default=600.0, gt=0, description="How long a finished run's events stay available for reconnects."
+    )
+    run_lock_ttl_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Expiry of a run's thread lock; a heartbeat renews it while the run lives.",
     )
     cache_max_threads: int = Field(default=1000, ge=1, description="Thread contexts kept in memory.")
     cache_ttl_seconds: float = Field(

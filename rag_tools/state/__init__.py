@@ -1,6 +1,6 @@
 """Per-thread state: ``ToolContext``, the RAG namespaces, the delta engine, stores and the cache."""
 
-from .cache import CacheEntry, ToolContextCache
+from .cache import CacheEntry, ToolContextCache, Transaction
 from .context import StateCollisionError, StateModel, ToolContext
 from .delta import StateTracker, StateUpdate, encoded_size, make_patch
 from .models import (
@@ -52,6 +52,7 @@ __all__ = [
     "ThreadStore",
     "ToolContext",
     "ToolContextCache",
+    "Transaction",
     "VersionConflictError",
     "encoded_size",
     "make_patch",

@@ -25,7 +25,7 @@ from typing import Any
 from .context import ToolContext
 from .store import MemoryThreadStore, ThreadRecord, ThreadStore
 
-__all__ = ["CacheEntry", "ToolContextCache"]
+__all__ = ["CacheEntry", "ToolContextCache", "Transaction"]
 
 
 @dataclass
@@ -53,6 +53,41 @@ class CacheEntry:
     def cancel_tasks(self) -> None:
         for task in list(self.tasks):
             task.cancel()
+
+
+class Transaction:
+    """One locked unit of work on a thread (see ``ToolContextCache.begin``)."""
+
+    def __init__(self, cache: ToolContextCache, entry: CacheEntry, lock: asyncio.Lock) -> None:
+        self.cache = cache
+        self.entry = entry
+        self._lock = lock
+        self._closed = False
+        self.committed = False
+
+    @property
+    def context(self) -> ToolContext:
+        return self.entry.context
+
+    async def commit(self) -> None:
+        """Save the entry; if saving fails the entry is rolled back and the error raised."""
+        try:
+            await self.cache.save(self.entry)
+        except BaseException:
+            self.rollback()
+            raise
+        self.committed = True
+
+    def rollback(self) -> None:
+        """Forget the entry's unsaved changes."""
+        self.cache.rollback(self.entry.thread_id)
+
+    def close(self) -> None:
+        """Release the thread's lock (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._lock.release()
+            self.cache._shrink()
 
 
 class ToolContextCache:
@@ -108,22 +143,37 @@ class ToolContextCache:
             lock = self._locks[thread_id] = asyncio.Lock()
         return lock
 
+    async def begin(self, thread_id: str) -> Transaction:
+        """Take the thread's lock and its entry; end with ``commit()`` or ``rollback()``, then ``close()``.
+
+        The lock belongs to the transaction, not to a task: a request handler may begin it and the
+        run task it starts may finish it.
+        """
+        lock = self.lock(thread_id)
+        await lock.acquire()
+        try:
+            entry = await self._entry(thread_id, revalidate=True)
+        except BaseException:
+            lock.release()
+            raise
+        return Transaction(self, entry, lock)
+
     @asynccontextmanager
     async def transaction(self, thread_id: str, *, save: bool = True) -> AsyncIterator[CacheEntry]:
         """Hold the thread's lock; save on success, roll back to the stored state on error.
 
         With ``save=False`` the caller saves (or not) with ``save()`` before the block ends.
         """
-        async with self.lock(thread_id):
-            entry = await self._entry(thread_id, revalidate=True)
-            try:
-                yield entry
-                if save:
-                    await self.save(entry)
-            except BaseException:
-                self._drop(thread_id)
-                raise
-        self._shrink()
+        txn = await self.begin(thread_id)
+        try:
+            yield txn.entry
+            if save:
+                await txn.commit()
+        except BaseException:
+            txn.rollback()
+            raise
+        finally:
+            txn.close()
 
     async def save(self, entry: CacheEntry) -> None:
         """Persist the entry's context and record (compare-and-set on its version)."""

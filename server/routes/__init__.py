@@ -1,0 +1,1 @@
+"""HTTP routes: thin handlers that parse, authenticate and delegate."""

@@ -1,0 +1,71 @@
+"""Document routes: list the knowledge base, upload files into it."""
+
+from __future__ import annotations
+
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from rag_tools.kb import SUPPORTED_SUFFIXES, KnowledgeBaseError
+
+from ..errors import ApiError
+from ._common import principal_of, read_body, services_of
+from .threads import _int_param
+
+__all__ = ["list_documents", "upload_documents"]
+
+MAX_FILES = 20
+
+
+async def list_documents(request: Request) -> Response:
+    principal_of(request)
+    page = _int_param(request, "page", 1, low=1, high=10**6)
+    page_size = _int_param(request, "page_size", 50, low=1, high=500)
+    try:
+        listing = await services_of(request).kb.list_documents(page=page, page_size=page_size)
+    except KnowledgeBaseError as exc:
+        raise ApiError(503, "the knowledge base is unavailable") from exc
+    return JSONResponse(
+        {
+            "documents": [d.model_dump(mode="json", exclude={"content"}) for d in listing.documents],
+            "page": listing.page,
+            "pageSize": listing.page_size,
+            "pages": listing.pages,
+            "total": listing.total,
+        }
+    )
+
+
+async def upload_documents(request: Request) -> Response:
+    """Ingest the files of a ``multipart/form-data`` body (field ``file``, repeatable)."""
+    principal_of(request)
+    services = services_of(request)
+    if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
+        raise ApiError(415, "upload files as multipart/form-data in a field named 'file'")
+    body = await read_body(request, services.config.max_upload_bytes)
+
+    async def replay() -> dict[str, object]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    try:
+        form = await Request(request.scope, replay).form(max_files=MAX_FILES, max_fields=10)
+    except Exception as exc:  # malformed multipart: python-multipart raises several types
+        raise ApiError(400, f"the multipart body could not be parsed: {exc}") from None
+    files = [f for f in form.getlist("file") if isinstance(f, UploadFile)]
+    if not files:
+        raise ApiError(422, "no file in the 'file' field", details=[{"loc": ["file"]}])
+    outcomes = []
+    for upload in files:
+        name = (upload.filename or "").replace("\\", "/").rsplit("/", 1)[-1]
+        if not name or "." + name.rsplit(".", 1)[-1].lower() not in SUPPORTED_SUFFIXES:
+            outcomes.append({"source": name, "status": "error", "error": "unsupported file type"})
+            continue
+        try:
+            outcome = await services.kb.ingest_bytes(await upload.read(), name=name)
+        except KnowledgeBaseError as exc:
+            raise ApiError(503, "the knowledge base is unavailable") from exc
+        outcomes.append(outcome.model_dump(mode="json"))
+    if all(o["status"] == "error" for o in outcomes):
+        raise ApiError(422, "no file could be ingested", details=outcomes)
+    created = any(o["status"] in ("added", "updated") for o in outcomes)
+    return JSONResponse({"outcomes": outcomes}, status_code=201 if created else 200)

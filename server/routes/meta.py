@@ -1,0 +1,82 @@
+"""``GET /health`` and ``GET /capabilities``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ag_ui.core import Tool
+from ag_ui.core.capabilities import (
+    AgentCapabilities,
+    ExecutionCapabilities,
+    HumanInTheLoopCapabilities,
+    IdentityCapabilities,
+    StateCapabilities,
+    ToolsCapabilities,
+    TransportCapabilities,
+)
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..errors import error_response
+from ._common import services_of
+
+__all__ = ["capabilities", "health"]
+
+
+async def health(request: Request) -> Response:
+    """Liveness and readiness: 503 when the knowledge base or the thread store cannot be read."""
+    services = services_of(request)
+    checks: dict[str, Any] = {}
+    try:
+        checks["documents"] = await services.kb.count_documents()
+    except Exception:
+        return error_response(503, "the knowledge base is unavailable", code="knowledge_base_unavailable")
+    try:
+        await services.store.version("__health__")
+    except Exception:
+        return error_response(503, "the thread store is unavailable", code="store_unavailable")
+    return JSONResponse({"status": "ok", **checks, "activeRuns": len(services.runs.active)})
+
+
+def _tools(request: Request) -> list[Tool]:
+    tools = []
+    for toolset in services_of(request).toolkit.toolsets:
+        for tool in getattr(toolset, "tools", {}).values():
+            definition = tool.tool_def
+            tools.append(
+                Tool(
+                    name=definition.name,
+                    description=definition.description or "",
+                    parameters=definition.parameters_json_schema,
+                )
+            )
+    return tools
+
+
+async def capabilities(request: Request) -> Response:
+    """What this agent supports, in AG-UI's capabilities vocabulary."""
+    services = services_of(request)
+    features = services.toolkit.features
+    described = AgentCapabilities(
+        identity=IdentityCapabilities(
+            name="ragstream",
+            type="pydantic-ai",
+            description="Answers questions about a document collection, with citations.",
+            provider="ragstream",
+        ),
+        transport=TransportCapabilities(streaming=True, websocket=False, resumable=True),
+        tools=ToolsCapabilities(
+            supported=True, items=_tools(request), parallel_calls=True, client_provided=True
+        ),
+        state=StateCapabilities(snapshots=True, deltas=True, memory=True, persistent_state=True),
+        human_in_the_loop=HumanInTheLoopCapabilities(
+            supported=True, approvals=True, interrupts=True, approve_with_edits=True
+        ),
+        execution=ExecutionCapabilities(
+            code_execution="analysis" in features,
+            sandboxed="analysis" in features or None,
+            max_execution_time=int(services.config.run_timeout),
+        ),
+        custom={"features": features, "model": services.config.model or "offline-extractive"},
+    )
+    return JSONResponse(described.model_dump(mode="json", by_alias=True, exclude_none=True))

@@ -1,0 +1,121 @@
+"""Run event logs: every event a run produces, in order, for whoever subscribes and whenever.
+
+The run task appends encoded events; SSE responses read them. A reader replays what it missed
+(after a given sequence number) and then follows the live tail until the run closes, so a
+reconnecting client gets each event exactly once. Sequence numbers start at 1 and are the SSE
+``id:`` of each event. Closed logs are kept for ``ttl_seconds`` for late reconnects.
+
+``MemoryEventLog`` serves one process; ``server.redis_backend`` provides the shared one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+__all__ = ["EventLog", "MemoryEventLog", "RunInfo", "RunStatus"]
+
+RunStatus = Literal["running", "finished", "interrupted", "cancelled", "error"]
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Who a run belongs to and where it stands."""
+
+    run_id: str
+    thread_id: str
+    owner: str
+    worker: str
+    status: RunStatus = "running"
+    started_at: float = field(default_factory=time.time)
+
+
+class EventLog(ABC):
+    """Append-only per-run logs of encoded events."""
+
+    @abstractmethod
+    async def open(self, info: RunInfo) -> None:
+        """Start the log of a new run."""
+
+    @abstractmethod
+    async def append(self, run_id: str, data: bytes) -> int:
+        """Add one encoded event; returns its sequence number."""
+
+    @abstractmethod
+    async def close(self, run_id: str, status: RunStatus) -> None:
+        """Mark the run ended; readers stop after the last event."""
+
+    @abstractmethod
+    async def info(self, run_id: str) -> RunInfo | None:
+        """The run's info, or ``None`` when unknown or expired."""
+
+    @abstractmethod
+    def read(self, run_id: str, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
+        """Events with a sequence number above ``after``, then the live tail until the run closes."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release resources."""
+
+
+@dataclass
+class _Log:
+    info: RunInfo
+    events: list[bytes] = field(default_factory=list)
+    closed: bool = False
+    closed_at: float = 0.0
+    signal: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def wake(self) -> None:
+        self.signal.set()
+        self.signal = asyncio.Event()
+
+
+class MemoryEventLog(EventLog):
+    """Logs in this process's memory."""
+
+    def __init__(self, ttl_seconds: float = 600.0) -> None:
+        self.ttl_seconds = ttl_seconds
+        self._logs: dict[str, _Log] = {}
+
+    async def open(self, info: RunInfo) -> None:
+        self._expire()
+        self._logs[info.run_id] = _Log(info)
+
+    async def append(self, run_id: str, data: bytes) -> int:
+        log = self._logs[run_id]
+        log.events.append(data)
+        log.wake()
+        return len(log.events)
+
+    async def close(self, run_id: str, status: RunStatus) -> None:
+        log = self._logs.get(run_id)
+        if log is not None and not log.closed:
+            log.closed, log.closed_at = True, time.monotonic()
+            log.info = replace(log.info, status=status)
+            log.wake()
+
+    async def info(self, run_id: str) -> RunInfo | None:
+        log = self._logs.get(run_id)
+        return log.info if log is not None else None
+
+    async def read(self, run_id: str, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
+        log = self._logs.get(run_id)
+        if log is None:
+            return
+        position = max(0, after)
+        while True:
+            while position < len(log.events):
+                position += 1
+                yield position, log.events[position - 1]
+            if log.closed:
+                return
+            await log.signal.wait()
+
+    def _expire(self) -> None:
+        cutoff = time.monotonic() - self.ttl_seconds
+        for run_id in [r for r, log in self._logs.items() if log.closed and log.closed_at < cutoff]:
+            del self._logs[run_id]

@@ -1,0 +1,70 @@
+"""Run locks: at most one active run per thread, held with an expiry and renewed while the run lives.
+
+A lock names the run holding it. ``acquire`` fails while another live run holds the thread;
+``renew`` extends the expiry (a heartbeat) and reports whether the run still holds it; an expired
+lock (its worker died) is free again. ``MemoryRunLocks`` serves one process; the Redis backend
+shares locks between workers.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+
+__all__ = ["MemoryRunLocks", "RunLocks"]
+
+
+class RunLocks(ABC):
+    """Per-thread run locks with expiry."""
+
+    @abstractmethod
+    async def acquire(self, thread_id: str, run_id: str, ttl_seconds: float) -> bool:
+        """Take the thread for ``run_id``; ``False`` when another run holds it."""
+
+    @abstractmethod
+    async def renew(self, thread_id: str, run_id: str, ttl_seconds: float) -> bool:
+        """Extend the lock; ``False`` when ``run_id`` no longer holds it."""
+
+    @abstractmethod
+    async def release(self, thread_id: str, run_id: str) -> None:
+        """Free the thread if ``run_id`` holds it."""
+
+    @abstractmethod
+    async def holder(self, thread_id: str) -> str | None:
+        """The run holding the thread, if any."""
+
+
+class MemoryRunLocks(RunLocks):
+    """Locks in this process's memory."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[str, float]] = {}
+
+    def _live(self, thread_id: str) -> tuple[str, float] | None:
+        held = self._held.get(thread_id)
+        if held is not None and held[1] < time.monotonic():
+            del self._held[thread_id]
+            return None
+        return held
+
+    async def acquire(self, thread_id: str, run_id: str, ttl_seconds: float) -> bool:
+        if self._live(thread_id) is not None:
+            return False
+        self._held[thread_id] = (run_id, time.monotonic() + ttl_seconds)
+        return True
+
+    async def renew(self, thread_id: str, run_id: str, ttl_seconds: float) -> bool:
+        held = self._live(thread_id)
+        if held is None or held[0] != run_id:
+            return False
+        self._held[thread_id] = (run_id, time.monotonic() + ttl_seconds)
+        return True
+
+    async def release(self, thread_id: str, run_id: str) -> None:
+        held = self._held.get(thread_id)
+        if held is not None and held[0] == run_id:
+            del self._held[thread_id]
+
+    async def holder(self, thread_id: str) -> str | None:
+        held = self._live(thread_id)
+        return held[0] if held else None

@@ -1,0 +1,94 @@
+"""Everything a running server holds: knowledge base, thread cache and store, agent, runs.
+
+``Services.start`` opens them in order and ``close`` releases them in reverse; ``create_app``
+does both in the app's lifespan. Tests and embedders may pass their own agent, toolkit or store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai import Agent
+
+from rag_tools import Toolkit, build_chat_toolkit, create_chat_agent
+from rag_tools.kb import KnowledgeBase
+from rag_tools.state import SQLiteThreadStore, ThreadStore, ToolContextCache
+
+from .config import AppConfig
+from .runs.eventlog import EventLog, MemoryEventLog
+from .runs.locks import MemoryRunLocks, RunLocks
+from .runs.manager import RunManager
+
+__all__ = ["Services"]
+
+logger = logging.getLogger("ragstream.server")
+
+EVICTION_INTERVAL = 60.0
+
+
+@dataclass
+class Services:
+    """The server's long-lived parts."""
+
+    config: AppConfig
+    kb: KnowledgeBase
+    store: ThreadStore
+    cache: ToolContextCache
+    toolkit: Toolkit
+    agent: Agent[Any, Any]
+    runs: RunManager
+    _background: list[asyncio.Task[Any]] = field(default_factory=list)
+
+    @classmethod
+    async def start(
+        cls,
+        config: AppConfig,
+        *,
+        agent: Agent[Any, Any] | None = None,
+        toolkit: Toolkit | None = None,
+        store: ThreadStore | None = None,
+        locks: RunLocks | None = None,
+        logs: EventLog | None = None,
+    ) -> Services:
+        kb = KnowledgeBase.from_config(config)
+        await kb.open()
+        toolkit = toolkit or build_chat_toolkit(config)
+        store = store or SQLiteThreadStore(config.data_dir / "threads.sqlite3")
+        cache = ToolContextCache(
+            store,
+            max_entries=config.cache_max_threads,
+            ttl_seconds=config.cache_ttl_seconds,
+            prepare=toolkit.prepare,
+        )
+        runs = RunManager(
+            locks=locks or MemoryRunLocks(),
+            logs=logs or MemoryEventLog(ttl_seconds=config.event_log_ttl_seconds),
+            lock_ttl=config.run_lock_ttl_seconds,
+            disconnect_policy=config.disconnect_policy,
+            disconnect_grace=config.disconnect_grace_seconds,
+        )
+        services = cls(config, kb, store, cache, toolkit, agent or create_chat_agent(config, toolkit), runs)
+        services._background.append(asyncio.create_task(services._evict_idle_threads()))
+        return services
+
+    async def _evict_idle_threads(self) -> None:
+        while True:
+            await asyncio.sleep(EVICTION_INTERVAL)
+            try:
+                await self.cache.evict_idle()
+            except Exception:
+                logger.warning("evicting idle threads failed", exc_info=True)
+
+    async def close(self) -> None:
+        for task in self._background:
+            task.cancel()
+        await self.runs.shutdown()
+        with contextlib.suppress(Exception):
+            await self.cache.close()
+        with contextlib.suppress(Exception):
+            await self.runs.logs.aclose()
+        self.kb.close()
