@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
@@ -34,14 +35,19 @@ class Toolkit:
     prompt: str
     features: list[str]
     state_key: str | None = field(default=None)
+    namespaces: dict[str, type[BaseModel]] = field(default_factory=dict)
+    """Extra state namespaces that tools added to the toolkit keep (name to model type)."""
 
     def create_context(self, state_key: str | None = None) -> ToolContext:
         """A fresh ``ToolContext`` with the namespaces these features use."""
-        return prepare_context(ToolContext(), self.features, state_key or self.state_key)
+        return self.prepare(ToolContext(), state_key)
 
     def prepare(self, context: ToolContext, state_key: str | None = None) -> ToolContext:
-        """Register the namespaces these features use on ``context`` (idempotent)."""
-        return prepare_context(context, self.features, state_key or self.state_key)
+        """Register the namespaces these features and extra tools use on ``context`` (idempotent)."""
+        prepare_context(context, self.features, state_key or self.state_key)
+        for namespace, model_type in self.namespaces.items():
+            context.get_or_create(namespace, model_type)
+        return context
 
 
 def build_toolkit(
@@ -53,6 +59,7 @@ def build_toolkit(
     *,
     model: Model | str | None = None,
     state_key: str | None = None,
+    namespaces: Mapping[str, type[BaseModel]] | None = None,
 ) -> Toolkit:
     """Toolsets for ``features`` (``search``, ``documents``, ``qa``, ``analysis``), sharing one filter.
 
@@ -77,4 +84,10 @@ def build_toolkit(
             )
         else:
             toolsets.append(create_analysis_toolset(config, base_filter, model=model))
-    return Toolkit(toolsets=toolsets, prompt=build_tools_prompt(chosen), features=chosen, state_key=state_key)
+    return Toolkit(
+        toolsets=toolsets,
+        prompt=build_tools_prompt(chosen),
+        features=chosen,
+        state_key=state_key,
+        namespaces=dict(namespaces or {}),
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ag_ui.core import Message
 from pydantic import TypeAdapter
 from pydantic_ai.conversation_store import (
     ConversationConflict,
@@ -19,8 +20,10 @@ from pydantic_ai.conversation_store import (
     ConversationStore,
 )
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+from pydantic_ai.ui._utils import get_ui_message_id  # the id a client gave the message, if any
+from pydantic_ai.ui.ag_ui import AGUIAdapter
 
-__all__ = ["CONVERSATION_KEY", "ThreadConversationStore", "stored_messages"]
+__all__ = ["CONVERSATION_KEY", "ThreadConversationStore", "agui_messages", "stored_messages"]
 
 CONVERSATION_KEY = "conversation"
 
@@ -106,14 +109,37 @@ class ThreadConversationStore(ConversationStore):
         return [_load_entry(raw) for raw in reversed(chain)]
 
 
+async def _history(
+    extras: dict[str, Any], thread_id: str
+) -> tuple[list[ConversationEntry], ConversationRecord | None]:
+    empty = {"record": None, "entries": {}}
+    store = ThreadConversationStore({CONVERSATION_KEY: extras.get(CONVERSATION_KEY) or empty})
+    record = await store.read_record(thread_id)
+    if record is None:
+        return [], None
+    return await store.read_history(record.head_id), record
+
+
 async def stored_messages(
     extras: dict[str, Any], thread_id: str
 ) -> tuple[list[ModelMessage], ConversationRecord | None]:
     """A thread's stored messages (oldest first) and its conversation record, without changing anything."""
-    store = ThreadConversationStore(
-        {CONVERSATION_KEY: extras.get(CONVERSATION_KEY) or {"record": None, "entries": {}}}
-    )
-    record = await store.read_record(thread_id)
-    if record is None:
-        return [], None
-    return [entry.message for entry in await store.read_history(record.head_id)], record
+    entries, record = await _history(extras, thread_id)
+    return [entry.message for entry in entries], record
+
+
+async def agui_messages(extras: dict[str, Any], thread_id: str) -> list[Message]:
+    """The thread's messages in AG-UI form, with ids that are the same on every call.
+
+    Messages keep the id the client gave them; the others are named after their stored entry
+    (pydantic-ai would mint fresh random ids on every dump).
+    """
+    entries, _ = await _history(extras, thread_id)
+    messages: list[Message] = []
+    for entry in entries:
+        dumped = AGUIAdapter.dump_messages([entry.message])
+        client_id = get_ui_message_id(entry.message)
+        for index, message in enumerate(dumped):
+            stable = (client_id or entry.id) if index == len(dumped) - 1 else f"{entry.id}-{index}"
+            messages.append(message.model_copy(update={"id": stable}))
+    return messages

@@ -10,13 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from ag_ui.core import Interrupt
-from pydantic_ai.ui.ag_ui import AGUIAdapter
 from pydantic_ai.ui.ag_ui._interrupt import approval_to_interrupt  # what RUN_FINISHED carries, byte for byte
 
 from rag_tools.state import CacheEntry
 
 from .errors import ApiError
-from .history import stored_messages
+from .history import agui_messages, stored_messages
 from .services import Services
 
 __all__ = ["delete_thread", "list_threads", "owned_entry", "thread_view"]
@@ -40,7 +39,8 @@ async def list_threads(services: Services, principal: str, limit: int) -> list[d
 
 async def thread_view(services: Services, thread_id: str, principal: str) -> dict[str, Any]:
     entry = await owned_entry(services, thread_id, principal)
-    messages, conversation = await stored_messages(entry.record.extras, thread_id)
+    _, conversation = await stored_messages(entry.record.extras, thread_id)
+    messages = await agui_messages(entry.record.extras, thread_id)
     interrupts: list[Interrupt] = []
     pending_calls: list[str] = []
     if conversation is not None and conversation.deferred_tool_requests is not None:
@@ -52,7 +52,7 @@ async def thread_view(services: Services, thread_id: str, principal: str) -> dic
         "title": entry.record.title,
         "updatedAt": entry.record.updated_at,
         "version": entry.record.version,
-        "messages": [m.model_dump(mode="json", by_alias=True) for m in AGUIAdapter.dump_messages(messages)],
+        "messages": [m.model_dump(mode="json", by_alias=True) for m in messages],
         "state": entry.context.build_state_snapshot(),
         "interrupts": [i.model_dump(mode="json", by_alias=True) for i in interrupts],
         "pendingToolCallIds": pending_calls,

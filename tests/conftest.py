@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,3 +51,33 @@ def corpus_kb_path(corpus_kb_template: Path, tmp_path: Path) -> Path:
 async def corpus_kb(corpus_kb_path: Path) -> AsyncIterator[KnowledgeBase]:
     async with KnowledgeBase(corpus_kb_path) as knowledge_base:
         yield knowledge_base
+
+
+@pytest.fixture
+def scenario_config(tmp_path: Path, corpus_kb_template: Path) -> Any:
+    """A server configuration over a private copy of the ingested sample corpus."""
+    from server.config import AppConfig
+
+    data = tmp_path / "data"
+    shutil.copytree(corpus_kb_template, data / "kb")
+    return AppConfig(data_dir=data, keepalive_seconds=5)
+
+
+def scenario_app(config: Any) -> Any:
+    """The server app running the keyword-scenario agent (tests/scenario.py) with ``config``."""
+    from rag_tools import build_chat_toolkit
+    from server.app import create_app
+    from tests.scenario import Notes, scenario_agent
+
+    toolkit = build_chat_toolkit(config)
+    toolkit.namespaces["notes"] = Notes
+    return create_app(config, agent=scenario_agent(toolkit), toolkit=toolkit)
+
+
+@pytest.fixture
+async def scenario_server(scenario_config: Any) -> AsyncIterator[str]:
+    """A real uvicorn server on loopback running the keyword-scenario agent; yields its URL."""
+    from tests.servers import serve
+
+    async with serve(scenario_app(scenario_config)) as url:
+        yield url

@@ -37,7 +37,6 @@ from pydantic_ai import Agent, CancellationToken
 from pydantic_ai.exceptions import RunCancelled, RunTimedOut
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 from pydantic_ai.run import AgentRunResult
-from pydantic_ai.ui.ag_ui import AGUIAdapter
 from pydantic_ai.usage import UsageLimits
 
 from rag_tools import ChatDeps, RagConfig
@@ -45,7 +44,7 @@ from rag_tools.kb import KnowledgeBase
 from rag_tools.state import ToolContext, Transaction
 
 from ..errors import ApiError, validation_details
-from ..history import ThreadConversationStore, stored_messages
+from ..history import ThreadConversationStore, agui_messages
 from .adapter import RagstreamAdapter
 
 __all__ = ["RunExecution", "prepare_run"]
@@ -126,9 +125,9 @@ class RunExecution:
     async def _restate(self) -> AsyncIterator[BaseEvent]:
         """A run with nothing to do: restate messages and state, save a client proposal."""
         yield RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION)
-        messages, _ = await stored_messages(self.txn.entry.record.extras, self.thread_id)
+        messages = await agui_messages(self.txn.entry.record.extras, self.thread_id)
         if messages:
-            yield MessagesSnapshotEvent(messages=AGUIAdapter.dump_messages(messages))
+            yield MessagesSnapshotEvent(messages=messages)
         if self.diverged:
             yield StateSnapshotEvent(snapshot=self.deps.state)
         record = self.txn.entry.record

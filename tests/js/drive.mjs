@@ -1,0 +1,117 @@
+// Drives a ragstream server with the real @ag-ui/client, following a JSON plan, and prints a JSON
+// report. The Python tests write the plan, run this script, and assert on the report.
+//
+//   node drive.mjs plan.json
+//
+// Plan: { url, token?, threadId, steps: [...] } with steps
+//   {op: "user", text}                           add a user message
+//   {op: "setState", state}                      replace the client's state (a proposal)
+//   {op: "run", tools?, resume?, abortAfterMs?}  runAgent; record everything
+//   {op: "approve", approved, editedArgs?, reason?}  resume every pending interrupt with one payload
+//   {op: "toolResults", content}                 answer every pending frontend tool call
+//   {op: "hydrate"}                              a fresh client built from GET /threads/{id}
+//   {op: "concurrent", count, text}              `count` clients run at once on the thread
+// Report: { steps: [...], unhandled: [...] }; each run step records events, types, state,
+// messages, warnings and errors printed by the client, the outcome and any failure.
+import { readFile } from "node:fs/promises";
+import { HttpAgent } from "@ag-ui/client";
+
+const unhandled = [];
+process.on("unhandledRejection", (reason) => unhandled.push(String(reason)));
+
+const plan = JSON.parse(await readFile(process.argv[2], "utf8"));
+const headers = plan.token ? { Authorization: `Bearer ${plan.token}` } : {};
+const base = plan.url;
+
+function newAgent(initial = {}) {
+  return new HttpAgent({ url: `${base}/agui`, headers, threadId: plan.threadId, ...initial });
+}
+
+async function runRecorded(agent, params, abortAfterMs) {
+  const rec = { events: [], warnings: [], errors: [], finished: null, runError: null, failed: null, rejected: null };
+  const original = { warn: console.warn, error: console.error };
+  console.warn = (...args) => rec.warnings.push(args.map(String).join(" "));
+  console.error = (...args) => rec.errors.push(args.map(String).join(" "));
+  const sub = agent.subscribe({
+    onEvent: ({ event }) => { rec.events.push(JSON.parse(JSON.stringify(event))); },
+    onRunFinishedEvent: (p) => {
+      rec.finished = { outcome: p.outcome, interrupts: p.interrupts ?? null, pendingToolCallIds: p.pendingToolCallIds ?? null };
+    },
+    onRunErrorEvent: ({ event }) => { rec.runError = { message: event.message, code: event.code ?? null }; },
+    onRunFailed: ({ error }) => { rec.failed = String(error); },
+  });
+  let timer = null;
+  if (abortAfterMs) {
+    // abort once the answer is streaming, so there is something to cut
+    const started = Date.now();
+    timer = setInterval(() => {
+      const streaming = rec.events.some((e) => e.type === "TEXT_MESSAGE_CONTENT");
+      if (streaming && Date.now() - started >= abortAfterMs) { clearInterval(timer); agent.abortRun(); }
+    }, 5);
+  }
+  try {
+    await agent.runAgent(params);
+  } catch (error) {
+    rec.rejected = String(error);
+  } finally {
+    if (timer) clearInterval(timer);
+    sub.unsubscribe();
+    Object.assign(console, original);
+  }
+  rec.types = rec.events.map((e) => e.type);
+  rec.state = JSON.parse(JSON.stringify(agent.state));
+  rec.messages = JSON.parse(JSON.stringify(agent.messages));
+  rec.threadId = agent.threadId;
+  return rec;
+}
+
+let agent = newAgent();
+let counter = 0;
+const nextId = (prefix) => `${prefix}-${Date.now().toString(36)}-${counter++}`;
+const report = { steps: [] };
+let lastRun = null;
+
+for (const step of plan.steps) {
+  if (step.op === "user") {
+    agent.addMessage({ id: nextId("user"), role: "user", content: step.text });
+    report.steps.push({ op: "user" });
+  } else if (step.op === "setState") {
+    agent.setState(step.state);
+    report.steps.push({ op: "setState" });
+  } else if (step.op === "run") {
+    const params = { runId: nextId("run") };
+    if (step.tools) params.tools = step.tools;
+    if (step.resume) params.resume = step.resume;
+    lastRun = await runRecorded(agent, params, step.abortAfterMs);
+    lastRun.op = "run";
+    lastRun.runId = params.runId;
+    report.steps.push(lastRun);
+  } else if (step.op === "approve") {
+    const payload = { approved: step.approved };
+    if (step.editedArgs) payload.editedArgs = step.editedArgs;
+    if (step.reason) payload.reason = step.reason;
+    const resume = agent.pendingInterrupts.map((i) => ({ interruptId: i.id, status: "resolved", payload }));
+    lastRun = await runRecorded(agent, { runId: nextId("run"), resume, tools: step.tools });
+    lastRun.op = "approve";
+    lastRun.resume = resume;
+    report.steps.push(lastRun);
+  } else if (step.op === "toolResults") {
+    for (const id of lastRun?.finished?.pendingToolCallIds ?? []) {
+      agent.addMessage({ id: nextId("tool"), role: "tool", toolCallId: id, content: step.content });
+    }
+    report.steps.push({ op: "toolResults" });
+  } else if (step.op === "hydrate") {
+    const response = await fetch(`${base}/threads/${encodeURIComponent(plan.threadId)}`, { headers });
+    const view = await response.json();
+    agent = newAgent({ initialMessages: view.messages, initialState: view.state });
+    report.steps.push({ op: "hydrate", status: response.status, view });
+  } else if (step.op === "concurrent") {
+    const agents = Array.from({ length: step.count }, () => newAgent({ initialMessages: [{ id: nextId("user"), role: "user", content: step.text }] }));
+    const runs = await Promise.all(agents.map((a) => runRecorded(a, { runId: nextId("run") })));
+    report.steps.push({ op: "concurrent", runs });
+  } else {
+    throw new Error(`unknown step ${step.op}`);
+  }
+}
+report.unhandled = unhandled;
+process.stdout.write(JSON.stringify(report));

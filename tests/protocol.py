@@ -1,0 +1,46 @@
+"""Checks every AG-UI event stream in the tests must pass, and SSE parsing for raw HTTP tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonpatch
+
+TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
+
+
+def parse_sse(body: str) -> list[tuple[int | None, dict[str, Any]]]:
+    """(id, event) pairs of an SSE body; keep-alive comments are skipped."""
+    frames = []
+    for block in body.split("\n\n"):
+        event_id, data = None, []
+        for line in block.split("\n"):
+            if line.startswith("id:"):
+                event_id = int(line[3:].strip())
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip(" "))
+        if data:
+            frames.append((event_id, json.loads("\n".join(data))))
+    return frames
+
+
+def check_stream(events: list[dict[str, Any]], client_state: Any) -> Any:
+    """Assert the stream's shape; apply its state events to ``client_state`` and return the result.
+
+    First event RUN_STARTED, exactly one terminal event and nothing after it, every STATE_DELTA
+    applies (without error) to the state before it.
+    """
+    types = [e["type"] for e in events]
+    assert types, "empty stream"
+    assert types[0] == "RUN_STARTED", types[:3]
+    terminals = [i for i, t in enumerate(types) if t in TERMINAL]
+    assert len(terminals) == 1, f"expected one terminal event, got {[types[i] for i in terminals]}"
+    assert terminals[0] == len(types) - 1, f"events after the terminal one: {types[terminals[0] :]}"
+    state = client_state
+    for event in events:
+        if event["type"] == "STATE_SNAPSHOT":
+            state = event["snapshot"]
+        elif event["type"] == "STATE_DELTA":
+            state = jsonpatch.apply_patch(state, event["delta"])  # raises if it does not apply
+    return state

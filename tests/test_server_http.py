@@ -1,0 +1,307 @@
+"""Every route of the server over real HTTP on loopback: good requests, every class of bad one."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from tests.conftest import scenario_app
+from tests.protocol import check_stream, parse_sse
+from tests.servers import serve
+
+
+def run_body(thread: str, run: str, text: str | None = "nightly backups", **extra: Any) -> dict[str, Any]:
+    messages = [{"id": f"u-{run}", "role": "user", "content": text}] if text is not None else []
+    return {
+        "threadId": thread,
+        "runId": run,
+        "messages": messages,
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "protocolVersion": "1.0",
+        **extra,
+    }
+
+
+@asynccontextmanager
+async def server(config: Any, **overrides: Any) -> AsyncIterator[httpx.AsyncClient]:
+    for key, value in overrides.items():
+        setattr(config, key, value)
+    async with serve(scenario_app(config)) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+        yield client
+
+
+async def run(
+    client: httpx.AsyncClient, body: dict[str, Any], **kw: Any
+) -> tuple[httpx.Response, list[dict[str, Any]]]:
+    response = await client.post("/agui", json=body, **kw)
+    assert response.status_code < 500, response.text
+    events = [e for _, e in parse_sse(response.text)] if response.status_code == 200 else []
+    return response, events
+
+
+def assert_error(response: httpx.Response, status: int, fragment: str = "") -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    error = response.json()["error"]
+    assert error["status"] == status
+    assert fragment.lower() in error["message"].lower(), error
+    assert "Traceback" not in response.text
+    return error
+
+
+async def test_run_streams_sse_with_ids_and_headers(scenario_config: Any) -> None:
+    async with server(scenario_config) as client:
+        response = await client.post("/agui", json=run_body("t", "r1"))
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        assert response.headers["x-accel-buffering"] == "no"
+        assert response.headers["cache-control"] == "no-store"
+        assert "\r\n" not in response.text
+        frames = parse_sse(response.text)
+        assert [i for i, _ in frames] == list(range(1, len(frames) + 1))  # per-run sequence numbers
+        state = check_stream([e for _, e in frames], {})
+        view = (await client.get("/threads/t")).json()
+        assert view["state"] == state
+        assert view["title"] == "nightly backups"
+
+
+async def test_keepalive_comments_while_a_run_is_quiet(scenario_config: Any) -> None:
+    async with server(scenario_config, keepalive_seconds=0.05) as client:
+        response = await client.post("/agui", json=run_body("t", "r1", "slow"))
+        assert ": ping" in response.text
+        check_stream([e for _, e in parse_sse(response.text)], {})
+
+
+async def test_bad_requests_are_4xx_with_a_message(scenario_config: Any) -> None:
+    async with server(scenario_config, max_body_bytes=4096) as client:
+        assert_error(
+            await client.post("/agui", content=b"{}", headers={"content-type": "text/plain"}),
+            415,
+            "application/json",
+        )
+        assert_error(await client.post("/agui", content=b"{}"), 415)
+        assert_error(
+            await client.post("/agui", content=b"{nope", headers={"content-type": "application/json"}),
+            422,
+            "RunAgentInput",
+        )
+        error = assert_error(await client.post("/agui", json={"runId": "r"}), 422)
+        assert ["threadId"] in [d["loc"] for d in error["details"]]
+        assert_error(await client.post("/agui", json=run_body("t", "r", "x" * 5000)), 413, "4096")
+        assert_error(
+            await client.post("/agui", json=run_body("t", "r", state=[1, 2])),
+            422,
+            "state must be a JSON object",
+        )
+        error = assert_error(
+            await client.post("/agui", json=run_body("t", "r", state={"document_filter": "guide"})),
+            422,
+            "state",
+        )
+        assert error["details"][0]["loc"] == ["state", "document_filter"]
+        assert_error(await client.post("/agui", json=run_body("bad thread/id", "r")), 422, "threadId")
+        assert_error(
+            await client.post("/agui", json={**run_body("t", "r"), "messages": [{"role": "user"}]}), 422
+        )
+        resume = {"interruptId": "int-nope", "status": "resolved", "payload": {"approved": True}}
+        _, events = await run(client, run_body("t2", "r2", None, resume=[resume]))
+        check_stream(events, {})
+        assert events[-1]["type"] == "RUN_ERROR"  # nothing pending to resume: reported, not crashed
+        assert (await client.get("/threads/t")).status_code == 404  # nothing was created by the rejects
+
+
+async def test_busy_thread_and_reused_run_ids_are_409(scenario_config: Any) -> None:
+    async with server(scenario_config) as client:
+        slow = asyncio.create_task(client.post("/agui", json=run_body("busy", "r1", "slow")))
+        for _ in range(200):
+            if (await client.get("/threads/busy")).status_code == 200 or slow.done():
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        assert_error(await client.post("/agui", json=run_body("busy", "r2")), 409, "busy")
+        assert_error(await client.delete("/threads/busy"), 404)  # not saved yet: nobody owns it
+        response = await slow
+        check_stream([e for _, e in parse_sse(response.text)], {})
+        assert_error(await client.post("/agui", json=run_body("busy", "r1")), 409, "already exists")
+        _, events = await run(client, run_body("busy", "r3"))
+        assert events[-1]["type"] == "RUN_FINISHED"
+
+
+async def test_stop_route_cancels_with_the_cancelled_outcome(scenario_config: Any) -> None:
+    async with server(scenario_config) as client:
+        await run(client, run_body("stop", "r0"))
+        good = (await client.get("/threads/stop")).json()
+
+        async def stop_soon() -> httpx.Response:
+            for _ in range(200):
+                view = (await client.get("/threads/stop")).json()
+                if view["activeRunId"] == "r1":
+                    await asyncio.sleep(0.2)
+                    return await client.post("/threads/stop/runs/r1/stop")
+                await asyncio.sleep(0.01)
+            raise AssertionError("the run never started")
+
+        stopper = asyncio.create_task(stop_soon())
+        _, events = await run(client, run_body("stop", "r1", "slow"))
+        stopped = await stopper
+        assert stopped.status_code == 202
+        assert stopped.json()["stopping"] is True
+        check_stream(events, good["state"])
+        assert events[-1]["type"] == "RUN_FINISHED"
+        assert events[-1]["outcome"] == {"type": "cancelled"}
+        after = (await client.get("/threads/stop")).json()
+        assert after["messages"] == good["messages"]
+        assert after["state"] == good["state"]
+        assert_error(await client.post("/threads/stop/runs/nope/stop"), 404)
+        assert_error(await client.post("/threads/other/runs/r1/stop"), 404)
+
+
+async def test_events_can_be_reread_after_an_id(scenario_config: Any) -> None:
+    async with server(scenario_config) as client:
+        response, _ = await run(client, run_body("replay", "r1"))
+        frames = parse_sse(response.text)
+        tail = parse_sse((await client.get("/threads/replay/runs/r1/events", params={"after": 3})).text)
+        assert tail == frames[3:]
+        header = parse_sse(
+            (await client.get("/threads/replay/runs/r1/events", headers={"Last-Event-ID": "5"})).text
+        )
+        assert header == frames[5:]
+        assert_error(await client.get("/threads/replay/runs/nope/events"), 404)
+        assert_error(await client.get("/threads/replay/runs/r1/events", params={"after": "x"}), 422)
+        assert_error(
+            await client.get("/threads/replay/runs/r1/events", headers={"Last-Event-ID": "abc"}), 422
+        )
+
+
+async def test_empty_messages_restate_the_thread(scenario_config: Any) -> None:
+    async with server(scenario_config) as client:
+        _, first = await run(client, run_body("restate", "r1"))
+        state = check_stream(first, {})
+        _, events = await run(client, run_body("restate", "r2", None))
+        assert [e["type"] for e in events] == [
+            "RUN_STARTED",
+            "MESSAGES_SNAPSHOT",
+            "STATE_SNAPSHOT",
+            "RUN_FINISHED",
+        ]
+        view = (await client.get("/threads/restate")).json()
+        assert events[1]["messages"] == view["messages"]
+        assert check_stream(events, {}) == state == view["state"]
+        _, same = await run(client, {**run_body("restate", "r3", None), "state": state})
+        assert [e["type"] for e in same] == [
+            "RUN_STARTED",
+            "MESSAGES_SNAPSHOT",
+            "RUN_FINISHED",
+        ]  # client is current
+
+
+async def test_run_timeout_is_a_run_error_and_saves_nothing(scenario_config: Any) -> None:
+    async with server(scenario_config, run_timeout=0.5) as client:
+        _, events = await run(client, run_body("timeout", "r1", "hang"))
+        check_stream(events, {})
+        assert events[-1]["type"] == "RUN_ERROR"
+        assert events[-1]["code"] == "timeout"
+        assert "0.5" in events[-1]["message"]
+        assert (await client.get("/threads/timeout")).status_code == 404  # nothing saved for a new thread
+
+
+async def test_thread_routes(scenario_config: Any) -> None:
+    async with server(scenario_config) as client:
+        for thread in ("a", "b"):
+            await run(client, run_body(thread, f"r-{thread}"))
+        listed = (await client.get("/threads")).json()["threads"]
+        assert [t["threadId"] for t in listed] == ["b", "a"]
+        assert (await client.get("/threads", params={"limit": 1})).json()["threads"][0]["threadId"] == "b"
+        assert_error(await client.get("/threads", params={"limit": 0}), 422)
+        assert_error(await client.get("/threads/nope"), 404)
+        assert (await client.delete("/threads/a")).status_code == 204
+        assert_error(await client.get("/threads/a"), 404)
+        assert_error(await client.delete("/threads/a"), 404)
+        assert_error(await client.get("/threads/%00bad"), 422)
+        assert_error(await client.get("/nowhere"), 404)
+        assert_error(await client.put("/threads"), 405)
+
+
+async def test_documents_routes(scenario_config: Any) -> None:
+    async with server(scenario_config, max_upload_bytes=2048) as client:
+        listing = (await client.get("/documents")).json()
+        assert listing["total"] == 12
+        assert (await client.get("/documents", params={"page_size": 5, "page": 3})).json()["documents"][0][
+            "title"
+        ]
+        upload = {
+            "file": (
+                "zebra-facts.md",
+                b"# Zebra facts\n\nZebras sleep standing up for about seven hours.",
+                "text/markdown",
+            )
+        }
+        response = await client.post("/documents", files=upload)
+        assert response.status_code == 201, response.text
+        assert response.json()["outcomes"][0]["status"] == "added"
+        again = await client.post("/documents", files=upload)
+        assert again.status_code == 200
+        assert again.json()["outcomes"][0]["status"] == "unchanged"
+        assert (await client.get("/documents")).json()["total"] == 13
+        _, events = await run(client, run_body("zebra", "r1", "how long do zebras sleep"))
+        assert "Zebra facts" in json.dumps(events)
+        assert_error(
+            await client.post("/documents", files={"file": ("x.exe", b"MZ", "application/octet-stream")}),
+            422,
+            "could be ingested",
+        )
+        assert_error(
+            await client.post("/documents", files={"file": ("big.md", b"x" * 5000, "text/markdown")}), 413
+        )
+        assert_error(await client.post("/documents", json={"file": "x"}), 415)
+        assert_error(
+            await client.post("/documents", files={"other": ("a.md", b"a", "text/markdown")}), 422, "no file"
+        )
+        assert_error(await client.get("/documents", params={"page": -1}), 422)
+
+
+async def test_health_and_capabilities(scenario_config: Any) -> None:
+    async with server(scenario_config) as client:
+        health = (await client.get("/health")).json()
+        assert health["status"] == "ok"
+        assert health["documents"] == 12
+        caps = (await client.get("/capabilities")).json()
+        assert caps["transport"]["streaming"] is True
+        assert caps["state"] == {"snapshots": True, "deltas": True, "memory": True, "persistentState": True}
+        assert caps["humanInTheLoop"]["approvals"] is True
+        assert {"search", "ask", "list_documents"} <= {t["name"] for t in caps["tools"]["items"]}
+
+
+async def test_authentication(scenario_config: Any) -> None:
+    tokens = {"alice": SecretStr("a-token")}
+    async with server(scenario_config, tokens=tokens) as client:
+        assert_error(await client.post("/agui", json=run_body("t", "r")), 401, "missing bearer token")
+        error = await client.get("/threads", headers={"Authorization": "Bearer wrong"})
+        assert_error(error, 401, "invalid")
+        assert error.headers["www-authenticate"].startswith("Bearer")
+        for path in ("/threads", "/threads/t", "/documents", "/threads/t/runs/r/events"):
+            assert_error(await client.get(path), 401)
+        assert_error(await client.post("/threads/t/runs/r/stop"), 401)
+        assert_error(await client.post("/documents", files={"file": ("a.md", b"a", "text/markdown")}), 401)
+        assert (await client.get("/threads", headers={"Authorization": "Bearer a-token"})).status_code == 200
+        assert (await client.get("/health")).status_code == 200  # probes need no token
+
+
+@pytest.mark.parametrize("origins", [[], ["http://app.example"]])
+async def test_cors_is_off_unless_configured(scenario_config: Any, origins: list[str]) -> None:
+    async with server(scenario_config, cors_origins=origins) as client:
+        preflight = await client.options(
+            "/agui", headers={"Origin": "http://app.example", "Access-Control-Request-Method": "POST"}
+        )
+        allowed = preflight.headers.get("access-control-allow-origin")
+        assert allowed == ("http://app.example" if origins else None)
