@@ -73,9 +73,7 @@ def _build(citations: int, searches: int, answers: int) -> ToolContext:
     search_state = ctx.get(SEARCH_NAMESPACE, SearchState)
     for s in range(searches):
         hits = [
-            SearchHitSummary(
-                citation=(s * 10 + k) % citations + 1, title="Guide page", uri="file:///srv/x.md", score=0.5
-            )
+            SearchHitSummary(citation=(s * 10 + k) % citations + 1, title="Guide page", score=0.5)
             for k in range(10)
         ]
         search_state.add_search(f"how does feature {s} work with the streaming server", hits, limit=10**6)
@@ -120,9 +118,7 @@ def _new_search(ctx: ToolContext, n: int) -> None:
             text=PASSAGE,
             limit=10**6,
         )
-        hits.append(
-            SearchHitSummary(citation=index, title="New", uri="file:///srv/n.md", score=0.9 - k / 100)
-        )
+        hits.append(SearchHitSummary(citation=index, title="New", score=0.9 - k / 100))
     ctx.get(SEARCH_NAMESPACE).add_search(f"new question {n}", hits, limit=10**6)
     ctx.mark_changed(SESSION_NAMESPACE)
     ctx.mark_changed(SEARCH_NAMESPACE)

@@ -34,6 +34,7 @@ async def main(question: str) -> None:
             config.model or create_extractive_model(kb.embedding_model),
             deps_type=AgentDeps,
             toolsets=toolkit.toolsets,
+            capabilities=toolkit.capabilities,
             instructions=toolkit.prompt,
         )
         deps = AgentDeps(client=kb, tool_context=toolkit.create_context())

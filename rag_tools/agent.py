@@ -44,6 +44,7 @@ def create_chat_agent(
         deps_type=ChatDeps,
         output_type=[str, DeferredToolRequests],
         toolsets=toolkit.toolsets,
+        capabilities=toolkit.capabilities,
         instructions=[CHAT_INSTRUCTIONS, toolkit.prompt],
         name="ragstream",
     )

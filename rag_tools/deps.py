@@ -20,12 +20,13 @@ from typing import Any, Protocol
 from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
 from pydantic import ValidationError
 from pydantic_ai import CustomEvent, RunContext
+from pydantic_ai.capabilities import Hooks
 
 from .config import RagConfig
 from .kb import KnowledgeBase
-from .state import StateTracker, ToolContext
+from .state import SESSION_NAMESPACE, SessionState, StateTracker, ToolContext
 
-__all__ = ["AGUIEvent", "AgentDeps", "ChatDeps", "TaskTracker", "emit_state_update"]
+__all__ = ["AGUIEvent", "AgentDeps", "ChatDeps", "TaskTracker", "citation_hooks", "emit_state_update"]
 
 
 @dataclass(kw_only=True)
@@ -131,3 +132,23 @@ async def emit_state_update(ctx: RunContext[Any]) -> None:
     if isinstance(deps, AgentDeps):
         for event in deps.state_update_events():
             await ctx.emit(AGUIEvent(event=event))
+
+
+def citation_hooks(limit: int = 200) -> Hooks[Any]:
+    """A capability that shows the citation cards a run's final answer cites.
+
+    Searches number their hits but keep the cards server-side; when the answer is text, every
+    ``[n]`` in it brings card ``n`` into the emitted state (at most ``limit`` cards are kept), sent
+    to the client as a STATE_DELTA before the run finishes.
+    """
+
+    async def show_cited(ctx: RunContext[Any], *, output_context: Any, output: Any) -> Any:
+        deps = ctx.deps
+        if isinstance(deps, AgentDeps) and isinstance(output, str):
+            session = deps.tool_context.get(SESSION_NAMESPACE, SessionState)
+            if session is not None and session.promote_cited(output, limit=limit):
+                deps.tool_context.mark_changed(SESSION_NAMESPACE)
+                await emit_state_update(ctx)
+        return output
+
+    return Hooks(after_output_process=show_cited, id="ragstream-citations", description="show cited cards")

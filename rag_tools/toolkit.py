@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from .config import RagConfig
+from .deps import citation_hooks
 from .kb import Filter
 from .prompt import build_tools_prompt
 from .state import ToolContext, prepare_context
@@ -37,6 +39,8 @@ class Toolkit:
     state_key: str | None = field(default=None)
     namespaces: dict[str, type[BaseModel]] = field(default_factory=dict)
     """Extra state namespaces that tools added to the toolkit keep (name to model type)."""
+    capabilities: list[AbstractCapability[Any]] = field(default_factory=list)
+    """Capabilities to give the agent with the toolsets (citation cards of the final answer)."""
 
     def create_context(self, state_key: str | None = None) -> ToolContext:
         """A fresh ``ToolContext`` with the namespaces these features use."""
@@ -90,4 +94,5 @@ def build_toolkit(
         features=chosen,
         state_key=state_key,
         namespaces=dict(namespaces or {}),
+        capabilities=[citation_hooks(config.citations_limit)],
     )

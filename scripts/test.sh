@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
+# the real @ag-ui/client for the end-to-end tests (pinned by tests/js/package-lock.json)
+(cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
 exec .venv/bin/python -m pytest -q "$@"

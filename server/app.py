@@ -20,6 +20,7 @@ from .errors import exception_handlers
 from .routes.agui import agui
 from .routes.documents import list_documents, upload_documents
 from .routes.meta import capabilities, health
+from .routes.static import static_routes
 from .routes.threads import get_thread, list_all, remove_thread, run_events, stop_run
 from .services import Services
 
@@ -60,6 +61,8 @@ def create_app(
         Route("/documents", upload_documents, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/capabilities", capabilities, methods=["GET"]),
+        # the chat page last: the API routes keep precedence
+        *static_routes(),
     ]
     middleware = []
     if config.cors_origins:

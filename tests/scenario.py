@@ -104,4 +104,5 @@ def scenario_agent(toolkit: Toolkit) -> Agent[ChatDeps, Any]:
         deps_type=ChatDeps,
         output_type=[str, DeferredToolRequests],
         toolsets=[*toolkit.toolsets, notes_toolset()],
+        capabilities=toolkit.capabilities,
     )

@@ -139,7 +139,7 @@ def test_rag_state_changes_produce_small_deltas_against_one_baseline() -> None:
         hits = []
         for k in range(3):
             index = session.cite(chunk_id=f"new{step}-{k}", document_id="d", title="T", uri="u", text="new")
-            hits.append(SearchHitSummary(citation=index, title="T", uri="u", score=0.5))
+            hits.append(SearchHitSummary(citation=index, title="T", score=0.5))
         searches.add_search(f"query {step}", hits)
         ctx.mark_changed(SESSION_NAMESPACE)
         ctx.mark_changed(SEARCH_NAMESPACE)

@@ -55,7 +55,7 @@ async def test_openai_model_streams_tool_call_deltas_and_text(corpus_kb: Knowled
     assert "Kiteline Cloud Operations Handbook" in tool_message["content"]
 
     session = deps.tool_context.get(SESSION_NAMESPACE, SessionState)
-    assert session.citations["1"].chunk_id
+    assert session.citations["1"].passage
     state: dict = {}
     for event in events:
         wire = event.model_dump(mode="json", by_alias=True)

@@ -137,7 +137,7 @@ def test_client_proposal_takes_only_client_owned_fields() -> None:
     diverged = ctx.apply_client_proposal(proposal)
     session = ctx.get(SESSION_NAMESPACE, SessionState)
     assert session.document_filter == ["guide"]
-    assert session.citations["1"].chunk_id == "c1"  # untouched
+    assert session.citations["1"].passage == "text c1"  # untouched
     assert diverged is True  # the client's citations and searches differ: it needs a snapshot
 
     assert ctx.apply_client_proposal({**ctx.build_state_snapshot()}) is False
@@ -186,7 +186,7 @@ def test_citations_survive_a_persist_reload_cycle() -> None:
 
 def test_bounded_search_and_qa_histories() -> None:
     searches = SearchState()
-    hit = SearchHitSummary(citation=1, title="t", uri="u", score=1.0)
+    hit = SearchHitSummary(citation=1, title="t", score=1.0)
     for n in range(5):
         searches.add_search(f"q{n}", [hit], limit=3)
     assert [r.query for r in sorted(searches.searches.values(), key=lambda r: r.seq)] == ["q2", "q3", "q4"]

@@ -81,8 +81,13 @@ async def test_search_accumulates_state_with_stable_citations(small_kb: Knowledg
     assert [(r.citation, r.uri) for r in first.results] == [(r.citation, r.uri) for r in third.results]
     session = deps.tool_context.get(SESSION_NAMESPACE, SessionState)
     all_citations = {r.citation for result in (first, second, third) for r in result.results}
-    assert set(session.citations) == {str(c) for c in all_citations}
+    assert set(session.citation_registry.values()) == all_citations
     assert sorted(all_citations) == list(range(1, len(all_citations) + 1))
+    # numbered, but the cards wait server-side until an answer cites them
+    assert session.citations == {}
+    assert set(session.pending_citations) == {str(c) for c in all_citations}
+    assert session.promote_cited(f"as [{first.results[0].citation}] says") == [first.results[0].citation]
+    assert set(session.citations) == {str(first.results[0].citation)}
     searches = deps.tool_context.get(SEARCH_NAMESPACE, SearchState)
     assert [s.query for s in sorted(searches.searches.values(), key=lambda s: s.seq)] == [
         "backups",

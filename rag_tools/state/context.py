@@ -7,9 +7,9 @@ under ``state_key``). Two rules keep that cheap and safe:
   document filter) and ``server_only_fields`` (persisted, never emitted: caches, registries).
   Everything else is server-owned and emitted.
 - Structural sharing. Items that are frozen pydantic models (citations, search records, QA entries)
-  are dumped once and the same dict is reused in every later snapshot, so building a snapshot
-  costs one pass over the items, and the delta engine skips unchanged items by identity.
-  Snapshots are therefore read-only: copy before mutating.
+  are dumped once (without their ``None`` fields) and the same dict is reused in every later
+  snapshot, so building a snapshot costs one pass over the items, and the delta engine skips
+  unchanged items by identity. Snapshots are therefore read-only: copy before mutating.
 """
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ def _dump_value(value: Any, old: _Cache, new: _Cache) -> Any:
         key = id(value)
         entry = old.get(key)
         if entry is None or entry[0] is not value:
-            entry = (value, value.model_dump(mode="json"))
+            entry = (value, value.model_dump(mode="json", exclude_none=True))
         new[key] = entry
         return entry[1]
     if isinstance(value, dict):

@@ -2,10 +2,12 @@
 
 Collections that grow per turn are bounded; eviction drops the oldest entries first:
 
-- ``citations`` (emitted): at most ``citations_limit``; the card added longest ago goes first. The
+- ``citations`` (emitted): the cards of passages an answer actually cited, at most
+  ``citations_limit``; the card added longest ago goes first. A search numbers every hit at once
+  (so the model can cite it) but parks its card in ``pending_citations`` (server-only, newest
+  ``PENDING_LIMIT`` kept) until an answer cites it: the client receives only what it renders. The
   ``citation_registry`` (server-only) keeps every chunk's index, so a chunk cited again after its
-  card was evicted gets its original number back. The registry itself keeps the newest
-  ``REGISTRY_LIMIT`` entries.
+  card was evicted gets its original number back; it keeps the newest ``REGISTRY_LIMIT`` entries.
 - ``searches``: at most ``search_history_limit`` records, oldest first.
 - ``qa_history``: at most ``qa_history_limit`` entries, oldest first, with their cached question
   embeddings (server-only) removed alongside.
@@ -15,6 +17,7 @@ Items are frozen models with tuple fields, so ``ToolContext`` can reuse their du
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import ClassVar
@@ -43,7 +46,28 @@ SEARCH_NAMESPACE = "rag.search"
 QA_NAMESPACE = "rag.qa"
 
 REGISTRY_LIMIT = 10_000
+PENDING_LIMIT = 500
 PASSAGE_CHARS = 1200
+EXCERPT_CHARS = 320
+ANSWER_SUMMARY_CHARS = 240
+_CITATION_MARK = re.compile(r"\[(\d{1,6})\]")
+_SENTENCE = re.compile(r"[^.!?]*[.!?]?")
+
+
+def _excerpt(passage: str, quoted: Sequence[str]) -> str:
+    """At most ``EXCERPT_CHARS`` of ``passage``, around the first quoted sentence found in it."""
+    if len(passage) <= EXCERPT_CHARS:
+        return passage
+    lower = passage.lower()
+    start = 0
+    for sentence in quoted:
+        probe = " ".join(sentence.split())[:40].lower()
+        found = lower.find(probe) if len(probe) >= 12 else -1
+        if found >= 0:
+            start = max(0, min(found - 60, len(passage) - EXCERPT_CHARS))
+            break
+    end = start + EXCERPT_CHARS
+    return ("…" if start else "") + passage[start:end].strip() + ("…" if end < len(passage) else "")
 
 
 def _now() -> datetime:
@@ -56,26 +80,30 @@ class Citation(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     index: int
-    chunk_id: str
     document_id: str
     title: str
     uri: str
     headings: tuple[str, ...] = ()
     page: int | None = None
-    passage: str = Field(description=f"The cited text, at most {PASSAGE_CHARS} characters.")
+    passage: str = Field(description="The cited text; once shown, an excerpt around what the answer quoted.")
 
 
 class SessionState(StateModel):
     """The document filter the user chose, and the thread's citations."""
 
     client_fields: ClassVar[frozenset[str]] = frozenset({"document_filter"})
-    server_only_fields: ClassVar[frozenset[str]] = frozenset({"citation_registry", "next_citation"})
+    server_only_fields: ClassVar[frozenset[str]] = frozenset(
+        {"citation_registry", "next_citation", "pending_citations"}
+    )
 
     document_filter: list[str] = Field(
         default_factory=list, max_length=50, description="Document names that restrict every tool."
     )
     citations: dict[str, Citation] = Field(default_factory=dict, description="Citation cards by index.")
     citation_registry: dict[str, int] = Field(default_factory=dict, description="Chunk id to index.")
+    pending_citations: dict[str, Citation] = Field(
+        default_factory=dict, description="Cards of numbered passages no answer has cited yet."
+    )
     next_citation: int = 1
 
     def cite(
@@ -89,8 +117,12 @@ class SessionState(StateModel):
         headings: Sequence[str] = (),
         page: int | None = None,
         limit: int = 200,
+        promote: bool = True,
     ) -> int:
-        """The stable 1-based index of ``chunk_id``: the first occurrence numbers it for good."""
+        """The stable 1-based index of ``chunk_id``: the first occurrence numbers it for good.
+
+        With ``promote=False`` the card waits in ``pending_citations`` until ``promote`` shows it.
+        """
         index = self.citation_registry.get(chunk_id)
         if index is None:
             index = self.next_citation
@@ -101,9 +133,8 @@ class SessionState(StateModel):
                     del self.citation_registry[old]
         key = str(index)
         if key not in self.citations:
-            self.citations[key] = Citation(
+            card = Citation(
                 index=index,
-                chunk_id=chunk_id,
                 document_id=document_id,
                 title=title,
                 uri=uri,
@@ -111,22 +142,55 @@ class SessionState(StateModel):
                 page=page,
                 passage=text[:PASSAGE_CHARS],
             )
-            while len(self.citations) > limit:
-                del self.citations[next(iter(self.citations))]
+            if promote:
+                self._show(card, limit)
+            else:
+                self.pending_citations.pop(key, None)
+                self.pending_citations[key] = card
+                while len(self.pending_citations) > PENDING_LIMIT:
+                    del self.pending_citations[next(iter(self.pending_citations))]
         return index
+
+    def _show(self, card: Citation, limit: int) -> None:
+        self.pending_citations.pop(str(card.index), None)
+        self.citations[str(card.index)] = card
+        while len(self.citations) > limit:
+            del self.citations[next(iter(self.citations))]
+
+    def promote(self, indices: Iterable[int], *, limit: int = 200, text: str = "") -> list[int]:
+        """Show the cards of ``indices`` (cited by an answer); returns those that became visible.
+
+        A shown card carries an excerpt of its passage, centred on what ``text`` (the answer)
+        quoted from it when that can be found, so the client gets what it renders.
+        """
+        shown = []
+        for index in dict.fromkeys(indices):
+            card = self.pending_citations.get(str(index))
+            if card is None:
+                continue
+            marker = f"[{index}]"
+            quoted = [_CITATION_MARK.sub("", s) for s in _SENTENCE.findall(text) if marker in s]
+            self._show(card.model_copy(update={"passage": _excerpt(card.passage, quoted)}), limit)
+            shown.append(index)
+        return shown
+
+    def promote_cited(self, text: str, *, limit: int = 200) -> list[int]:
+        """Show the cards of every ``[n]`` in ``text``."""
+        return self.promote((int(n) for n in _CITATION_MARK.findall(text)), limit=limit, text=text)
 
 
 class SearchHitSummary(BaseModel):
-    """What the client shows of a hit: its citation and source, not the full text."""
+    """What the client shows of a hit: its number, its document and how well it matched.
+
+    Deliberately small (no uri, no text): a card with everything arrives once an answer cites it.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     citation: int
     title: str
-    uri: str
     score: float
     page: int | None = None
-    headings: tuple[str, ...] = ()
 
 
 class SearchRecord(BaseModel):

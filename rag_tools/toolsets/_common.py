@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from pydantic_ai import RunContext
 
 from ..config import RagConfig
@@ -43,11 +43,17 @@ class SearchResult(BaseModel):
     uri: str
     location: str | None = None
     text: str
+    context: str | None = Field(
+        default=None, description="The passage with its neighbouring text, when expanded."
+    )
     score: float
 
 
 def cite_hits(context: ToolContext, hits: list[SearchHit], config: RagConfig) -> list[SearchResult]:
-    """Give each hit its stable citation number in the session and return them model-ready."""
+    """Give each hit its stable citation number in the session and return them model-ready.
+
+    The cards stay server-side until an answer cites them (``SessionState.promote``).
+    """
     session = context.get_or_create(SESSION_NAMESPACE, SessionState)
     results = []
     for hit in hits:
@@ -60,6 +66,7 @@ def cite_hits(context: ToolContext, hits: list[SearchHit], config: RagConfig) ->
             headings=hit.headings,
             page=hit.page,
             limit=config.citations_limit,
+            promote=False,
         )
         results.append(
             SearchResult(
@@ -67,7 +74,8 @@ def cite_hits(context: ToolContext, hits: list[SearchHit], config: RagConfig) ->
                 title=hit.title,
                 uri=hit.uri,
                 location=location_of(hit),
-                text=hit.context or hit.text,
+                text=hit.text,
+                context=hit.context if hit.context and hit.context != hit.text else None,
                 score=round(hit.score, 4),
             )
         )

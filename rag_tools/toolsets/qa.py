@@ -17,7 +17,14 @@ from ..extractive import Passage, extractive_answer
 from ..filters import build_document_filter, combine_filters, get_session_filter
 from ..kb import Filter, KnowledgeBase
 from ..progress import report_progress
-from ..state import QA_NAMESPACE, QASessionState, ToolContext, prepare_context
+from ..state import (
+    QA_NAMESPACE,
+    SESSION_NAMESPACE,
+    QASessionState,
+    SessionState,
+    ToolContext,
+    prepare_context,
+)
 from ._common import SearchResult, cite_hits, deps_of
 
 __all__ = ["OnQAComplete", "QAResult", "create_qa_toolset", "run_qa_core", "summarize_session"]
@@ -130,6 +137,9 @@ async def run_qa_core(
                 confidence=extracted.confidence if extracted.found else 0.0,
                 citations=extracted.citations,
             )
+    session = context.get_or_create(SESSION_NAMESPACE, SessionState)
+    if session.promote(result.citations, limit=config.citations_limit, text=result.answer):
+        context.mark_changed(SESSION_NAMESPACE)
     qa.add_entry(
         {
             "question": question,
