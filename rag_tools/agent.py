@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from pydantic_ai import Agent, DeferredToolRequests
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model
+from pydantic_ai.toolsets import AbstractToolset
 
 from .config import RagConfig
 from .deps import ChatDeps
@@ -35,16 +40,24 @@ def resolve_chat_model(config: RagConfig) -> Model | str:
 
 
 def create_chat_agent(
-    config: RagConfig, toolkit: Toolkit | None = None, *, model: Model | str | None = None
+    config: RagConfig,
+    toolkit: Toolkit | None = None,
+    *,
+    model: Model | str | None = None,
+    toolsets: Sequence[AbstractToolset[Any]] = (),
+    capabilities: Sequence[AbstractCapability[Any]] = (),
 ) -> ChatAgent:
-    """The chat agent; its output is text, or the tool calls that wait for a human or the browser."""
+    """The chat agent; its output is text, or the tool calls that wait for a human or the browser.
+
+    ``toolsets`` and ``capabilities`` are added to the toolkit's (user tools, the tool system).
+    """
     toolkit = toolkit or build_chat_toolkit(config)
     return Agent(
         model if model is not None else resolve_chat_model(config),
         deps_type=ChatDeps,
         output_type=[str, DeferredToolRequests],
-        toolsets=toolkit.toolsets,
-        capabilities=toolkit.capabilities,
+        toolsets=[*toolkit.toolsets, *toolsets],
+        capabilities=[*toolkit.capabilities, *capabilities],
         instructions=[CHAT_INSTRUCTIONS, toolkit.prompt],
         name="ragstream",
     )

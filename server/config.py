@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr
@@ -58,6 +59,19 @@ class AppConfig(RagConfig, BaseSettings):
         default=30.0,
         gt=0,
         description="Expiry of a run's thread lock; a heartbeat renews it while the run lives.",
+    )
+    tool_dirs: list[Path] = Field(
+        default_factory=lambda: [Path(".ragstream/tools")],
+        description="Directories of user tool files (*.py exporting TOOLS / TOOLSETS).",
+    )
+    approve_tools: list[str] = Field(
+        default_factory=list,
+        description="Tool names or glob patterns whose calls always need approval, in every thread.",
+    )
+    tool_output_limit: int = Field(
+        default=20_000,
+        ge=500,
+        description="Characters of a tool result the model sees; the rest by reference.",
     )
     cache_max_threads: int = Field(default=1000, ge=1, description="Thread contexts kept in memory.")
     cache_ttl_seconds: float = Field(

@@ -13,10 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import Agent
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.toolsets import AbstractToolset
 
 from rag_tools import Toolkit, build_chat_toolkit, create_chat_agent
 from rag_tools.kb import KnowledgeBase
 from rag_tools.state import SQLiteThreadStore, ThreadStore, ToolContextCache
+from rag_tools.tools import ToolSystem
 
 from .config import AppConfig
 from .runs.eventlog import EventLog, MemoryEventLog
@@ -41,6 +44,9 @@ class Services:
     toolkit: Toolkit
     agent: Agent[Any, Any]
     runs: RunManager
+    tools: ToolSystem
+    run_toolsets: list[AbstractToolset[Any]]
+    run_capabilities: list[AbstractCapability[Any]]
     _background: list[asyncio.Task[Any]] = field(default_factory=list)
 
     @classmethod
@@ -57,6 +63,13 @@ class Services:
         kb = KnowledgeBase.from_config(config)
         await kb.open()
         toolkit = toolkit or build_chat_toolkit(config)
+        tools = ToolSystem(approve_tools=config.approve_tools, output_limit=config.tool_output_limit)
+        report = tools.load(config.tool_dirs)
+        if report.tools or report.toolsets:
+            logger.info("user tools loaded: %s", ", ".join(report.tools + report.toolsets))
+        # Preflight: a user tool must not shadow a toolkit tool (raises, naming both origins).
+        tools.toolsets(extra={f"rag toolkit ({t.id or t.label})": t for t in toolkit.toolsets})
+        toolkit.namespaces.update(tools.namespaces)
         store = store or SQLiteThreadStore(config.data_dir / "threads.sqlite3")
         cache = ToolContextCache(
             store,
@@ -71,7 +84,19 @@ class Services:
             disconnect_policy=config.disconnect_policy,
             disconnect_grace=config.disconnect_grace_seconds,
         )
-        services = cls(config, kb, store, cache, toolkit, agent or create_chat_agent(config, toolkit), runs)
+        services = cls(
+            config,
+            kb,
+            store,
+            cache,
+            toolkit,
+            agent or create_chat_agent(config, toolkit),
+            runs,
+            tools,
+            # given to every run, so an injected agent gets the tool system too
+            tools.toolsets(),
+            [tools.capability()],
+        )
         services._background.append(asyncio.create_task(services._evict_idle_threads()))
         return services
 

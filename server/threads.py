@@ -13,12 +13,13 @@ from ag_ui.core import Interrupt
 from pydantic_ai.ui.ag_ui._interrupt import approval_to_interrupt  # what RUN_FINISHED carries, byte for byte
 
 from rag_tools.state import CacheEntry
+from rag_tools.tools import APPROVAL_NAMESPACE, ApprovalPolicy
 
 from .errors import ApiError
 from .history import agui_messages, stored_messages
 from .services import Services
 
-__all__ = ["delete_thread", "list_threads", "owned_entry", "thread_view"]
+__all__ = ["delete_thread", "list_threads", "owned_entry", "set_approval_policy", "thread_view"]
 
 
 async def owned_entry(services: Services, thread_id: str, principal: str) -> CacheEntry:
@@ -65,3 +66,21 @@ async def delete_thread(services: Services, thread_id: str, principal: str) -> N
     if await services.runs.locks.holder(thread_id) is not None:
         raise ApiError(409, f"thread {thread_id!r} has a run in progress; stop it first", code="thread_busy")
     await services.cache.delete(thread_id)
+
+
+async def set_approval_policy(
+    services: Services, thread_id: str, principal: str, patterns: list[str]
+) -> list[str]:
+    """Replace the thread's list of tools (names or globs) that need approval; saved at once."""
+    await owned_entry(services, thread_id, principal)
+    if await services.runs.locks.holder(thread_id) is not None:
+        raise ApiError(
+            409,
+            f"thread {thread_id!r} has a run in progress; change its policy after it ends",
+            code="thread_busy",
+        )
+    async with services.cache.transaction(thread_id) as entry:
+        policy = entry.context.get_or_create(APPROVAL_NAMESPACE, ApprovalPolicy)
+        policy.need_user_approve_tools = list(dict.fromkeys(patterns))
+        entry.context.mark_changed(APPROVAL_NAMESPACE)
+    return policy.need_user_approve_tools

@@ -22,7 +22,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 class Script:
     """A model that makes the given tool calls, one response per step, then says ``final``.
 
-    Each step is a list of ``(tool_name, args)`` made in parallel. Tool returns are collected in
+    Each step is a list of ``(tool_name, args)`` made in parallel; an empty step ends the turn. Tool returns are collected in
     ``returns`` (by tool name, in order) so tests can inspect exactly what the model was given.
     """
 
@@ -40,7 +40,7 @@ class Script:
                     self.returns.setdefault(part.tool_name, []).append(part.content)
         turn_start = max(i for i, m in enumerate(messages) if isinstance(m, ModelRequest) and _has_user(m))
         index = sum(1 for m in messages[turn_start:] if isinstance(m, ModelResponse))
-        return list(self.steps[index]) if index < len(self.steps) else None
+        return list(self.steps[index]) if index < len(self.steps) and self.steps[index] else None
 
     async def function(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         calls = self._step(messages, info)

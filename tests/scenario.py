@@ -3,6 +3,7 @@
 - ``archive <note>``: calls ``archive_note`` (needs approval; changes server-owned state);
 - ``pick``: calls the browser's ``pick_color`` tool (a frontend tool the client declares);
 - ``slow``: streams 300 tokens, 20 ms apart (for stop and abort tests);
+- ``convert 3 km mi`` / ``note <text>``: call the example user tools (examples/custom_tools);
 - ``fail``: the model raises an error whose text holds a secret;
 - ``hang``: the model waits forever (for run timeouts);
 - anything else: ``search`` for the text, then answer citing the first passage.
@@ -58,8 +59,10 @@ async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterato
                 yield "Nothing found."
         elif part.tool_name == "archive_note":
             yield ("Not archived: " if part.outcome == "denied" else "") + str(part.content)
-        else:
+        elif part.tool_name == "pick_color":
             yield f"You picked {part.content}."
+        else:
+            yield ("Denied: " if part.outcome == "denied" else f"{part.tool_name}: ") + str(part.content)
         return
     text = _last_user_text(messages).strip()
     if text.startswith("slow"):
@@ -70,6 +73,12 @@ async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterato
         yield {0: DeltaToolCall(name="archive_note", json_args=json.dumps({"note": text[8:]}))}
     elif text.startswith("pick") and "pick_color" in {t.name for t in info.function_tools}:
         yield {0: DeltaToolCall(name="pick_color", json_args=json.dumps({"options": ["red", "blue"]}))}
+    elif text.startswith("convert "):
+        value, from_unit, to_unit = text.split()[1:4]
+        args = {"value": float(value), "from_unit": from_unit, "to_unit": to_unit}
+        yield {0: DeltaToolCall(name="convert_units", json_args=json.dumps(args))}
+    elif text.startswith("note "):
+        yield {0: DeltaToolCall(name="save_note", json_args=json.dumps({"text": text[5:]}))}
     elif text.startswith("fail"):
         raise RuntimeError(f"connection to {SECRET} failed")
     elif text.startswith("hang"):

@@ -44,6 +44,8 @@ async def agui(request: Request) -> Response:
                 config=services.config,
                 prepare=services.toolkit.prepare,
                 run_timeout=services.config.run_timeout,
+                toolsets=services.run_toolsets,
+                capabilities=services.run_capabilities,
             )
         except BaseException:
             txn.rollback()

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic.alias_generators import to_camel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..errors import ApiError
-from ..threads import delete_thread, list_threads, thread_view
-from ._common import check_id, principal_of, services_of, sse_response
+from ..errors import ApiError, validation_details
+from ..threads import delete_thread, list_threads, set_approval_policy, thread_view
+from ._common import check_id, principal_of, read_body, services_of, sse_response
 
-__all__ = ["get_thread", "list_all", "remove_thread", "run_events", "stop_run"]
+__all__ = ["get_thread", "list_all", "put_approval_policy", "remove_thread", "run_events", "stop_run"]
 
 
 def _int_param(request: Request, name: str, default: int, *, low: int, high: int) -> int:
@@ -70,3 +74,29 @@ async def run_events(request: Request) -> Response:
             raise ApiError(422, "Last-Event-ID must be an event sequence number")
         after = int(last_event_id)
     return sse_response(services.runs.subscribe(run_id, after), services.config.keepalive_seconds)
+
+
+class _PolicyBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    need_user_approve_tools: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] = Field(
+        max_length=200
+    )
+
+
+async def put_approval_policy(request: Request) -> Response:
+    """Set which tools need approval in this thread: ``{"needUserApproveTools": ["delete_*", ...]}``."""
+    principal = principal_of(request)
+    thread_id = check_id(request.path_params["thread_id"], "threadId")
+    services = services_of(request)
+    body = await read_body(request, 64 * 1024)
+    try:
+        policy = _PolicyBody.model_validate_json(body)
+    except ValidationError as exc:
+        raise ApiError(
+            422,
+            'the body must be {"needUserApproveTools": [names or patterns]}',
+            details=validation_details(exc),
+        ) from exc
+    saved = await set_approval_policy(services, thread_id, principal, policy.need_user_approve_tools)
+    return JSONResponse({"threadId": thread_id, "needUserApproveTools": saved})

@@ -16,7 +16,7 @@ client's state proposal, the adapter's own input checks) while the thread is loc
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,9 +34,11 @@ from ag_ui.core import (
 )
 from pydantic import ValidationError
 from pydantic_ai import Agent, CancellationToken
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import RunCancelled, RunTimedOut
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 from pydantic_ai.run import AgentRunResult
+from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import UsageLimits
 
 from rag_tools import ChatDeps, RagConfig
@@ -181,6 +183,8 @@ async def prepare_run(
     config: RagConfig,
     prepare: Any,
     run_timeout: float,
+    toolsets: Sequence[AbstractToolset[Any]] = (),
+    capabilities: Sequence[AbstractCapability[Any]] = (),
 ) -> RunExecution:
     """Check the request against the locked thread and build the run; ``ApiError`` for a bad request."""
     entry = txn.entry
@@ -219,6 +223,8 @@ async def prepare_run(
             usage_limits=UsageLimits(request_limit=prior_requests + REQUESTS_PER_RUN),
             on_complete=execution.on_complete,
             on_cancel=execution.on_cancel,
+            toolsets=list(toolsets) or None,
+            capabilities=list(capabilities) or None,
         )
     except ValueError as exc:  # the adapter's synchronous input checks (history that does not fit, ...)
         raise ApiError(422, f"invalid run input: {exc}") from exc

@@ -1,0 +1,70 @@
+"""The approval policy: which tool calls wait for a person, per thread, for every kind of tool.
+
+A thread's ``ApprovalPolicy`` (namespace ``tools.approval``, persisted with its state) lists tool
+names or glob patterns in ``need_user_approve_tools``; the server adds patterns every thread must
+honour. Enforcement is a ``before_tool_execute`` hook on the agent, not a wrapper around some
+toolsets, so no way of registering a tool escapes it (function tools, toolsets, factories, MCP):
+a matching call that is not yet approved raises ``ApprovalRequired`` with the tool's approval
+metadata (reason, risk), which the AG-UI adapter turns into an interrupt. An approval may carry
+edited arguments; the call then runs with them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from pydantic import Field
+from pydantic_ai import ApprovalRequired, RunContext
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.tools import ToolDefinition
+
+from ..state import StateModel, ToolContext
+
+__all__ = ["APPROVAL_NAMESPACE", "ApprovalPolicy", "approval_hook", "matching_pattern"]
+
+APPROVAL_NAMESPACE = "tools.approval"
+
+
+class ApprovalPolicy(StateModel):
+    """Tool names or glob patterns whose calls need the user's approval in this thread."""
+
+    client_fields: ClassVar[frozenset[str]] = frozenset()
+
+    need_user_approve_tools: list[str] = Field(default_factory=list, max_length=200)
+
+
+def matching_pattern(tool_name: str, patterns: Sequence[str]) -> str | None:
+    """The first pattern naming ``tool_name`` (exact name or glob), or ``None``."""
+    for pattern in patterns:
+        if pattern == tool_name or fnmatch.fnmatchcase(tool_name, pattern):
+            return pattern
+    return None
+
+
+def thread_patterns(context: ToolContext | None) -> list[str]:
+    policy = context.get(APPROVAL_NAMESPACE, ApprovalPolicy) if context is not None else None
+    return list(policy.need_user_approve_tools) if policy is not None else []
+
+
+def approval_hook(mandatory: Sequence[str] = ()) -> Any:
+    """The ``before_tool_execute`` hook enforcing ``mandatory`` patterns and each thread's policy."""
+
+    async def require_approval(
+        ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: dict[str, Any]
+    ) -> dict[str, Any]:
+        if ctx.tool_call_approved or tool_def.kind == "external":
+            return args
+        metadata = dict((tool_def.metadata or {}).get("approval") or {})
+        required_by_tool = bool(metadata.pop("required", False))
+        context = getattr(ctx.deps, "tool_context", None)
+        pattern = matching_pattern(tool_def.name, [*mandatory, *thread_patterns(context)])
+        if pattern is None and not required_by_tool:
+            return args
+        metadata.setdefault("reason", f"{tool_def.name} needs your approval")
+        metadata["policy"] = pattern or "required by the tool"
+        metadata["tool"] = tool_def.name
+        raise ApprovalRequired(metadata=metadata)
+
+    return require_approval

@@ -1,0 +1,115 @@
+"""Large tool results: cut for the model, kept whole, readable by reference.
+
+A result whose text is longer than the limit reaches the model as its first ``limit`` characters
+and a note naming a reference; ``read_tool_output(ref, offset)`` pages through the rest. The full
+text is kept in the thread's ``ToolOutputs`` namespace (server-only, the newest
+``MAX_STORED_OUTPUTS`` kept), and each truncation is recorded there (tool, original size, kept
+size, reference) in the emitted state, so the client can show that a result was cut.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_ai import RunContext, ToolReturn
+from pydantic_ai.toolsets import FunctionToolset
+from pydantic_core import to_json
+
+from ..state import StateModel, ToolContext
+
+__all__ = [
+    "MAX_STORED_OUTPUTS",
+    "OUTPUTS_NAMESPACE",
+    "StoredOutput",
+    "ToolOutputs",
+    "output_toolset",
+    "truncate",
+]
+
+OUTPUTS_NAMESPACE = "tools.outputs"
+MAX_STORED_OUTPUTS = 20
+
+
+class StoredOutput(BaseModel):
+    """The record of one truncated result (its full text stays on the server)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ref: str
+    tool: str
+    tool_call_id: str
+    size: int = Field(description="Characters in the full output.")
+    kept: int = Field(description="Characters the model was shown.")
+    at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+class ToolOutputs(StateModel):
+    """Truncated tool results of a thread: records emitted, full texts kept server-side."""
+
+    server_only_fields: ClassVar[frozenset[str]] = frozenset({"full_outputs", "next_ref"})
+
+    truncated_outputs: dict[str, StoredOutput] = Field(default_factory=dict)
+    full_outputs: dict[str, str] = Field(default_factory=dict)
+    next_ref: int = 1
+
+    def keep(self, tool: str, tool_call_id: str, text: str, kept: int) -> StoredOutput:
+        ref = f"out-{self.next_ref}"
+        self.next_ref += 1
+        record = StoredOutput(ref=ref, tool=tool, tool_call_id=tool_call_id, size=len(text), kept=kept)
+        self.truncated_outputs[ref] = record
+        self.full_outputs[ref] = text
+        while len(self.full_outputs) > MAX_STORED_OUTPUTS:
+            oldest = next(iter(self.full_outputs))
+            del self.full_outputs[oldest]
+            self.truncated_outputs.pop(oldest, None)
+        return record
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else to_json(value).decode()
+
+
+def truncate(context: ToolContext, tool: str, tool_call_id: str, result: Any, limit: int) -> Any:
+    """``result`` as the model should see it: whole when short, else cut with a reference note."""
+    content = result.return_value if isinstance(result, ToolReturn) else result
+    text = _text(content)
+    if len(text) <= limit:
+        return result
+    outputs = context.get_or_create(OUTPUTS_NAMESPACE, ToolOutputs)
+    record = outputs.keep(tool, tool_call_id, text, limit)
+    context.mark_changed(OUTPUTS_NAMESPACE)
+    cut = (
+        f"{text[:limit]}\n[output truncated: {record.size} characters, the first {limit} shown. The full output "
+        f"is kept as {record.ref!r}: call read_tool_output(ref={record.ref!r}, offset={limit}) to read on.]"
+    )
+    if isinstance(result, ToolReturn):
+        return ToolReturn(return_value=cut, content=result.content, metadata=result.metadata)
+    return cut
+
+
+def output_toolset(limit: int) -> FunctionToolset[Any]:
+    """The ``read_tool_output`` tool, for reading the rest of a truncated result."""
+    toolset: FunctionToolset[Any] = FunctionToolset(id="tool-outputs")
+
+    @toolset.tool
+    async def read_tool_output(ctx: RunContext[Any], ref: str, offset: int = 0) -> str:
+        """Read part of a tool output that was too long to show whole.
+
+        Args:
+            ref: The reference given in the truncation note, like "out-3".
+            offset: Where to start reading, in characters.
+        """
+        context = getattr(ctx.deps, "tool_context", None)
+        outputs = context.get(OUTPUTS_NAMESPACE, ToolOutputs) if isinstance(context, ToolContext) else None
+        full = outputs.full_outputs.get(ref) if outputs is not None else None
+        if full is None:
+            return f"No stored output {ref!r} (only the newest {MAX_STORED_OUTPUTS} outputs are kept)."
+        start = max(0, offset)
+        part = full[start : start + limit]
+        end = start + len(part)
+        more = f" {len(full) - end} characters remain; continue at offset {end}." if end < len(full) else ""
+        return f"[{ref}: characters {start}-{end} of {len(full)}.{more}]\n{part}"
+
+    return toolset

@@ -1,0 +1,309 @@
+"""``ToolRegistry``: tools and toolsets selected by name, resolved per agent with a duplicate preflight.
+
+Tools and toolsets live in separate namespaces (a tool and a toolset may share a name). A tool
+entry is a pydantic-ai ``Tool`` or a plain callable; a toolset entry is an ``AbstractToolset`` or a
+factory (sync or async, with or without the run context) that builds one per run through
+pydantic-ai's ``DynamicToolset``. ``resolve`` turns a selection into the toolsets to give an agent:
+entries that declare themselves unavailable are left out (and logged), and a tool name that two
+sources would both provide is an error naming both origins, before any run starts. Names that
+only a factory knows are checked at run time by pydantic-ai, with the same origins as labels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai import RunContext, Tool
+from pydantic_ai.toolsets import AbstractToolset, DynamicToolset, FunctionToolset, WrapperToolset
+
+from .options import ApprovalInfo, RetryPolicy, ToolOptions, Unavailable, options_of
+
+__all__ = ["DuplicateToolError", "ToolRegistry", "ToolSpec", "ToolsetSpec"]
+
+logger = logging.getLogger("ragstream.tools")
+
+ToolsetFactory = Callable[..., Any]
+
+
+class DuplicateToolError(ValueError):
+    """Two sources would give the agent tools with the same name."""
+
+
+@dataclass
+class ToolSpec:
+    """A registered tool: the pydantic-ai ``Tool``, where it came from and how to run it."""
+
+    tool: Tool[Any]
+    origin: str
+    options: ToolOptions = field(default_factory=ToolOptions)
+
+    @property
+    def name(self) -> str:
+        return self.tool.name
+
+
+@dataclass
+class ToolsetSpec:
+    """A registered toolset, or the factory that builds one per run."""
+
+    name: str
+    source: AbstractToolset[Any] | ToolsetFactory
+    origin: str
+    instructions: str | None = None
+    unavailable: Unavailable | None = None
+
+
+class _Labelled(WrapperToolset[Any]):
+    """A toolset shown under its origin in pydantic-ai's conflict errors, with optional instructions."""
+
+    def __init__(self, wrapped: AbstractToolset[Any], label: str, instructions: str | None = None) -> None:
+        super().__init__(wrapped)
+        self._label = label
+        self._instructions = instructions
+
+    @property
+    def label(self) -> str:
+        return self._label
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, Any]:
+        # Claim the tools (as PrefixedToolset does) so conflict errors name this origin.
+        return {
+            name: dataclasses.replace(tool, toolset=self)
+            for name, tool in (await super().get_tools(ctx)).items()
+        }
+
+    async def get_instructions(self, ctx: RunContext[Any]) -> Any:
+        inherited = await super().get_instructions(ctx)
+        if not self._instructions:
+            return inherited
+        return [
+            self._instructions,
+            *(inherited if isinstance(inherited, list) else [inherited] if inherited else []),
+        ]
+
+    def visit_and_replace(
+        self, visitor: Callable[[AbstractToolset[Any]], AbstractToolset[Any]]
+    ) -> AbstractToolset[Any]:
+        return _Labelled(self.wrapped.visit_and_replace(visitor), self._label, self._instructions)
+
+    async def for_run(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
+        wrapped = await self.wrapped.for_run(ctx)
+        return self if wrapped is self.wrapped else _Labelled(wrapped, self._label, self._instructions)
+
+    async def for_run_step(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
+        wrapped = await self.wrapped.for_run_step(ctx)
+        return self if wrapped is self.wrapped else _Labelled(wrapped, self._label, self._instructions)
+
+
+def _checked_factory(name: str, factory: ToolsetFactory) -> Callable[[RunContext[Any]], Any]:
+    takes_ctx = len(inspect.signature(factory).parameters) > 0
+
+    async def build(ctx: RunContext[Any]) -> AbstractToolset[Any]:
+        made = factory(ctx) if takes_ctx else factory()
+        if inspect.isawaitable(made):
+            made = await made
+        if not isinstance(made, AbstractToolset):
+            raise TypeError(
+                f"toolset factory {name!r} returned {type(made).__name__}, not a pydantic-ai toolset"
+            )
+        return made
+
+    return build
+
+
+def _static_names(toolset: AbstractToolset[Any]) -> list[str] | None:
+    """Tool names a toolset provides without a run context, or ``None`` when only a run knows."""
+    if isinstance(toolset, FunctionToolset):
+        return list(toolset.tools)
+    if isinstance(toolset, WrapperToolset) and type(toolset) is _Labelled:
+        return _static_names(toolset.wrapped)
+    return None
+
+
+def _unavailable_reason(check: Unavailable | None) -> str | None:
+    if check is None:
+        return None
+    try:
+        return check()
+    except Exception as exc:  # a failing availability check means: not available
+        return f"availability check failed: {exc}"
+
+
+class ToolRegistry:
+    """Named tools and toolsets to compose agents from."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolSpec] = {}
+        self._toolsets: dict[str, ToolsetSpec] = {}
+
+    # -- registration ------------------------------------------------------------------------
+
+    def add_tool(
+        self,
+        tool: Tool[Any] | Callable[..., Any],
+        *,
+        name: str | None = None,
+        origin: str = "registry",
+        tags: Iterable[str] = (),
+        approval: ApprovalInfo | None = None,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        sequential: bool = False,
+        instructions: str | None = None,
+        unavailable: Unavailable | None = None,
+    ) -> ToolSpec:
+        """Register a tool (a ``Tool`` or a plain function); options given here win over ``@tool_options``."""
+        if not callable(tool) and not isinstance(tool, Tool):
+            raise TypeError(f"tool {name or tool!r} from {origin} is not callable")
+        declared = options_of(tool.function if isinstance(tool, Tool) else tool) or ToolOptions()
+        options = ToolOptions(
+            tags=frozenset(tags) | declared.tags,
+            approval=approval or declared.approval,
+            timeout=timeout if timeout is not None else declared.timeout,
+            retry=retry or declared.retry,
+            sequential=sequential or declared.sequential,
+            instructions=instructions or declared.instructions,
+            unavailable=unavailable or declared.unavailable,
+        )
+        metadata = {"tags": sorted(options.tags), "origin": origin}
+        if options.approval is not None:
+            metadata["approval"] = {**options.approval.metadata(), "required": options.approval.required}
+        if isinstance(tool, Tool):
+            made = dataclasses.replace(
+                tool,
+                name=name or tool.name,
+                metadata={**(tool.metadata or {}), **metadata},
+                timeout=options.timeout if options.timeout is not None else tool.timeout,
+                sequential=options.sequential or tool.sequential,
+            )
+        else:
+            made = Tool(
+                tool, name=name, metadata=metadata, timeout=options.timeout, sequential=options.sequential
+            )
+        if made.name in self._tools:
+            existing = self._tools[made.name]
+            raise DuplicateToolError(
+                f"tool {made.name!r} from {origin} is already registered from {existing.origin}"
+            )
+        spec = ToolSpec(made, origin, options)
+        self._tools[made.name] = spec
+        return spec
+
+    def tool(self, func: Callable[..., Any] | None = None, **options: Any) -> Any:
+        """Decorator form of ``add_tool``: ``@registry.tool`` or ``@registry.tool(tags=...)``."""
+
+        def register(f: Callable[..., Any]) -> Callable[..., Any]:
+            self.add_tool(f, **options)
+            return f
+
+        return register(func) if func is not None else register
+
+    def add_toolset(
+        self,
+        name: str,
+        toolset: AbstractToolset[Any] | ToolsetFactory,
+        *,
+        origin: str = "registry",
+        instructions: str | None = None,
+        unavailable: Unavailable | None = None,
+    ) -> ToolsetSpec:
+        """Register a toolset, or a factory called fresh for every run."""
+        if name in self._toolsets:
+            raise DuplicateToolError(
+                f"toolset {name!r} from {origin} is already registered from {self._toolsets[name].origin}"
+            )
+        if not isinstance(toolset, AbstractToolset) and not callable(toolset):
+            raise TypeError(f"toolset {name!r} from {origin} is neither a toolset nor a factory")
+        spec = ToolsetSpec(name, toolset, origin, instructions, unavailable)
+        self._toolsets[name] = spec
+        return spec
+
+    @property
+    def tools(self) -> Mapping[str, ToolSpec]:
+        return dict(self._tools)
+
+    @property
+    def toolsets(self) -> Mapping[str, ToolsetSpec]:
+        return dict(self._toolsets)
+
+    # -- resolution --------------------------------------------------------------------------
+
+    def resolve(
+        self,
+        tools: Iterable[str] | None = None,
+        toolsets: Iterable[str] | None = None,
+        *,
+        extra: Mapping[str, AbstractToolset[Any]] | None = None,
+    ) -> list[AbstractToolset[Any]]:
+        """The toolsets for an agent: the selected tools (all when ``None``), the selected toolsets,
+        and ``extra`` ones (by origin label), after the duplicate preflight.
+        """
+        chosen_tools = self._select(self._tools, tools, "tool")
+        chosen_sets = self._select(self._toolsets, toolsets, "toolset")
+        result: list[AbstractToolset[Any]] = []
+        origins: dict[str, str] = {}
+
+        def claim(names: Iterable[str], origin: str) -> None:
+            for tool_name in names:
+                if tool_name in origins:
+                    raise DuplicateToolError(
+                        f"tool name {tool_name!r} is provided by both {origins[tool_name]} and {origin}"
+                    )
+                origins[tool_name] = origin
+
+        for label, toolset in (extra or {}).items():
+            claim(_static_names(toolset) or [], label)
+            result.append(_Labelled(toolset, label))
+        available_tools = []
+        for spec in chosen_tools:
+            reason = _unavailable_reason(spec.options.unavailable)
+            if reason:
+                logger.info("tool %r (%s) is left out of the run: %s", spec.name, spec.origin, reason)
+                continue
+            claim([spec.name], f"tool {spec.name!r} from {spec.origin}")
+            available_tools.append(spec)
+        if available_tools:
+            instructions = [s.options.instructions for s in available_tools if s.options.instructions]
+            result.append(
+                _Labelled(
+                    FunctionToolset([s.tool for s in available_tools], id="registry-tools"),
+                    "registered tools",
+                    "\n".join(instructions) or None,
+                )
+            )
+        for toolset_spec in chosen_sets:
+            reason = _unavailable_reason(toolset_spec.unavailable)
+            if reason:
+                logger.info(
+                    "toolset %r (%s) is left out of the run: %s",
+                    toolset_spec.name,
+                    toolset_spec.origin,
+                    reason,
+                )
+                continue
+            label = f"toolset {toolset_spec.name!r} from {toolset_spec.origin}"
+            source = toolset_spec.source
+            if isinstance(source, AbstractToolset):
+                claim(_static_names(source) or [], label)
+                built: AbstractToolset[Any] = source
+            else:
+                built = DynamicToolset(_checked_factory(toolset_spec.name, source), per_run_step=False)
+            result.append(_Labelled(built, label, toolset_spec.instructions))
+        return result
+
+    @staticmethod
+    def _select(entries: Mapping[str, Any], names: Iterable[str] | None, kind: str) -> list[Any]:
+        if names is None:
+            return list(entries.values())
+        chosen = []
+        for name in names:
+            if name not in entries:
+                known = ", ".join(sorted(entries)) or "none"
+                raise KeyError(f"no {kind} named {name!r} is registered (known: {known})")
+            chosen.append(entries[name])
+        return chosen

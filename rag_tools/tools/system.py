@@ -1,0 +1,113 @@
+"""``ToolSystem``: registry, hooks, approval policy, retries and truncation, wired into an agent.
+
+Give an agent ``system.toolsets(...)`` and ``system.capability()``. The capability is one
+pydantic-ai ``Hooks``: ``before_tool_execute`` enforces the approval policy for every tool the
+agent can call, and ``tool_execute`` runs the hook chain around the call, retrying transient
+errors for tools that opted in, and cutting results longer than ``output_limit`` for the model.
+Timeouts and serialised execution are pydantic-ai's own per-tool ``timeout`` and ``sequential``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import Hooks
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset
+
+from ..state import ToolContext
+from .approval import APPROVAL_NAMESPACE, ApprovalPolicy, approval_hook
+from .hooks import PASS_THROUGH, ToolHooks
+from .loader import LoadReport, load_tool_dirs
+from .outputs import OUTPUTS_NAMESPACE, ToolOutputs, output_toolset, truncate
+from .registry import ToolRegistry
+
+__all__ = ["ToolSystem"]
+
+_READER = "read_tool_output"
+
+
+class ToolSystem:
+    """Everything around tool calls that pydantic-ai does not already do."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry | None = None,
+        *,
+        hooks: ToolHooks | None = None,
+        approve_tools: Sequence[str] = (),
+        output_limit: int | None = 20_000,
+    ) -> None:
+        self.registry = registry or ToolRegistry()
+        self.hooks = hooks or ToolHooks()
+        self.approve_tools = list(approve_tools)
+        self.output_limit = output_limit
+
+    @property
+    def namespaces(self) -> dict[str, type[BaseModel]]:
+        """State namespaces the system keeps per thread (for ``Toolkit.namespaces``)."""
+        return {APPROVAL_NAMESPACE: ApprovalPolicy, OUTPUTS_NAMESPACE: ToolOutputs}
+
+    def load(self, dirs: Sequence[Any]) -> LoadReport:
+        """Register the tools of ``dirs`` (see ``load_tool_dirs``)."""
+        return load_tool_dirs(self.registry, dirs)
+
+    def toolsets(
+        self,
+        tools: Sequence[str] | None = None,
+        toolsets: Sequence[str] | None = None,
+        *,
+        extra: Mapping[str, AbstractToolset[Any]] | None = None,
+    ) -> list[AbstractToolset[Any]]:
+        """The agent's toolsets: ``extra`` ones plus the selected registry entries, preflighted."""
+        extra = dict(extra or {})
+        if self.output_limit:
+            extra["tool output reader"] = output_toolset(self.output_limit)
+        return self.registry.resolve(tools, toolsets, extra=extra)
+
+    def capability(self) -> Hooks[Any]:
+        """The pydantic-ai capability enforcing approval and running hooks, retries and truncation."""
+        return Hooks(
+            before_tool_execute=approval_hook(self.approve_tools),
+            tool_execute=self._execute,
+            id="ragstream-tool-system",
+            description="approval policy, tool hooks, retries, result truncation",
+        )
+
+    async def _execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: dict[str, Any],
+        handler: Any,
+    ) -> Any:
+        spec = self.registry.tools.get(tool_def.name)
+        retry = spec.options.retry if spec is not None else None
+
+        async def execute(arguments: dict[str, Any]) -> Any:
+            attempts = retry.attempts if retry else 1
+            for attempt in range(attempts):
+                try:
+                    return await handler(arguments)
+                except PASS_THROUGH:
+                    raise
+                except Exception as exc:
+                    if retry is None or not isinstance(exc, retry.on) or attempt == attempts - 1:
+                        raise
+                    await asyncio.sleep(retry.backoff * 2**attempt)
+            raise AssertionError("unreachable")
+
+        result = (
+            await self.hooks.run(ctx, call, tool_def, args, execute) if self.hooks else await execute(args)
+        )
+        context = getattr(ctx.deps, "tool_context", None)
+        if self.output_limit and tool_def.name != _READER and isinstance(context, ToolContext):
+            result = truncate(context, tool_def.name, call.tool_call_id, result, self.output_limit)
+        return result
