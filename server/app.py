@@ -21,7 +21,7 @@ from .routes.agui import agui
 from .routes.documents import list_documents, upload_documents
 from .routes.meta import capabilities, health
 from .routes.static import static_routes
-from .routes.threads import get_thread, list_all, remove_thread, run_events, stop_run
+from .routes.threads import get_thread, list_all, put_approval_policy, remove_thread, run_events, stop_run
 from .services import Services
 
 __all__ = ["create_app"]
@@ -55,6 +55,7 @@ def create_app(
         Route("/threads", list_all, methods=["GET"]),
         Route("/threads/{thread_id}", get_thread, methods=["GET"]),
         Route("/threads/{thread_id}", remove_thread, methods=["DELETE"]),
+        Route("/threads/{thread_id}/approval-policy", put_approval_policy, methods=["PUT"]),
         Route("/threads/{thread_id}/runs/{run_id}/stop", stop_run, methods=["POST"]),
         Route("/threads/{thread_id}/runs/{run_id}/events", run_events, methods=["GET"]),
         Route("/documents", list_documents, methods=["GET"]),
