@@ -43,9 +43,15 @@ class AppConfig(RagConfig, BaseSettings):
         default=300.0, gt=0, description="Seconds a run may take before it is stopped."
     )
     keepalive_seconds: float = Field(default=15.0, gt=0, description="Interval of SSE keep-alive comments.")
-    disconnect_policy: Literal["cancel", "finish"] = Field(
-        default="cancel",
-        description="When the last client of a run disconnects: cancel the run, or let it finish for a reconnect.",
+    redis_prefix: str = Field(
+        default="ragstream:", description="Prefix of every Redis key (several apps, one Redis)."
+    )
+    disconnect_policy: Literal["cancel", "finish"] | None = Field(
+        default=None,
+        description=(
+            "When the last client of a run disconnects: cancel the run, or let it finish for a reconnect. "
+            "Default: cancel with one process, finish with Redis (the reconnect may reach another worker)."
+        ),
     )
     disconnect_grace_seconds: float = Field(
         default=0.0,
@@ -77,3 +83,10 @@ class AppConfig(RagConfig, BaseSettings):
     cache_ttl_seconds: float = Field(
         default=3600.0, gt=0, description="Idle time before a context is evicted."
     )
+
+    @property
+    def effective_disconnect_policy(self) -> Literal["cancel", "finish"]:
+        """``disconnect_policy``, or its default for the backend in use."""
+        if self.disconnect_policy is not None:
+            return self.disconnect_policy
+        return "finish" if self.redis_url else "cancel"

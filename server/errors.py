@@ -16,6 +16,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from rag_tools.state import StoreError
+
+from .runs.locks import BackendUnavailable
+
 __all__ = ["ApiError", "error_response", "exception_handlers", "validation_details"]
 
 logger = logging.getLogger("ragstream.server")
@@ -94,8 +98,15 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return error_response(500, f"internal error (reference {reference})", code="internal_error")
 
 
+async def _unavailable(request: Request, exc: Exception) -> Response:
+    logger.warning("backend unavailable on %s %s: %s", request.method, request.url.path, exc)
+    return error_response(503, "the thread store is unavailable; retry shortly", code="unavailable")
+
+
 exception_handlers: dict[Any, Any] = {
     ApiError: _api_error,
     HTTPException: _http_error,
+    StoreError: _unavailable,
+    BackendUnavailable: _unavailable,
     Exception: _unexpected,
 }

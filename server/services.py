@@ -19,9 +19,11 @@ from pydantic_ai.toolsets import AbstractToolset
 from rag_tools import Toolkit, build_chat_toolkit, create_chat_agent
 from rag_tools.kb import KnowledgeBase
 from rag_tools.state import SQLiteThreadStore, ThreadStore, ToolContextCache
+from rag_tools.state.redis_store import RedisThreadStore
 from rag_tools.tools import ToolSystem
 
 from .config import AppConfig
+from .redis_backend import RedisEventLog, RedisRunLocks, RedisStopBus, redis_client
 from .runs.eventlog import EventLog, MemoryEventLog
 from .runs.locks import MemoryRunLocks, RunLocks
 from .runs.manager import RunManager
@@ -70,6 +72,20 @@ class Services:
         # Preflight: a user tool must not shadow a toolkit tool (raises, naming both origins).
         tools.toolsets(extra={f"rag toolkit ({t.id or t.label})": t for t in toolkit.toolsets})
         toolkit.namespaces.update(tools.namespaces)
+        stop_bus = None
+        if config.redis_url:
+            client = redis_client(config.redis_url)
+            store = store or RedisThreadStore(client, prefix=config.redis_prefix)
+            redis_locks = RedisRunLocks(client, config.redis_prefix)
+            locks = locks or redis_locks
+            logs = logs or RedisEventLog(
+                client,
+                redis_locks,
+                prefix=config.redis_prefix,
+                ttl_seconds=config.event_log_ttl_seconds,
+                liveness_seconds=min(5.0, config.run_lock_ttl_seconds / 2),
+            )
+            stop_bus = RedisStopBus(client, config.redis_prefix)
         store = store or SQLiteThreadStore(config.data_dir / "threads.sqlite3")
         cache = ToolContextCache(
             store,
@@ -81,8 +97,9 @@ class Services:
             locks=locks or MemoryRunLocks(),
             logs=logs or MemoryEventLog(ttl_seconds=config.event_log_ttl_seconds),
             lock_ttl=config.run_lock_ttl_seconds,
-            disconnect_policy=config.disconnect_policy,
+            disconnect_policy=config.effective_disconnect_policy,
             disconnect_grace=config.disconnect_grace_seconds,
+            stop_bus=stop_bus,
         )
         services = cls(
             config,
@@ -112,6 +129,8 @@ class Services:
         for task in self._background:
             task.cancel()
         await self.runs.shutdown()
+        if self.runs.stop_bus is not None:
+            await self.runs.stop_bus.close()
         with contextlib.suppress(Exception):
             await self.cache.close()
         with contextlib.suppress(Exception):

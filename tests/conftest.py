@@ -81,3 +81,23 @@ async def scenario_server(scenario_config: Any) -> AsyncIterator[str]:
 
     async with serve(scenario_app(scenario_config)) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Any:
+    """The machine's Redis on 127.0.0.1:6379, or a private redis-server when none is running."""
+    from tests.redis_helpers import private_redis, redis_running
+
+    if redis_running(6379):
+        yield "redis://127.0.0.1:6379/0"
+        return
+    with private_redis() as (port, _):
+        yield f"redis://127.0.0.1:{port}/0"
+
+
+@pytest.fixture
+def redis_prefix() -> str:
+    """Keys of one test, apart from every other test's and any other user of the Redis."""
+    import uuid
+
+    return f"ragstream-test-{uuid.uuid4().hex[:10]}:"

@@ -41,11 +41,17 @@ def prepare(ctx: object) -> None:
     prepare_context(ctx, ["search"])  # type: ignore[arg-type]
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> ThreadStore:
-    return (
-        MemoryThreadStore() if request.param == "memory" else SQLiteThreadStore(tmp_path / "threads.sqlite3")
-    )
+    if request.param == "redis":
+        from rag_tools.state.redis_store import RedisThreadStore
+
+        return RedisThreadStore(
+            request.getfixturevalue("redis_url"), prefix=request.getfixturevalue("redis_prefix")
+        )
+    if request.param == "memory":
+        return MemoryThreadStore()
+    return SQLiteThreadStore(tmp_path / "threads.sqlite3")
 
 
 async def test_get_or_create_reports_new_threads(store: ThreadStore) -> None:

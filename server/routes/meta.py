@@ -35,7 +35,9 @@ async def health(request: Request) -> Response:
         await services.store.version("__health__")
     except Exception:
         return error_response(503, "the thread store is unavailable", code="store_unavailable")
-    return JSONResponse({"status": "ok", **checks, "activeRuns": len(services.runs.active)})
+    return JSONResponse(
+        {"status": "ok", **checks, "activeRuns": len(services.runs.active), "worker": services.runs.worker_id}
+    )
 
 
 def _tools(request: Request) -> list[Tool]:

@@ -11,7 +11,11 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 
-__all__ = ["MemoryRunLocks", "RunLocks"]
+__all__ = ["BackendUnavailable", "MemoryRunLocks", "RunLocks"]
+
+
+class BackendUnavailable(RuntimeError):
+    """The shared backend (Redis) cannot be reached: new runs get 503, running ones RUN_ERROR."""
 
 
 class RunLocks(ABC):

@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ag_ui.core import EventType, RunAgentInput, RunErrorEvent
 
@@ -24,7 +24,7 @@ from .adapter import public_error
 from .encoding import encode_event, sse_frame
 from .eventlog import EventLog, RunInfo, RunStatus
 from .execution import RunExecution
-from .locks import RunLocks
+from .locks import BackendUnavailable, RunLocks
 
 __all__ = ["ActiveRun", "RunManager"]
 
@@ -60,6 +60,7 @@ class RunManager:
         lock_ttl: float = 30.0,
         disconnect_policy: DisconnectPolicy = "cancel",
         disconnect_grace: float = 0.0,
+        stop_bus: Any = None,
     ) -> None:
         self.locks = locks
         self.logs = logs
@@ -67,7 +68,10 @@ class RunManager:
         self.lock_ttl = lock_ttl
         self.disconnect_policy = disconnect_policy
         self.disconnect_grace = disconnect_grace
+        self.stop_bus = stop_bus
         self._runs: dict[str, ActiveRun] = {}
+        if stop_bus is not None:
+            stop_bus.listen(self._stop_local)
 
     @property
     def active(self) -> dict[str, ActiveRun]:
@@ -84,9 +88,15 @@ class RunManager:
         A second run on a busy thread is ``ApiError(409)``.
         """
         thread_id, run_id = run_input.thread_id, run_input.run_id
-        if await self.logs.info(run_id) is not None:
-            raise ApiError(409, f"run {run_id!r} already exists; send a new runId for a new run")
-        if not await self.locks.acquire(thread_id, run_id, self.lock_ttl):
+        try:
+            if await self.logs.info(run_id) is not None:
+                raise ApiError(409, f"run {run_id!r} already exists; send a new runId for a new run")
+            acquired = await self.locks.acquire(thread_id, run_id, self.lock_ttl)
+        except BackendUnavailable as exc:
+            raise ApiError(
+                503, "runs cannot start: the shared backend is unavailable; retry shortly"
+            ) from exc
+        if not acquired:
             holder = await self.locks.holder(thread_id)
             raise ApiError(
                 409,
@@ -96,8 +106,13 @@ class RunManager:
         try:
             execution = await prepare()
             await self.logs.open(RunInfo(run_id, thread_id, principal, self.worker_id))
-        except BaseException:
-            await self.locks.release(thread_id, run_id)
+        except BaseException as exc:
+            with contextlib.suppress(BackendUnavailable):
+                await self.locks.release(thread_id, run_id)
+            if isinstance(exc, BackendUnavailable):
+                raise ApiError(
+                    503, "runs cannot start: the shared backend is unavailable; retry shortly"
+                ) from exc
             raise
         active = ActiveRun(execution)
         self._runs[run_id] = active
@@ -109,9 +124,19 @@ class RunManager:
         heartbeat = asyncio.create_task(self._heartbeat(active))
         status: RunStatus = "error"
         terminal = False
+        logging_failed = False
         try:
             async for event in execution.events():
-                await self.logs.append(execution.run_id, encode_event(event))
+                if not logging_failed:
+                    try:
+                        await self.logs.append(execution.run_id, encode_event(event))
+                    except BackendUnavailable:
+                        # nobody can follow the run any more: stop it (nothing is saved) and drain
+                        logger.error(
+                            "run %s: the event log is unavailable; stopping the run", execution.run_id
+                        )
+                        logging_failed = True
+                        execution.token.cancel()
                 if event.type == EventType.RUN_FINISHED:
                     terminal = True
                     outcome = getattr(getattr(event, "outcome", None), "type", "success")
@@ -161,9 +186,17 @@ class RunManager:
             if active.grace is not None:
                 active.grace.cancel()
                 active.grace = None
+        last = after
         try:
             async for seq, data in self.logs.read(run_id, after):
+                last = seq
                 yield sse_frame(seq, data)
+        except BackendUnavailable as exc:
+            logger.warning("run %s: cannot read its event log: %s", run_id, exc)
+            lost = RunErrorEvent(
+                message="The run's event log is unavailable; reconnect later.", code="event_log_unavailable"
+            )
+            yield sse_frame(last + 1, encode_event(lost))
         finally:
             if active is not None:
                 active.subscribers -= 1
@@ -187,7 +220,10 @@ class RunManager:
 
     async def stop(self, thread_id: str, run_id: str, principal: str) -> RunInfo:
         """Ask a run to stop; it ends with the ``cancelled`` outcome. ``ApiError(404)`` if unknown."""
-        info = await self.logs.info(run_id)
+        try:
+            info = await self.logs.info(run_id)
+        except BackendUnavailable as exc:
+            raise ApiError(503, "the shared backend is unavailable") from exc
         if info is None or info.thread_id != thread_id or info.owner != principal:
             raise ApiError(404, f"run {run_id!r} not found in thread {thread_id!r}")
         active = self._runs.get(run_id)
@@ -199,8 +235,21 @@ class RunManager:
         return info
 
     async def request_remote_stop(self, info: RunInfo) -> None:
-        """Stop a run living in another worker (needs a shared backend)."""
-        raise ApiError(409, f"run {info.run_id!r} runs in another worker and this backend cannot reach it")
+        """Ask the worker running ``info`` to stop it (through the stop bus of a shared backend)."""
+        if self.stop_bus is None:
+            raise ApiError(
+                409, f"run {info.run_id!r} runs in another worker and this backend cannot reach it"
+            )
+        try:
+            await self.stop_bus.publish(info.run_id)
+        except BackendUnavailable as exc:
+            raise ApiError(503, "the run cannot be stopped now: the shared backend is unavailable") from exc
+
+    def _stop_local(self, run_id: str) -> None:
+        active = self._runs.get(run_id)
+        if active is not None:
+            active.stop_requested = True
+            active.execution.token.cancel()
 
     async def shutdown(self) -> None:
         """Cancel every local run and wait for them to end."""

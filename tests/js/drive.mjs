@@ -6,7 +6,9 @@
 // Plan: { url, token?, threadId, steps: [...] } with steps
 //   {op: "user", text}                           add a user message
 //   {op: "setState", state}                      replace the client's state (a proposal)
-//   {op: "run", tools?, resume?, abortAfterMs?}  runAgent; record everything
+//   {op: "run", tools?, resume?, abortAfterMs?, cutAfter?, resumeUrl?}  runAgent; record everything.
+//       With cutAfter/resumeUrl the connection is cut after `cutAfter` events and the stream is
+//       resumed from another server with Last-Event-ID, invisibly to the client (one stream).
 //   {op: "approve", approved, editedArgs?, reason?}  resume every pending interrupt with one payload
 //   {op: "toolResults", content}                 answer every pending frontend tool call
 //   {op: "hydrate"}                              a fresh client built from GET /threads/{id}
@@ -23,8 +25,57 @@ const plan = JSON.parse(await readFile(process.argv[2], "utf8"));
 const headers = plan.token ? { Authorization: `Bearer ${plan.token}` } : {};
 const base = plan.url;
 
-function newAgent(initial = {}) {
-  return new HttpAgent({ url: `${base}/agui`, headers, threadId: plan.threadId, ...initial });
+function newAgent(initial = {}, options = {}) {
+  return new HttpAgent({ url: `${base}/agui`, headers, threadId: plan.threadId, ...initial, ...options });
+}
+
+// A fetch that cuts the POST /agui stream after `cutAfter` SSE events, then continues from
+// `resumeUrl` with Last-Event-ID: what a browser-side reconnect does after a dropped connection.
+function resumingFetch(cutAfter, resumeUrl, log) {
+  return async (url, init) => {
+    const runId = JSON.parse(init.body).runId;
+    const controller = new AbortController();
+    const first = await fetch(url, { ...init, signal: controller.signal });
+    const encoder = new TextEncoder();
+    const decoder = new TextDecoder();
+    const body = new ReadableStream({
+      async start(out) {
+        const reader = first.body.getReader();
+        let buffer = "";
+        let lastId = 0;
+        let seen = 0;
+        cut: while (true) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += decoder.decode(value, { stream: true });
+          let index;
+          while ((index = buffer.indexOf("\n\n")) >= 0) {
+            const frame = buffer.slice(0, index + 2);
+            buffer = buffer.slice(index + 2);
+            const id = frame.match(/^id: (\d+)$/m);
+            if (!frame.includes("data:")) continue;
+            if (id) lastId = Number(id[1]);
+            out.enqueue(encoder.encode(frame));
+            if (++seen >= cutAfter) break cut;
+          }
+        }
+        controller.abort();
+        log.cutAt = lastId;
+        const rest = await fetch(`${resumeUrl}/threads/${encodeURIComponent(plan.threadId)}/runs/${runId}/events`, {
+          headers: { ...headers, "Last-Event-ID": String(lastId) },
+        });
+        log.resumeStatus = rest.status;
+        const tail = rest.body.getReader();
+        while (true) {
+          const { value, done } = await tail.read();
+          if (done) break;
+          out.enqueue(value);
+        }
+        out.close();
+      },
+    });
+    return new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } });
+  };
 }
 
 async function runRecorded(agent, params, abortAfterMs) {
@@ -82,7 +133,12 @@ for (const step of plan.steps) {
     const params = { runId: nextId("run") };
     if (step.tools) params.tools = step.tools;
     if (step.resume) params.resume = step.resume;
-    lastRun = await runRecorded(agent, params, step.abortAfterMs);
+    const resumeLog = {};
+    const runner = step.cutAfter
+      ? newAgent({ initialMessages: agent.messages, initialState: agent.state }, { fetch: resumingFetch(step.cutAfter, step.resumeUrl, resumeLog) })
+      : agent;
+    lastRun = await runRecorded(runner, params, step.abortAfterMs);
+    if (step.cutAfter) { lastRun.resumeLog = resumeLog; agent = runner; }
     lastRun.op = "run";
     lastRun.runId = params.runId;
     report.steps.push(lastRun);

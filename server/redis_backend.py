@@ -1,0 +1,264 @@
+"""Redis implementations of the run lock, the event log and the stop bus, for several workers.
+
+Keys (all under a prefix, ``ragstream:`` by default):
+
+- ``lock:<thread>``: the run holding the thread, with a TTL renewed by the run's heartbeat;
+- ``run:<run>:info``: a hash (thread, owner, worker, status, started_at);
+- ``run:<run>:events``: a stream whose entry ids are ``0-<seq>`` (the SSE ids); the last entry of
+  a closed run is an ``end`` marker;
+- channel ``stop``: stop requests for runs living in another worker.
+
+Readers replay with XRANGE and follow the tail with blocking XREAD, so no one polls for events.
+While a reader waits it checks, once per ``liveness_seconds``, that the run still holds its
+thread's lock; a run whose lock expired (its worker died) is closed with RUN_ERROR, once, by a
+Lua script, for everyone who follows it. Every Redis failure surfaces as ``BackendUnavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import redis.asyncio as redis
+from ag_ui.core import RunErrorEvent
+from redis.exceptions import RedisError
+
+from rag_tools.state.redis_store import client_for
+
+from .runs.encoding import encode_event
+from .runs.eventlog import EventLog, RunInfo, RunStatus
+from .runs.locks import BackendUnavailable, RunLocks
+
+__all__ = ["RedisEventLog", "RedisRunLocks", "RedisStopBus"]
+
+logger = logging.getLogger("ragstream.redis")
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+# Close a run whose worker died: only if it is still "running", append RUN_ERROR and the end marker.
+_CLOSE_DEAD = """
+if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+local seq = 0
+if last[1] then seq = tonumber(string.match(last[1][1], '%-(%d+)$')) end
+redis.call('XADD', KEYS[2], '0-' .. (seq + 1), 'd', ARGV[1])
+redis.call('XADD', KEYS[2], '0-' .. (seq + 2), 'end', 'error')
+redis.call('HSET', KEYS[1], 'status', 'error')
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+return 1
+"""
+
+_DEAD_RUN = encode_event(
+    RunErrorEvent(message="The server running this run stopped before it finished.", code="worker_lost")
+)
+
+
+async def _redis(operation: Awaitable[Any]) -> Any:
+    try:
+        return await operation
+    except RedisError as exc:
+        raise BackendUnavailable(f"Redis is unavailable: {exc}") from exc
+
+
+class RedisRunLocks(RunLocks):
+    """``SET NX PX`` locks; renew and release only by the run holding them."""
+
+    def __init__(self, client: redis.Redis, prefix: str = "ragstream:") -> None:
+        self.redis = client
+        self.prefix = prefix
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+
+    def key(self, thread_id: str) -> str:
+        return f"{self.prefix}lock:{thread_id}"
+
+    async def acquire(self, thread_id: str, run_id: str, ttl_seconds: float) -> bool:
+        return bool(
+            await _redis(self.redis.set(self.key(thread_id), run_id, nx=True, px=int(ttl_seconds * 1000)))
+        )
+
+    async def renew(self, thread_id: str, run_id: str, ttl_seconds: float) -> bool:
+        return bool(
+            await _redis(self._renew(keys=[self.key(thread_id)], args=[run_id, int(ttl_seconds * 1000)]))
+        )
+
+    async def release(self, thread_id: str, run_id: str) -> None:
+        await _redis(self._release(keys=[self.key(thread_id)], args=[run_id]))
+
+    async def holder(self, thread_id: str) -> str | None:
+        value = await _redis(self.redis.get(self.key(thread_id)))
+        return value.decode() if value is not None else None
+
+
+class RedisEventLog(EventLog):
+    """Run event logs on Redis Streams, readable from any worker."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        locks: RedisRunLocks,
+        *,
+        prefix: str = "ragstream:",
+        ttl_seconds: float = 600.0,
+        liveness_seconds: float = 5.0,
+        running_ttl_seconds: float = 86_400.0,
+    ) -> None:
+        self.redis = client
+        self.locks = locks
+        self.prefix = prefix
+        self.ttl_seconds = ttl_seconds
+        self.liveness_seconds = liveness_seconds
+        self.running_ttl_seconds = running_ttl_seconds
+        self._seq: dict[str, int] = {}
+        self._close_dead = client.register_script(_CLOSE_DEAD)
+
+    def _info_key(self, run_id: str) -> str:
+        return f"{self.prefix}run:{run_id}:info"
+
+    def _events_key(self, run_id: str) -> str:
+        return f"{self.prefix}run:{run_id}:events"
+
+    async def open(self, info: RunInfo) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(
+                self._info_key(info.run_id),
+                mapping={
+                    "thread_id": info.thread_id,
+                    "owner": info.owner,
+                    "worker": info.worker,
+                    "status": info.status,
+                    "started_at": info.started_at,
+                },
+            )
+            pipe.expire(self._info_key(info.run_id), int(self.running_ttl_seconds))
+            await _redis(pipe.execute())
+        self._seq[info.run_id] = 0
+
+    async def append(self, run_id: str, data: bytes) -> int:
+        seq = self._seq[run_id] + 1
+        await _redis(self.redis.xadd(self._events_key(run_id), {"d": data}, id=f"0-{seq}"))
+        if seq == 1:
+            await _redis(self.redis.expire(self._events_key(run_id), int(self.running_ttl_seconds)))
+        self._seq[run_id] = seq
+        return seq
+
+    async def close(self, run_id: str, status: RunStatus) -> None:
+        seq = self._seq.pop(run_id, 0) + 1
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.xadd(self._events_key(run_id), {"end": status}, id=f"0-{seq}")
+            pipe.hset(self._info_key(run_id), "status", status)
+            pipe.expire(self._events_key(run_id), int(self.ttl_seconds))
+            pipe.expire(self._info_key(run_id), int(self.ttl_seconds))
+            await _redis(pipe.execute())
+
+    async def info(self, run_id: str) -> RunInfo | None:
+        raw = await _redis(self.redis.hgetall(self._info_key(run_id)))
+        if not raw:
+            return None
+        fields = {k.decode(): v.decode() for k, v in raw.items()}
+        return RunInfo(
+            run_id,
+            fields["thread_id"],
+            fields["owner"],
+            fields["worker"],
+            fields["status"],  # type: ignore[arg-type]
+            float(fields["started_at"]),
+        )
+
+    async def read(self, run_id: str, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
+        info = await self.info(run_id)
+        if info is None:
+            return
+        key = self._events_key(run_id)
+        last = f"0-{max(0, after)}"
+        while True:  # replay what is already there
+            entries = await _redis(self.redis.xrange(key, min=f"({last}", count=500))
+            for entry_id, fields in entries:
+                if b"end" in fields:
+                    return
+                last = entry_id.decode()
+                yield int(last.split("-")[1]), fields[b"d"]
+            if len(entries) < 500:
+                break
+        block_ms = int(min(self.liveness_seconds, 4.0) * 1000)
+        checked = time.monotonic()
+        while True:  # then follow the tail
+            response = await _redis(self.redis.xread({key: last}, block=block_ms, count=500))
+            for entry_id, fields in response[0][1] if response else []:
+                if b"end" in fields:
+                    return
+                last = entry_id.decode()
+                yield int(last.split("-")[1]), fields[b"d"]
+            if not response or time.monotonic() - checked >= self.liveness_seconds:
+                checked = time.monotonic()
+                await self._close_if_dead(info)
+
+    async def _close_if_dead(self, info: RunInfo) -> None:
+        if await self.locks.holder(info.thread_id) == info.run_id:
+            return
+        current = await self.info(info.run_id)
+        if current is None or current.status != "running":
+            return
+        await asyncio.sleep(0.2)  # a run that just ended releases its lock before writing its end marker
+        closed = await _redis(
+            self._close_dead(
+                keys=[self._info_key(info.run_id), self._events_key(info.run_id)],
+                args=[_DEAD_RUN, int(self.ttl_seconds)],
+            )
+        )
+        if closed:
+            logger.warning("run %s lost its worker; closed it with RUN_ERROR", info.run_id)
+
+    async def aclose(self) -> None:
+        await self.redis.aclose()
+
+
+class RedisStopBus:
+    """Stop requests for runs living in other workers, over Redis pub/sub."""
+
+    def __init__(self, client: redis.Redis, prefix: str = "ragstream:") -> None:
+        self.redis = client
+        self.channel = f"{prefix}stop"
+        self._task: asyncio.Task[None] | None = None
+
+    async def publish(self, run_id: str) -> None:
+        await _redis(self.redis.publish(self.channel, run_id))
+
+    def listen(self, on_stop: Callable[[str], None]) -> None:
+        """Call ``on_stop(run_id)`` for every stop request, until ``close``."""
+
+        async def loop() -> None:
+            while True:
+                try:
+                    async with self.redis.pubsub() as pubsub:
+                        await pubsub.subscribe(self.channel)
+                        async for message in pubsub.listen():
+                            if message.get("type") == "message":
+                                on_stop(message["data"].decode())
+                except RedisError:
+                    logger.warning("stop channel lost; resubscribing", exc_info=True)
+                    await asyncio.sleep(1.0)
+
+        self._task = asyncio.create_task(loop())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+
+def redis_client(url: str) -> redis.Redis:
+    """The client every Redis part of a worker shares."""
+    return client_for(url)

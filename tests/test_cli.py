@@ -1,0 +1,141 @@
+"""The ragstream command as a user runs it: ingest, search, documents, serve (also with workers)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.conftest import ROOT
+from tests.protocol import check_stream, parse_sse
+from tests.servers import free_port
+
+RAGSTREAM = [sys.executable, "-m", "server.cli"]
+
+
+def cli(*args: str, data: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "RAGSTREAM_DATA_DIR": str(data), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([*RAGSTREAM, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+
+
+def test_ingest_reports_progress_errors_and_a_summary(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Alpha\n\nAlpha keeps backups for 30 days.")
+    (docs / "b.txt").write_text("Beta listens on port 9000.")
+    result = cli(
+        "ingest", str(docs), str(tmp_path / "missing.md"), str(tmp_path / "*.nope"), data=tmp_path / "data"
+    )
+    assert result.returncode == 1  # some sources failed
+    assert "error: " + str(tmp_path / "missing.md") + ": no such file or directory" in result.stderr
+    assert "no files match this pattern" in result.stderr
+    assert "ingesting" in result.stderr  # the progress bar
+    assert result.stdout.strip() == "2 added, 0 updated, 0 unchanged, 2 failed; 2 chunks written"
+    again = cli("ingest", str(docs), "--no-progress", data=tmp_path / "data")
+    assert again.returncode == 0
+    assert again.stdout.strip() == "0 added, 0 updated, 2 unchanged, 0 failed; 0 chunks written"
+
+
+def test_search_and_documents(corpus_kb_template: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(corpus_kb_template, data / "kb")
+    found = cli("search", "How long are nightly database backups retained?", "--limit", "2", data=data)
+    assert found.returncode == 0, found.stderr
+    lines = found.stdout.splitlines()
+    assert lines[0].startswith("1. [")
+    assert "Kiteline Cloud Operations Handbook — page 2" in lines[0]
+    assert lines[1].strip().endswith("/examples/corpus/operations-handbook.pdf")
+    assert sum(line[:3] in ("1. ", "2. ") for line in lines) == 2
+    restricted = cli(
+        "search", "how long are backups kept", "--document", "deployment", "--mode", "text", data=data
+    )
+    assert "Deploying ragstream" in restricted.stdout
+    assert "Operations Handbook" not in restricted.stdout
+    assert cli("search", "zzzz qqqq", "--mode", "text", data=data).stdout.strip() == "no results"
+    listing = cli("documents", data=data)
+    assert listing.stdout.splitlines()[-1] == "page 1 of 1 (12 documents)"
+    mismatch = cli("search", "x", "--embedder", "local:wordllama", data=data)
+    assert mismatch.returncode == 1
+    assert "was built with embedder 'local:all-minilm-l6-v2'" in mismatch.stderr
+
+
+def test_serve_with_several_workers_needs_redis(tmp_path: Path) -> None:
+    result = cli("serve", "--workers", "2", data=tmp_path / "data")
+    assert result.returncode == 2
+    assert "needs --redis-url" in result.stderr
+
+
+async def test_serve_with_two_workers_and_redis(
+    corpus_kb_template: Path, tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(corpus_kb_template, data / "kb")
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "RAGSTREAM_REDIS_PREFIX": redis_prefix,
+        "RAGSTREAM_TOOL_DIRS": "[]",
+    }
+    process = subprocess.Popen(
+        [
+            *RAGSTREAM,
+            "serve",
+            "--workers",
+            "2",
+            "--redis-url",
+            redis_url,
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data),
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(timeout=60) as http:
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    if (await http.get(f"{url}/health")).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.monotonic() < deadline, "the server did not start"
+                await asyncio.sleep(0.2)
+            children = subprocess.run(
+                ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
+            ).stdout.split()
+            assert len(children) >= 2  # uvicorn's worker processes
+            body: dict[str, Any] = {
+                "threadId": "workers",
+                "runId": "r1",
+                "state": {},
+                "tools": [],
+                "context": [],
+                "forwardedProps": {},
+                "messages": [
+                    {"id": "u1", "role": "user", "content": "How long are nightly database backups retained?"}
+                ],
+            }
+            response = await http.post(f"{url}/agui", json=body)
+            events = [e for _, e in parse_sse(response.text)]
+            state = check_stream(events, {})
+            assert "35 days" in "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+            for _ in range(5):  # whichever worker answers, the thread is the same
+                assert (await http.get(f"{url}/threads/workers")).json()["state"] == state
+    finally:
+        os.killpg(process.pid, 15)
+        process.wait(30)

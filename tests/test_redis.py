@@ -1,0 +1,210 @@
+"""Scale-out: two server processes sharing one Redis and one data directory."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.agui_client import drive
+from tests.protocol import check_stream, parse_sse
+from tests.redis_helpers import Worker, private_redis, worker_env
+
+
+def run_body(thread: str, run: str, text: str, state: Any = None) -> dict[str, Any]:
+    return {
+        "threadId": thread,
+        "runId": run,
+        "messages": [{"id": f"u-{run}", "role": "user", "content": text}],
+        "state": state or {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "protocolVersion": "1.0",
+    }
+
+
+@pytest.fixture
+async def workers(
+    scenario_config: Any, redis_url: str, redis_prefix: str
+) -> AsyncIterator[tuple[Worker, Worker]]:
+    env = worker_env(scenario_config, redis_url, redis_prefix, RAGSTREAM_RUN_LOCK_TTL_SECONDS="2")
+    a, b = Worker(env), Worker(env)
+    try:
+        await asyncio.gather(a.ready(), b.ready())
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
+
+
+async def test_a_thread_continues_on_another_worker_with_the_same_state(
+    workers: tuple[Worker, Worker], tmp_path: Path
+) -> None:
+    a, b = workers
+    first = await drive(tmp_path, a.url, "shared", [{"op": "user", "text": "nightly backups"}, {"op": "run"}])
+    second = await drive(
+        tmp_path, b.url, "shared", [{"op": "hydrate"}, {"op": "user", "text": "opening hours"}, {"op": "run"}]
+    )
+    run = second["steps"][-1]
+    assert second["steps"][0]["view"]["state"] == first["steps"][-1]["state"]
+    assert run["warnings"] == []
+    assert run["finished"]["outcome"] == "success"
+    async with httpx.AsyncClient() as http:
+        on_a = (await http.get(f"{a.url}/threads/shared")).json()
+        on_b = (await http.get(f"{b.url}/threads/shared")).json()
+    assert on_a["state"] == on_b["state"] == run["state"]
+    assert on_a["messages"] == on_b["messages"]
+    assert len(on_a["state"]["searches"]) == 2
+
+
+async def test_simultaneous_runs_across_workers_get_exactly_one_409(workers: tuple[Worker, Worker]) -> None:
+    a, b = workers
+    async with httpx.AsyncClient(timeout=60) as http:
+        for round_ in range(3):
+            thread = f"race-{round_}"
+            responses = await asyncio.gather(
+                http.post(f"{a.url}/agui", json=run_body(thread, f"{thread}-a", "slow race")),
+                http.post(f"{b.url}/agui", json=run_body(thread, f"{thread}-b", "slow race")),
+            )
+            assert sorted(r.status_code for r in responses) == [200, 409], [r.text[:200] for r in responses]
+            ok = next(r for r in responses if r.status_code == 200)
+            check_stream([e for _, e in parse_sse(ok.text)], {})
+
+
+async def test_a_stream_cut_on_one_worker_resumes_on_the_other(
+    workers: tuple[Worker, Worker], tmp_path: Path
+) -> None:
+    a, b = workers
+    report = await drive(
+        tmp_path,
+        a.url,
+        "resume",
+        [{"op": "user", "text": "slow then resume"}, {"op": "run", "cutAfter": 40, "resumeUrl": b.url}],
+    )
+    run = report["steps"][-1]
+    assert run["resumeLog"]["resumeStatus"] == 200
+    assert run["resumeLog"]["cutAt"] == 40
+    assert run["warnings"] == []
+    assert run["errors"] == []
+    assert run["finished"]["outcome"] == "success"
+    tokens = run["messages"][-1]["content"].split()
+    assert tokens == [f"tok{i}" for i in range(300)]  # every token exactly once, in order
+    async with httpx.AsyncClient() as http:
+        view = (await http.get(f"{b.url}/threads/resume")).json()
+        replay = parse_sse((await http.get(f"{b.url}/threads/resume/runs/{run['runId']}/events")).text)
+    assert run["state"] == view["state"]
+    assert [i for i, _ in replay] == list(range(1, len(replay) + 1))
+    assert [e["type"] for _, e in replay] == run["types"]
+
+
+async def test_stop_on_one_worker_reaches_a_run_on_the_other(workers: tuple[Worker, Worker]) -> None:
+    a, b = workers
+    async with httpx.AsyncClient(timeout=60) as http:
+        frames: list[str] = []
+
+        async def follow() -> None:
+            async with http.stream(
+                "POST", f"{a.url}/agui", json=run_body("stopme", "r1", "slow")
+            ) as response:
+                async for line in response.aiter_lines():
+                    frames.append(line)
+
+        running = asyncio.create_task(follow())
+        while sum(line.startswith("id:") for line in frames) < 10:  # the run is streaming on A
+            await asyncio.sleep(0.02)
+        stopped = await http.post(f"{b.url}/threads/stopme/runs/r1/stop")
+        assert stopped.status_code == 202
+        await asyncio.wait_for(running, 30)
+        events = [e for _, e in parse_sse("\n".join(frames) + "\n\n")]
+    check_stream(events, {})
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert events[-1]["outcome"] == {"type": "cancelled"}
+
+
+async def test_a_killed_worker_leaves_a_lock_that_expires_and_a_run_closed_with_run_error(
+    scenario_config: Any, redis_url: str, redis_prefix: str
+) -> None:
+    env = worker_env(scenario_config, redis_url, redis_prefix, RAGSTREAM_RUN_LOCK_TTL_SECONDS="2")
+    a, b = Worker(env), Worker(env)
+    try:
+        await asyncio.gather(a.ready(), b.ready())
+        async with httpx.AsyncClient(timeout=60) as http:
+            seen: list[int] = []
+
+            async def follow() -> None:
+                async with http.stream(
+                    "POST", f"{a.url}/agui", json=run_body("doomed", "r1", "slow doomed")
+                ) as response:
+                    async for line in response.aiter_lines():
+                        if line.startswith("id:"):
+                            seen.append(int(line[3:]))
+
+            reader = asyncio.create_task(follow())
+            while len(seen) < 20:
+                await asyncio.sleep(0.02)
+            a.kill()
+            with pytest.raises(httpx.HTTPError):
+                await reader
+            assert (await http.post(f"{b.url}/agui", json=run_body("doomed", "r2", "hi"))).status_code == 409
+            tail = await http.get(
+                f"{b.url}/threads/doomed/runs/r1/events", headers={"Last-Event-ID": str(seen[-1])}
+            )
+            frames = parse_sse(tail.text)
+            assert [i for i, _ in frames] == list(range(seen[-1] + 1, seen[-1] + 1 + len(frames)))
+            assert frames[-1][1]["type"] == "RUN_ERROR"
+            assert frames[-1][1]["code"] == "worker_lost"
+            again = await http.post(f"{b.url}/agui", json=run_body("doomed", "r3", "nightly backups"))
+            assert again.status_code == 200  # the lock expired: the thread is usable again
+            check_stream([e for _, e in parse_sse(again.text)], {})
+    finally:
+        a.stop()
+        b.stop()
+
+
+async def test_redis_down_at_start_and_mid_run_then_back(scenario_config: Any, redis_prefix: str) -> None:
+    with private_redis() as (port, _):
+        pass  # find a port and leave it free: Redis is down when the worker starts
+    url = f"redis://127.0.0.1:{port}/0"
+    worker = Worker(worker_env(scenario_config, url, redis_prefix))
+    try:
+        await worker.ready()
+        async with httpx.AsyncClient(timeout=30) as http:
+            refused = await http.post(f"{worker.url}/agui", json=run_body("t", "r1", "hi"))
+            assert refused.status_code == 503
+            assert refused.json()["error"]["code"] == "unavailable"
+            assert (await http.get(f"{worker.url}/health")).status_code == 503
+            assert (await http.get(f"{worker.url}/threads")).status_code == 503
+            with private_redis(port):
+                ok = await http.post(f"{worker.url}/agui", json=run_body("t", "r2", "nightly backups"))
+                assert ok.status_code == 200  # recovered without a restart
+                state = check_stream([e for _, e in parse_sse(ok.text)], {})
+                lines: list[str] = []
+
+                async def follow() -> None:
+                    async with http.stream(
+                        "POST", f"{worker.url}/agui", json=run_body("t", "r3", "slow", state)
+                    ) as response:
+                        async for line in response.aiter_lines():
+                            lines.append(line)
+
+                reader = asyncio.create_task(follow())
+                while sum(line.startswith("id:") for line in lines) < 10:
+                    await asyncio.sleep(0.02)
+            # Redis is gone mid-run: the stream ends with RUN_ERROR instead of hanging
+            await asyncio.wait_for(reader, 30)
+            events = [e for _, e in parse_sse("\n".join(lines) + "\n\n")]
+            assert events[0]["type"] == "RUN_STARTED"
+            assert events[-1]["type"] == "RUN_ERROR"
+            assert sum(e["type"] in ("RUN_FINISHED", "RUN_ERROR") for e in events) == 1
+            assert (await http.post(f"{worker.url}/agui", json=run_body("t", "r4", "hi"))).status_code == 503
+            with private_redis(port):  # back again, empty: everything it had is gone, but runs work
+                again = await http.post(f"{worker.url}/agui", json=run_body("t2", "r5", "nightly backups"))
+                assert again.status_code == 200
+                check_stream([e for _, e in parse_sse(again.text)], {})
+    finally:
+        worker.stop()
