@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Set up ragstream, ingest the sample corpus and search it: `bash scripts/run.sh`.
+# Set up ragstream, build the chat page, ingest the sample corpus and serve it offline:
+#   bash scripts/run.sh            then open http://127.0.0.1:8000/
+# Extra arguments go to `ragstream serve` (e.g. `bash scripts/run.sh --port 9000`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/ragstream ingest examples/corpus
-.venv/bin/ragstream search "How do I resume a dropped stream?" --limit 3
+bash scripts/build-frontend.sh
+exec .venv/bin/ragstream serve --ingest examples/corpus "$@"

@@ -3,7 +3,22 @@
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh -k kb`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Debian packages: Chromium for the browser tests, redis-server for the scale-out tests (they use
+# the Redis on 127.0.0.1:6379 when one runs, and start their own otherwise).
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
 bash scripts/setup.sh test
 # the real @ag-ui/client for the end-to-end tests (pinned by tests/js/package-lock.json)
 (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
+# the chat page the browser tests load
+bash scripts/build-frontend.sh
 exec .venv/bin/python -m pytest -q "$@"

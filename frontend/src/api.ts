@@ -1,0 +1,108 @@
+// The REST side of the server (threads, documents, stop) and the bearer token every request carries.
+// Runs themselves go through @ag-ui/client's HttpAgent (see session.ts); it gets the same headers.
+import type { DocumentInfo, ThreadSummary, ThreadView } from "./types";
+
+const TOKEN_KEY = "ragstream.token";
+
+/**
+ * The bearer token, if any. A `?token=...` in the page URL is moved into sessionStorage and
+ * removed from the address bar, so it survives reloads of this tab but does not end up in
+ * bookmarks, screenshots or the history.
+ */
+export function takeToken(): string | null {
+  const url = new URL(window.location.href);
+  const fromUrl = url.searchParams.get("token");
+  if (fromUrl) {
+    sessionStorage.setItem(TOKEN_KEY, fromUrl);
+    url.searchParams.delete("token");
+    history.replaceState(history.state, "", url);
+  }
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+export function authHeaders(token: string | null): Record<string, string> {
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+/** An HTTP error with the server's message (`{"error": {"message": ...}}`) when it sent one. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+/** The human-readable message of an error body, whatever its shape. */
+export function errorMessage(status: number, body: unknown): string {
+  const error = (body as { error?: { message?: unknown } } | null)?.error;
+  if (error && typeof error.message === "string") return error.message;
+  if (typeof body === "string" && body.trim()) return body.trim();
+  return `the server answered ${status}`;
+}
+
+export class Api {
+  constructor(private readonly token: string | null) {}
+
+  get headers(): Record<string, string> {
+    return authHeaders(this.token);
+  }
+
+  private async request<T>(method: string, path: string): Promise<T> {
+    const response = await fetch(path, { method, headers: { ...this.headers, Accept: "application/json" } });
+    if (response.status === 204) return undefined as T;
+    const text = await response.text();
+    let body: unknown = text;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      // not JSON: keep the text for the message
+    }
+    if (!response.ok) throw new ApiError(response.status, errorMessage(response.status, body));
+    return body as T;
+  }
+
+  async listThreads(): Promise<ThreadSummary[]> {
+    return (await this.request<{ threads: ThreadSummary[] }>("GET", "/threads")).threads;
+  }
+
+  /** The thread, or null when the server does not know it (never run, deleted, someone else's). */
+  async getThread(threadId: string): Promise<ThreadView | null> {
+    try {
+      return await this.request<ThreadView>("GET", `/threads/${encodeURIComponent(threadId)}`);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) return null;
+      throw error;
+    }
+  }
+
+  async deleteThread(threadId: string): Promise<void> {
+    await this.request<void>("DELETE", `/threads/${encodeURIComponent(threadId)}`);
+  }
+
+  async listDocuments(): Promise<DocumentInfo[]> {
+    return (await this.request<{ documents: DocumentInfo[] }>("GET", "/documents?page_size=500")).documents;
+  }
+
+  /**
+   * Ask the server to stop a run. It cancels the run where it executes, ends the stream with
+   * RUN_FINISHED (outcome `cancelled`) and keeps the thread at its last saved state. Closing the
+   * socket (`agent.abortRun()`) would only stop *this* tab listening; the stop route is the one
+   * that works with any disconnect policy and across workers.
+   */
+  async stopRun(threadId: string, runId: string): Promise<void> {
+    await this.request<unknown>(
+      "POST",
+      `/threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}/stop`,
+    );
+  }
+}
+
+/** A random id; crypto.randomUUID only exists in secure contexts (https or loopback). */
+export function newId(): string {
+  if (typeof crypto.randomUUID === "function") return crypto.randomUUID();
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}

@@ -1,0 +1,164 @@
+// Approval prompts for AG-UI 1.0 interrupts: a run that wants to call a tool that needs the user's
+// approval ends with outcome `interrupt`; the page shows one card per interrupt and resumes the
+// thread with `resume: [{interruptId, status: "resolved", payload}]` once every card is answered.
+// ragstream's payload is {approved: true} | {approved: true, editedArgs: {...}} | {approved: false, reason?}.
+import type { Interrupt } from "@ag-ui/client";
+import { h } from "./dom";
+import type { ChatSession } from "./session";
+import type { ApprovalPayload } from "./types";
+
+export class ApprovalsView {
+  private shownFor = "";
+  private answers = new Map<string, ApprovalPayload>();
+
+  /** `submit` resumes the run with one payload per interrupt. */
+  constructor(
+    private readonly root: HTMLElement,
+    private readonly submit: (answers: Map<string, ApprovalPayload>) => void,
+  ) {}
+
+  render(session: ChatSession): void {
+    // Cards hold what the user is typing, so they are only rebuilt when the interrupts change.
+    const key = session.busy ? "" : session.interrupts.map((i) => i.id).join(" ");
+    if (key === this.shownFor) return;
+    this.shownFor = key;
+    this.answers = new Map();
+    this.root.replaceChildren(...(key ? session.interrupts.map((i) => this.card(session, i)) : []));
+    this.root.hidden = !key;
+  }
+
+  private card(session: ChatSession, interrupt: Interrupt): HTMLElement {
+    const call = session.messages
+      .flatMap((m) => (m.role === "assistant" ? (m.toolCalls ?? []) : []))
+      .find((c) => c.id === interrupt.toolCallId);
+    const args = prettyJson(call?.function.arguments ?? "{}");
+    const headingId = `approval-${interrupt.id}`;
+    const error = h("p", { class: "field-error", role: "alert", hidden: true });
+    const editor = h("textarea", {
+      class: "args-editor",
+      rows: Math.min(12, args.split("\n").length + 1),
+      spellcheck: "false",
+      "aria-label": "Tool arguments (JSON)",
+    });
+    editor.value = args;
+    const reason = h("input", {
+      type: "text",
+      class: "deny-reason",
+      placeholder: "Reason (optional)",
+      "aria-label": "Reason for denying (optional)",
+    });
+
+    const card = h("section", {
+      class: "approval",
+      "aria-labelledby": headingId,
+      "data-interrupt-id": interrupt.id,
+    });
+    const answered = (summary: string, payload: ApprovalPayload) => {
+      this.answers.set(interrupt.id, payload);
+      card.replaceChildren(h("p", { class: "approval-answered" }, summary));
+      if (this.answers.size === session.interrupts.length) this.submit(this.answers);
+    };
+    const mode = (name: "choose" | "edit" | "deny") => {
+      card.dataset.mode = name;
+      error.hidden = true;
+      if (name === "edit") editor.focus();
+      if (name === "deny") reason.focus();
+    };
+
+    card.append(
+      h("h3", { id: headingId }, "Approval needed"),
+      h(
+        "p",
+        { class: "approval-message" },
+        interrupt.message ?? `The assistant wants to run ${call?.function.name ?? "a tool"}.`,
+      ),
+      h("p", { class: "approval-tool" }, "Tool ", h("code", {}, call?.function.name ?? "unknown")),
+      h("pre", { class: "approval-args only-choose" }, args),
+      h(
+        "div",
+        { class: "approval-actions only-choose" },
+        h(
+          "button",
+          { type: "button", class: "primary", onclick: () => answered("Approved.", { approved: true }) },
+          "Approve",
+        ),
+        h("button", { type: "button", onclick: () => mode("edit") }, "Edit arguments"),
+        h("button", { type: "button", class: "danger", onclick: () => mode("deny") }, "Deny"),
+      ),
+      h(
+        "div",
+        { class: "only-edit" },
+        editor,
+        error,
+        h(
+          "div",
+          { class: "approval-actions" },
+          h(
+            "button",
+            {
+              type: "button",
+              class: "primary",
+              onclick: () => {
+                const edited = parseArgs(editor.value);
+                if (typeof edited === "string") {
+                  error.textContent = edited;
+                  error.hidden = false;
+                  editor.setAttribute("aria-invalid", "true");
+                  return;
+                }
+                answered("Approved with edited arguments.", { approved: true, editedArgs: edited });
+              },
+            },
+            "Approve with these arguments",
+          ),
+          h("button", { type: "button", onclick: () => mode("choose") }, "Cancel"),
+        ),
+      ),
+      h(
+        "div",
+        { class: "only-deny" },
+        reason,
+        h(
+          "div",
+          { class: "approval-actions" },
+          h(
+            "button",
+            {
+              type: "button",
+              class: "danger",
+              onclick: () => {
+                const why = reason.value.trim();
+                answered("Denied.", why ? { approved: false, reason: why } : { approved: false });
+              },
+            },
+            "Deny",
+          ),
+          h("button", { type: "button", onclick: () => mode("choose") }, "Cancel"),
+        ),
+      ),
+    );
+    mode("choose");
+    return card;
+  }
+}
+
+function prettyJson(raw: string): string {
+  try {
+    return JSON.stringify(JSON.parse(raw), null, 2);
+  } catch {
+    return raw;
+  }
+}
+
+/** The edited arguments as an object, or an error message for the user. */
+function parseArgs(text: string): Record<string, unknown> | string {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    return `That is not valid JSON: ${(error as Error).message}`;
+  }
+  if (!value || typeof value !== "object" || Array.isArray(value))
+    return 'The arguments must be a JSON object, like {"name": "value"}.';
+  return value as Record<string, unknown>;
+}

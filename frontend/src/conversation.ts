@@ -1,0 +1,356 @@
+// Renders the conversation: user and assistant messages, tool calls with their live progress,
+// citation buttons, and notices. Each message becomes one element that is rebuilt only when what it
+// shows changes, so a streaming answer does not re-create the rest of the page on every token.
+import type { Message, ToolCall } from "@ag-ui/client";
+
+type ToolMessage = Extract<Message, { role: "tool" }>;
+import { h } from "./dom";
+import type { ChatSession } from "./session";
+import type { Citation, ToolProgress } from "./types";
+
+/** `[3]`, `[1, 2]` or `[1; 4]` in answer text. */
+const CITATION = /\[(\d+(?:\s*[,;]\s*\d+)*)\]/g;
+const RESULT_PREVIEW_CHARS = 1500;
+
+interface Item {
+  key: string;
+  /** Everything the element depends on; the element is rebuilt when this changes. */
+  sig: string;
+  build: () => HTMLElement;
+}
+
+export class ConversationView {
+  private readonly rendered = new Map<string, { sig: string; element: HTMLElement }>();
+
+  /** `onCite(n)` runs when a citation button is pressed. */
+  constructor(
+    private readonly root: HTMLElement,
+    onCite: (index: string) => void,
+  ) {
+    root.addEventListener("click", (event) => {
+      const button = (event.target as Element).closest<HTMLElement>("button.cite");
+      if (button?.dataset.cite) onCite(button.dataset.cite);
+    });
+  }
+
+  render(session: ChatSession): void {
+    const stickToBottom = this.root.scrollHeight - this.root.scrollTop - this.root.clientHeight < 80;
+    const items = buildItems(session);
+    const wanted = new Set(items.map((item) => item.key));
+    for (const [key, entry] of this.rendered) {
+      if (!wanted.has(key)) {
+        entry.element.remove();
+        this.rendered.delete(key);
+      }
+    }
+    items.forEach((item, position) => {
+      let entry = this.rendered.get(item.key);
+      if (!entry || entry.sig !== item.sig) {
+        const element = item.build();
+        if (entry) entry.element.replaceWith(element);
+        entry = { sig: item.sig, element };
+        this.rendered.set(item.key, entry);
+      }
+      const current = this.root.children[position];
+      if (current !== entry.element) this.root.insertBefore(entry.element, current ?? null);
+    });
+    this.root.setAttribute("aria-busy", String(session.busy));
+    if (stickToBottom) this.root.scrollTop = this.root.scrollHeight;
+  }
+}
+
+function buildItems(session: ChatSession): Item[] {
+  const citations = session.state.citations ?? {};
+  const results = new Map<string, ToolMessage>();
+  for (const message of session.messages) {
+    if (message.role === "tool") results.set(message.toolCallId, message);
+  }
+  const streamingId = session.busy ? session.messages.at(-1)?.id : undefined;
+  const items: Item[] = [];
+  const noticesAfter = (id: string | null) =>
+    session.notices
+      .filter((n) => n.afterMessageId === id)
+      .forEach((notice) => items.push(noticeItem(notice)));
+
+  if (session.messages.length === 0 && session.notices.length === 0) items.push(welcomeItem());
+  noticesAfter(null);
+  const ids = new Set(session.messages.map((m) => m.id));
+  // A turn of the assistant is often several messages (tool calls, then the answer): only the
+  // first one carries the "Assistant" label.
+  let inAssistantTurn = false;
+  for (const message of session.messages) {
+    if (message.role === "user") {
+      const text = textOf(message.content);
+      items.push({
+        key: message.id,
+        sig: text,
+        build: () => bubble("user", "You", "", renderText(text, {})),
+      });
+      inAssistantTurn = false;
+    } else if (message.role === "assistant") {
+      const streaming = message.id === streamingId;
+      items.push(assistantItem(session, message, citations, results, streaming, !inAssistantTurn));
+      inAssistantTurn = true;
+    }
+    noticesAfter(message.id);
+  }
+  // notices whose message is gone (the thread was re-synced) go last
+  session.notices
+    .filter((n) => n.afterMessageId !== null && !ids.has(n.afterMessageId))
+    .forEach((notice) => items.push(noticeItem(notice)));
+  return items;
+}
+
+function assistantItem(
+  session: ChatSession,
+  message: Extract<Message, { role: "assistant" }>,
+  citations: Record<string, Citation>,
+  results: Map<string, ToolMessage>,
+  streaming: boolean,
+  labelled: boolean,
+): Item {
+  const text = message.content ?? "";
+  const calls = (message.toolCalls ?? []).map((call) => {
+    const result = results.get(call.id);
+    return {
+      call,
+      status: toolStatus(session, call.id, result),
+      progress: session.progress.get(call.id),
+      result: result ? textOf(result.content) : null,
+    };
+  });
+  // which of the cited numbers resolve: when a citation arrives in the state, the button appears
+  const cited = [...text.matchAll(CITATION)].flatMap((m) => splitNumbers(m[1])).filter((n) => n in citations);
+  const sig = JSON.stringify([text, streaming, labelled, cited, calls]);
+  return {
+    key: message.id,
+    sig,
+    build: () => {
+      const paragraphs = text ? renderText(text, citations) : [];
+      if (streaming && (text || !calls.length)) {
+        if (!paragraphs.length) paragraphs.push(h("p"));
+        paragraphs[paragraphs.length - 1].append(caret());
+      }
+      const toolsOnly = !paragraphs.length;
+      return bubble("assistant", labelled ? "Assistant" : null, toolsOnly ? "message-tools" : "", [
+        ...calls.map((c) => toolCallBlock(c.call, c.status, c.progress, c.result)),
+        ...paragraphs,
+      ]);
+    },
+  };
+}
+
+/** The blinking cursor at the end of an answer that is still streaming in. */
+function caret(): HTMLElement {
+  return h("span", { class: "caret", "aria-hidden": "true" });
+}
+
+function bubble(
+  role: "user" | "assistant",
+  label: string | null,
+  extraClass: string,
+  content: (Node | null)[],
+): HTMLElement {
+  return h(
+    "article",
+    {
+      class: `message message-${role} ${extraClass}`.trim(),
+      "aria-label": role === "user" ? "You" : "Assistant",
+    },
+    label ? h("div", { class: "message-role", "aria-hidden": "true" }, label) : null,
+    h("div", { class: "message-body" }, ...content),
+  );
+}
+
+type ToolStatus = "running" | "waiting" | "done" | "edited" | "denied" | "failed" | "unfinished";
+
+function toolStatus(session: ChatSession, toolCallId: string, result: ToolMessage | undefined): ToolStatus {
+  const decision = session.decisions.get(toolCallId); // what this page answered to an approval request
+  if (session.interrupts.some((i) => i.toolCallId === toolCallId)) return "waiting";
+  if (decision === "denied") return "denied";
+  if (result?.error) return "failed"; // a failed call, or (after a reload) a denied one
+  if (result) return decision === "edited" ? "edited" : "done";
+  return session.busy ? "running" : "unfinished";
+}
+
+function toolCallBlock(
+  call: ToolCall,
+  status: ToolStatus,
+  progress: ToolProgress | undefined,
+  result: string | null,
+): HTMLElement {
+  const labels: Record<ToolStatus, string> = {
+    running: "running…",
+    waiting: "waiting for your approval",
+    done: "done",
+    edited: "done, with your edited arguments",
+    denied: "denied",
+    failed: "did not complete",
+    unfinished: "no result",
+  };
+  return h(
+    "div",
+    { class: `tool tool-${status}`, "data-tool-call-id": call.id },
+    h(
+      "div",
+      { class: "tool-head" },
+      h("span", { class: "tool-name" }, call.function.name),
+      h("span", { class: "tool-args" }, summarizeArgs(call.function.arguments)),
+      h("span", { class: "tool-status" }, labels[status]),
+    ),
+    progress ? progressLine(progress, status === "running") : null,
+    result !== null ? resultDetails(result) : null,
+  );
+}
+
+/** The tool's latest progress report (CUSTOM `progress` event), with a bar while it runs. */
+function progressLine(progress: ToolProgress, running: boolean): HTMLElement {
+  const { done, total } = progress;
+  const bar = running && done !== undefined && total !== undefined;
+  return h(
+    "p",
+    { class: "tool-progress" },
+    progress.message,
+    bar ? h("progress", { max: total, value: done, "aria-hidden": "true" }) : null,
+  );
+}
+
+/** The tool's result, folded away: search results as a list of sources, anything else as text. */
+function resultDetails(result: string): HTMLElement {
+  let body: Node;
+  const parsed = tryJson(result) as
+    { results?: { citation?: number; title?: string; location?: string }[] } | undefined;
+  if (parsed && Array.isArray(parsed.results)) {
+    body = parsed.results.length
+      ? h(
+          "ol",
+          { class: "result-list" },
+          parsed.results.map((r) =>
+            h(
+              "li",
+              {},
+              `[${r.citation ?? "?"}] ${r.title ?? "untitled"}`,
+              r.location ? ` · ${r.location}` : "",
+            ),
+          ),
+        )
+      : h("p", {}, "No passages matched.");
+  } else {
+    const text = result.length > RESULT_PREVIEW_CHARS ? `${result.slice(0, RESULT_PREVIEW_CHARS)}…` : result;
+    body = h("pre", { class: "result-text" }, text);
+  }
+  return h("details", { class: "tool-result" }, h("summary", {}, "Result"), body);
+}
+
+function summarizeArgs(raw: string): string {
+  const args = tryJson(raw);
+  if (args && typeof args === "object" && !Array.isArray(args)) {
+    const values = Object.values(args as Record<string, unknown>);
+    if (values.length === 1 && typeof values[0] === "string") return `“${values[0]}”`;
+    const text = JSON.stringify(args);
+    return text.length > 120 ? `${text.slice(0, 119)}…` : text;
+  }
+  return raw.length > 120 ? `${raw.slice(0, 119)}…` : raw;
+}
+
+/**
+ * Plain text to paragraphs, with each citation marker as a button. Text is only ever inserted as
+ * text nodes. A marker whose number is not (yet) in the state's citations stays plain text.
+ */
+export function renderText(text: string, citations: Record<string, Citation>): HTMLElement[] {
+  return text
+    .split(/\n{2,}/)
+    .filter((block) => block.trim())
+    .map((block) => {
+      const paragraph = h("p");
+      block.split("\n").forEach((line, i) => {
+        if (i > 0) paragraph.append(h("br"));
+        let last = 0;
+        for (const match of line.matchAll(CITATION)) {
+          const numbers = splitNumbers(match[1]);
+          if (!numbers.every((n) => n in citations)) continue;
+          paragraph.append(line.slice(last, match.index));
+          numbers.forEach((n) => paragraph.append(citeButton(n, citations[n])));
+          last = match.index + match[0].length;
+        }
+        paragraph.append(line.slice(last));
+      });
+      return paragraph;
+    });
+}
+
+function citeButton(n: string, citation: Citation): HTMLElement {
+  return h(
+    "button",
+    {
+      type: "button",
+      class: "cite",
+      "data-cite": n,
+      title: citation.title,
+      "aria-label": `Source ${n}: ${citation.title}`,
+    },
+    `[${n}]`,
+  );
+}
+
+function noticeItem(notice: ChatSession["notices"][number]): Item {
+  return {
+    key: `notice:${notice.id}`,
+    sig: "",
+    build: () =>
+      h(
+        "div",
+        { class: `notice notice-${notice.kind}`, role: notice.kind === "error" ? "alert" : "status" },
+        h("p", {}, notice.text),
+        notice.detail
+          ? h(
+              "details",
+              {},
+              h("summary", {}, notice.detail.label),
+              h("p", { class: "notice-detail" }, notice.detail.text),
+            )
+          : null,
+      ),
+  };
+}
+
+function welcomeItem(): Item {
+  return {
+    key: "welcome",
+    sig: "",
+    build: () =>
+      h(
+        "div",
+        { class: "welcome" },
+        h("h2", {}, "Ask your documents"),
+        h(
+          "p",
+          {},
+          "Answers cite their sources with numbers like [1]: press one to read the passage it comes from. ",
+          "Use “Only search in” to limit the answers to some documents.",
+        ),
+      ),
+  };
+}
+
+function splitNumbers(group: string): string[] {
+  return group.split(/[,;]/).map((n) => n.trim());
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) {
+    return content
+      .map((part) => (part && typeof part === "object" && "text" in part ? String(part.text) : ""))
+      .join("");
+  }
+  return "";
+}
+
+function tryJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}

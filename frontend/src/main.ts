@@ -1,0 +1,211 @@
+// The page: wires the chat session (session.ts) to the views and the browser (URL, forms, keys).
+//
+// The current thread's id lives in the URL as `#thread=<id>`, so a reload reopens it from
+// `GET /threads/{id}`. A new chat gets its id in the URL once the server has saved it.
+import { Api, newId, takeToken } from "./api";
+import { ApprovalsView } from "./approvals";
+import { ConversationView } from "./conversation";
+import { byId } from "./dom";
+import { FilterView, SourcesView, ThreadListView } from "./panels";
+import { ChatSession, type RunResult, describe } from "./session";
+import "./styles.css";
+import type { ThreadSummary } from "./types";
+
+const api = new Api(takeToken());
+
+const ui = {
+  title: byId("chat-title"),
+  status: byId("run-status"),
+  banner: byId("banner"),
+  bannerText: byId("banner-text"),
+  composer: byId<HTMLFormElement>("composer"),
+  question: byId<HTMLTextAreaElement>("question"),
+  send: byId<HTMLButtonElement>("send"),
+  stop: byId<HTMLButtonElement>("stop"),
+  hint: byId("composer-hint"),
+  newChat: byId<HTMLButtonElement>("new-chat"),
+};
+
+const sources = new SourcesView(byId("sources"), byId("sources-count"));
+const conversation = new ConversationView(byId("log"), (n) => sources.show(n));
+const approvals = new ApprovalsView(
+  byId("approvals"),
+  (answers) => void session.answer(answers).then(afterRun),
+);
+const filter = new FilterView(byId("filter"), (names) => session.setFilter(names));
+const threadList = new ThreadListView(byId("threads"), (thread) => void deleteThread(thread));
+
+let session: ChatSession;
+let stopListening = () => {};
+let threads: ThreadSummary[] = [];
+let opening = 0;
+
+// ---- rendering -------------------------------------------------------------------------------
+
+let frame = 0;
+/** Coalesce the many changes of a streaming run into one render per animation frame. */
+function scheduleRender(): void {
+  if (!frame) frame = requestAnimationFrame(render);
+}
+
+function render(): void {
+  frame = 0;
+  conversation.render(session);
+  approvals.render(session);
+  sources.render(session.state.citations ?? {});
+  filter.render(session.filter, session.state.document_filter ?? []);
+  threadList.render(threads, session.threadId, session.busy);
+
+  const waiting = session.interrupts.length > 0;
+  ui.send.disabled = session.busy || waiting;
+  ui.stop.hidden = !session.busy;
+  ui.stop.disabled = session.phase === "stopping";
+  ui.stop.textContent = session.phase === "stopping" ? "Stopping…" : "Stop";
+  ui.newChat.disabled = session.busy;
+  ui.hint.textContent = waiting ? "Answer the approval request above to continue." : "";
+  ui.status.textContent = statusText();
+
+  const title = session.title ?? threads.find((t) => t.threadId === session.threadId)?.title ?? "New chat";
+  ui.title.textContent = title;
+  document.title = `${title} · ragstream`;
+}
+
+function statusText(): string {
+  if (session.phase === "stopping") return "Stopping…";
+  if (session.phase !== "running") return "";
+  const last = session.messages.at(-1);
+  if (last?.role === "assistant" && last.content) return "Answering…";
+  return session.activeProgress?.message ?? "Thinking…";
+}
+
+function showBanner(message: string): void {
+  ui.bannerText.textContent = message;
+  ui.banner.hidden = false;
+}
+
+// ---- threads ----------------------------------------------------------------------------------
+
+function threadIdFromUrl(): string | null {
+  const match = /^#thread=(.+)$/.exec(window.location.hash);
+  return match ? decodeURIComponent(match[1]) : null;
+}
+
+function setUrlThread(threadId: string | null): void {
+  const url = new URL(window.location.href);
+  url.hash = threadId ? `thread=${encodeURIComponent(threadId)}` : "";
+  history.replaceState(history.state, "", url);
+}
+
+/** Open a saved thread (by id) or a new one (null). */
+async function openThread(threadId: string | null): Promise<void> {
+  const ticket = ++opening;
+  let next: ChatSession;
+  try {
+    next = threadId ? await ChatSession.open(api, threadId) : new ChatSession(api, newId(), null);
+  } catch (error) {
+    showBanner(`Could not open the chat: ${describe(error)}`);
+    next = new ChatSession(api, newId(), null);
+  }
+  if (ticket !== opening) return; // another thread was opened meanwhile
+  if (threadId && !next.saved) {
+    setUrlThread(null);
+    next.notify("info", "That chat does not exist (any more); this is a new one.");
+  }
+  stopListening();
+  session?.detach();
+  session = next;
+  stopListening = session.onChange(scheduleRender);
+  render();
+}
+
+async function refreshThreads(): Promise<void> {
+  try {
+    threads = await api.listThreads();
+  } catch (error) {
+    showBanner(`Could not list the chats: ${describe(error)}`);
+  }
+  scheduleRender();
+}
+
+async function deleteThread(thread: ThreadSummary): Promise<void> {
+  try {
+    await api.deleteThread(thread.threadId);
+  } catch (error) {
+    showBanner(`Could not delete “${thread.title ?? "the chat"}”: ${describe(error)}`);
+    return;
+  }
+  if (thread.threadId === session.threadId) {
+    setUrlThread(null);
+    await openThread(null);
+  }
+  await refreshThreads();
+}
+
+function afterRun(result: RunResult): void {
+  // Offer a question the server did not keep (stopped or failed run) again.
+  if (result.unsavedQuestion && !ui.question.value.trim()) ui.question.value = result.unsavedQuestion;
+  if (session.saved && threadIdFromUrl() !== session.threadId) setUrlThread(session.threadId);
+  // The Stop button and answered approval cards go away with the run: keep the keyboard focus.
+  const focused = document.activeElement;
+  if (!focused || focused === document.body || focused === ui.stop) ui.question.focus();
+  void refreshThreads();
+}
+
+// ---- events -------------------------------------------------------------------------------------
+
+ui.composer.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = ui.question.value.trim();
+  if (!text || session.busy || session.interrupts.length) return;
+  ui.question.value = "";
+  void session.ask(text).then(afterRun);
+});
+
+ui.question.addEventListener("keydown", (event) => {
+  // Enter sends, Shift+Enter starts a new line (and IME composition is left alone).
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    ui.composer.requestSubmit();
+  }
+});
+
+ui.stop.addEventListener("click", () => void session.stop());
+
+ui.newChat.addEventListener("click", () => {
+  if (session.busy) return;
+  setUrlThread(null);
+  void openThread(null).then(() => ui.question.focus());
+});
+
+byId("banner-close").addEventListener("click", () => {
+  ui.banner.hidden = true;
+});
+
+window.addEventListener("hashchange", () => {
+  const threadId = threadIdFromUrl();
+  if (threadId === (session.saved ? session.threadId : null)) return;
+  if (session.busy) {
+    // One run at a time per page: switching away would leave this one without a listener.
+    setUrlThread(session.saved ? session.threadId : null);
+    showBanner("Stop the answer in progress before switching chats.");
+    return;
+  }
+  void openThread(threadId);
+});
+
+// Closing the tab closes the stream; the server then cancels the run (its disconnect policy).
+window.addEventListener("pagehide", () => session?.detach());
+
+// ---- start ----------------------------------------------------------------------------------------
+
+void (async () => {
+  await openThread(threadIdFromUrl());
+  ui.question.focus();
+  await refreshThreads();
+  try {
+    filter.setDocuments(await api.listDocuments());
+    scheduleRender();
+  } catch (error) {
+    showBanner(`Could not list the documents: ${describe(error)}`);
+  }
+})();

@@ -1,0 +1,296 @@
+// The panels around the conversation: the chat list, the document filter and the source cards.
+import { h, nodes } from "./dom";
+import type { Citation, DocumentInfo, ThreadSummary } from "./types";
+
+/** The sidebar list of chats; each is a link to `#thread=<id>`. */
+export class ThreadListView {
+  private shownFor = "";
+
+  constructor(
+    private readonly root: HTMLElement,
+    private readonly onDelete: (thread: ThreadSummary) => void,
+  ) {}
+
+  render(threads: ThreadSummary[], currentId: string, locked: boolean): void {
+    // rebuilt only when something it shows changes, so keyboard focus survives streaming
+    const sig = JSON.stringify([threads, currentId, locked]);
+    if (sig === this.shownFor) return;
+    this.shownFor = sig;
+    if (threads.length === 0) {
+      this.root.replaceChildren(h("li", { class: "empty" }, "No saved chats yet."));
+      return;
+    }
+    this.root.replaceChildren(
+      ...threads.map((thread) => {
+        const title = thread.title || "Untitled chat";
+        const current = thread.threadId === currentId;
+        return h(
+          "li",
+          { class: current ? "current" : null },
+          h(
+            "a",
+            {
+              href: `#thread=${encodeURIComponent(thread.threadId)}`,
+              "aria-current": current ? "page" : null,
+              "aria-disabled": locked && !current ? "true" : null,
+              title,
+            },
+            title,
+          ),
+          this.deleteButton(thread, title, locked && current),
+        );
+      }),
+    );
+  }
+
+  /** Deleting cannot be undone, so the first press only asks "Delete?" and the second deletes. */
+  private deleteButton(thread: ThreadSummary, title: string, disabled: boolean): HTMLElement {
+    const label = `Delete chat “${title}”`;
+    const disarm = () => {
+      delete button.dataset.armed;
+      button.textContent = "×";
+      button.setAttribute("aria-label", label);
+    };
+    const button = h(
+      "button",
+      {
+        type: "button",
+        class: "icon delete",
+        "aria-label": label,
+        title: "Delete chat",
+        disabled,
+        onblur: disarm,
+        onclick: () => {
+          if (button.dataset.armed) return this.onDelete(thread);
+          button.dataset.armed = "true";
+          button.textContent = "Delete?";
+          button.setAttribute("aria-label", `Press again to delete “${title}”`);
+        },
+      },
+      "×",
+    );
+    return button;
+  }
+}
+
+/**
+ * The document filter: a checkbox per document plus free-text names (a name matches every
+ * document whose title or uri contains it, ignoring case and spaces). `onChange` gets the new list.
+ */
+export class FilterView {
+  private documents: DocumentInfo[] = [];
+  private names: string[] = [];
+  private shownFor = "";
+
+  constructor(
+    private readonly root: HTMLElement,
+    private readonly onChange: (names: string[]) => void,
+  ) {}
+
+  setDocuments(documents: DocumentInfo[]): void {
+    this.documents = documents;
+    this.shownFor = "";
+  }
+
+  /** `applied` is the filter in the thread's state (what the last run used). */
+  render(names: string[], applied: string[]): void {
+    const sig = JSON.stringify([names, applied]);
+    if (sig === this.shownFor) return;
+    this.shownFor = sig;
+    this.names = names;
+    // The panel is rebuilt on every change: keep the keyboard focus where it was (or on the
+    // name box when the focused control went away, e.g. a removed chip).
+    const focused = this.root.contains(document.activeElement)
+      ? ((document.activeElement as HTMLElement).dataset.focusKey ?? "name")
+      : null;
+    const titles = new Set(this.documents.map((d) => key(d.title)));
+    this.root.replaceChildren(
+      ...nodes(
+        this.summary(names, applied),
+        this.addForm(),
+        this.chips(names.filter((n) => !titles.has(key(n)))),
+        this.documentList(new Set(names.map(key))),
+      ),
+    );
+    if (focused) this.root.querySelector<HTMLElement>(`[data-focus-key="${CSS.escape(focused)}"]`)?.focus();
+  }
+
+  private summary(names: string[], applied: string[]): HTMLElement {
+    return h(
+      "p",
+      { class: "filter-summary" },
+      names.length ? `Answers use only: ${names.join(", ")}. ` : "Answers use all documents. ",
+      sameNames(names, applied) ? null : h("span", { class: "pending" }, "Applies from your next question. "),
+      names.length
+        ? h(
+            "button",
+            { type: "button", class: "link", "data-focus-key": "clear", onclick: () => this.onChange([]) },
+            "Clear",
+          )
+        : null,
+    );
+  }
+
+  /** Free text: a name matches every document whose title or uri contains it. */
+  private addForm(): HTMLElement {
+    const input = h("input", {
+      type: "text",
+      id: "filter-name",
+      placeholder: "e.g. deployment",
+      autocomplete: "off",
+      "aria-describedby": "filter-help",
+      "data-focus-key": "name",
+    });
+    const add = (event: Event) => {
+      event.preventDefault();
+      const value = input.value.trim();
+      if (value) this.onChange([...this.names, value]);
+    };
+    return h(
+      "form",
+      { class: "filter-add", onsubmit: add },
+      h("label", { for: "filter-name" }, "Add a document name"),
+      h("div", { class: "row" }, input, h("button", { type: "submit", "data-focus-key": "add" }, "Add")),
+      h(
+        "p",
+        { id: "filter-help", class: "muted" },
+        "Matches every document whose title or address contains it.",
+      ),
+    );
+  }
+
+  /** The names that are not a listed document's title, each with a remove button. */
+  private chips(free: string[]): HTMLElement | null {
+    if (!free.length) return null;
+    return h(
+      "ul",
+      { class: "chips", "aria-label": "Names in the filter" },
+      free.map((name) =>
+        h(
+          "li",
+          { class: "chip" },
+          name,
+          h(
+            "button",
+            {
+              type: "button",
+              class: "icon",
+              "aria-label": `Remove “${name}” from the filter`,
+              onclick: () => this.onChange(this.names.filter((n) => n !== name)),
+            },
+            "×",
+          ),
+        ),
+      ),
+    );
+  }
+
+  private documentList(chosen: Set<string>): HTMLElement {
+    if (!this.documents.length) return h("p", { class: "muted" }, "No documents listed.");
+    const toggle = (title: string) => (event: Event) => {
+      const on = (event.target as HTMLInputElement).checked;
+      const rest = this.names.filter((n) => key(n) !== key(title));
+      this.onChange(on ? [...rest, title] : rest);
+    };
+    return h(
+      "ul",
+      { class: "doc-list", "aria-label": "Documents" },
+      this.documents.map((doc) =>
+        h(
+          "li",
+          {},
+          h(
+            "label",
+            { title: doc.uri },
+            h("input", {
+              type: "checkbox",
+              "data-focus-key": `doc:${doc.document_id}`,
+              checked: chosen.has(key(doc.title)),
+              onchange: toggle(doc.title),
+            }),
+            ` ${doc.title}`,
+          ),
+        ),
+      ),
+    );
+  }
+}
+
+/** One card per citation in the thread's state; `show(n)` opens and highlights card n. */
+export class SourcesView {
+  private active: string | null = null;
+  private shownFor = "";
+
+  constructor(
+    private readonly root: HTMLElement,
+    private readonly count: HTMLElement,
+  ) {}
+
+  render(citations: Record<string, Citation>): void {
+    const entries = Object.entries(citations).sort(([a], [b]) => Number(a) - Number(b));
+    const sig = JSON.stringify(entries.map(([n, c]) => [n, c.chunk_id]));
+    if (sig === this.shownFor) return;
+    this.shownFor = sig;
+    this.count.textContent = entries.length ? `(${entries.length})` : "";
+    if (!entries.length) {
+      this.root.replaceChildren(h("p", { class: "muted" }, "Sources appear here when an answer cites them."));
+      return;
+    }
+    this.root.replaceChildren(...entries.map(([n, citation]) => this.card(n, citation)));
+    if (this.active) this.highlight(this.active);
+  }
+
+  show(n: string): void {
+    const card = this.highlight(n);
+    if (!card) return;
+    card.scrollIntoView({ block: "nearest", behavior: "smooth" });
+    card.focus({ preventScroll: true });
+  }
+
+  private highlight(n: string): HTMLElement | null {
+    this.active = n;
+    let found: HTMLElement | null = null;
+    for (const card of this.root.querySelectorAll<HTMLElement>(".source")) {
+      const on = card.dataset.citation === n;
+      card.classList.toggle("is-active", on);
+      if (on) {
+        card.setAttribute("aria-current", "true");
+        found = card;
+      } else {
+        card.removeAttribute("aria-current");
+      }
+    }
+    return found;
+  }
+
+  private card(n: string, citation: Citation): HTMLElement {
+    const where = [
+      citation.page !== null ? `page ${citation.page}` : null,
+      citation.headings.length ? citation.headings.join(" › ") : null,
+    ].filter(Boolean);
+    const headingId = `source-${n}-title`;
+    return h(
+      "article",
+      { class: "source", id: `source-${n}`, "data-citation": n, tabindex: -1, "aria-labelledby": headingId },
+      h("h3", { id: headingId }, h("span", { class: "source-number" }, `[${n}]`), " ", citation.title),
+      where.length ? h("p", { class: "source-where" }, where.join(" · ")) : null,
+      h("p", { class: "source-uri" }, uriLink(citation.uri)),
+      h("blockquote", { class: "source-passage" }, citation.passage),
+    );
+  }
+}
+
+/** http(s) addresses become links; others (file://, s3://) are shown as text. */
+function uriLink(uri: string): Node {
+  if (/^https?:\/\//i.test(uri))
+    return h("a", { href: uri, target: "_blank", rel: "noopener noreferrer" }, uri);
+  return document.createTextNode(uri);
+}
+
+function key(name: string): string {
+  return name.toLowerCase().replace(/\s+/g, "");
+}
+
+function sameNames(a: string[], b: string[]): boolean {
+  return a.length === b.length && a.every((n, i) => n === b[i]);
+}

@@ -1,0 +1,288 @@
+// One conversation thread: an @ag-ui/client HttpAgent plus what the page shows around its runs
+// (the run phase, live tool progress, pending approvals, notices). The rendering code reads a
+// ChatSession and listens to its changes; it never talks to the agent itself.
+import { HttpAgent, type Interrupt, type Message, type ResumeEntry } from "@ag-ui/client";
+import { type Api, ApiError, errorMessage, newId } from "./api";
+import type { ApprovalPayload, RagState, ThreadView, ToolProgress } from "./types";
+
+export type RunPhase = "idle" | "running" | "stopping";
+
+/** A line in the conversation that is not a message: a failed or stopped run, a hint. */
+export interface Notice {
+  id: string;
+  /** Shown after this message (null: before the first one). */
+  afterMessageId: string | null;
+  kind: "error" | "info";
+  text: string;
+  /** Optional collapsed detail, e.g. the part of an answer that was streamed before a stop. */
+  detail?: { label: string; text: string };
+}
+
+/** How a run ended, as the page needs to know it. */
+export interface RunResult {
+  outcome: "success" | "interrupt" | "cancelled" | "error";
+  /** The question the server did not keep (stopped or failed run), to offer it again. */
+  unsavedQuestion?: string;
+}
+
+export class ChatSession {
+  readonly agent: HttpAgent;
+  phase: RunPhase = "idle";
+  /** The id of the run in progress: we choose it, so that Stop can name it. */
+  runId: string | null = null;
+  /** Approval requests the thread waits for (the last run ended with outcome `interrupt`). */
+  interrupts: Interrupt[] = [];
+  /**
+   * The latest CUSTOM `progress` event of each tool call, by toolCallId. Progress is live only:
+   * the server does not keep it, so a reloaded page shows tool calls without it.
+   */
+  readonly progress = new Map<string, ToolProgress>();
+  readonly notices: Notice[] = [];
+  /** How this page answered approval requests, by toolCallId (shown on the tool calls). */
+  readonly decisions = new Map<string, "approved" | "edited" | "denied">();
+  /**
+   * The user's document filter. It is the one client-owned field of the thread state: it lives
+   * here, and `run()` copies it into the state the next run sends (see there).
+   */
+  filter: string[];
+  /** Whether the server has saved this thread (so its id can go into the URL). */
+  saved: boolean;
+  title: string | null;
+
+  private readonly listeners = new Set<() => void>();
+  private lastRun: {
+    outcome?: RunResult["outcome"];
+    error?: string;
+    code?: string;
+  } = {};
+
+  constructor(
+    private readonly api: Api,
+    readonly threadId: string,
+    view: ThreadView | null,
+  ) {
+    this.agent = new HttpAgent({
+      url: "/agui",
+      threadId,
+      headers: api.headers,
+      // A reloaded page continues from what the server saved: its messages and state.
+      initialMessages: view?.messages ?? [],
+      initialState: view?.state ?? {},
+    });
+    this.saved = view !== null;
+    this.title = view?.title ?? null;
+    this.filter = [...(view?.state.document_filter ?? [])];
+    this.setInterrupts(view?.interrupts ?? []);
+    if (view?.activeRunId) {
+      this.notify(
+        "info",
+        "A run of this chat is still finishing on the server. Reload in a moment to see its result.",
+      );
+    }
+    this.agent.subscribe({
+      onMessagesChanged: () => this.changed(),
+      onStateChanged: () => this.changed(),
+      onCustomEvent: ({ event }) => {
+        if (event.name === "progress" && isProgress(event.value)) {
+          this.progress.set(event.value.toolCallId, event.value);
+          this.changed();
+        }
+        // Other CUSTOM events (e.g. pydantic_ai_conversation_saved) are not for display.
+      },
+      onRunFinishedEvent: (params) => {
+        this.lastRun.outcome = params.outcome;
+        if (params.outcome === "interrupt") this.setInterrupts(params.interrupts);
+      },
+      onRunErrorEvent: ({ event }) => {
+        this.lastRun = { outcome: "error", error: event.message, code: event.code };
+      },
+    });
+  }
+
+  /** The thread as the server has it, or a new, empty thread when it has none by that id. */
+  static async open(api: Api, threadId: string): Promise<ChatSession> {
+    return new ChatSession(api, threadId, await api.getThread(threadId));
+  }
+
+  get state(): RagState {
+    return this.agent.state as RagState;
+  }
+
+  get messages(): Message[] {
+    return this.agent.messages;
+  }
+
+  get busy(): boolean {
+    return this.phase !== "idle";
+  }
+
+  /** The latest progress report of a tool call that has no result yet. */
+  get activeProgress(): ToolProgress | undefined {
+    if (!this.busy) return undefined;
+    const finished = new Set(this.messages.flatMap((m) => (m.role === "tool" ? [m.toolCallId] : [])));
+    return [...this.progress.values()].filter((p) => !finished.has(p.toolCallId)).at(-1);
+  }
+
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  setFilter(names: string[]): void {
+    this.filter = [...new Set(names.map((n) => n.trim()).filter(Boolean))];
+    this.changed();
+  }
+
+  /** Ask a question: a new user message, then a run. */
+  ask(text: string): Promise<RunResult> {
+    this.agent.addMessage({ id: newId(), role: "user", content: text });
+    return this.run({}, text);
+  }
+
+  /**
+   * Answer the pending approval requests, one payload per interrupt id, and let the run go on.
+   * AG-UI 1.0 requires every open interrupt to be answered in the same `resume`.
+   */
+  answer(payloads: Map<string, ApprovalPayload>): Promise<RunResult> {
+    const resume: ResumeEntry[] = this.interrupts.map((interrupt) => {
+      const payload = payloads.get(interrupt.id) ?? { approved: false, reason: "not answered" };
+      if (interrupt.toolCallId) {
+        const decision = !payload.approved ? "denied" : "editedArgs" in payload ? "edited" : "approved";
+        this.decisions.set(interrupt.toolCallId, decision);
+      }
+      return { interruptId: interrupt.id, status: "resolved", payload };
+    });
+    return this.run({ resume });
+  }
+
+  /** Stop the run in progress through the server's stop route (see Api.stopRun). */
+  async stop(): Promise<void> {
+    if (this.phase !== "running" || this.runId === null) return;
+    this.phase = "stopping";
+    this.changed();
+    try {
+      await this.api.stopRun(this.threadId, this.runId);
+    } catch (error) {
+      // 404: the run ended on its own meanwhile; anything else is worth showing.
+      if (!(error instanceof ApiError && error.status === 404))
+        this.notify("error", `Could not stop: ${describe(error)}`);
+    }
+  }
+
+  /** Stop listening (page unload, switching threads); the server decides what happens to the run. */
+  detach(): void {
+    if (this.busy) this.agent.abortRun();
+  }
+
+  private async run(params: { resume?: ResumeEntry[] }, question?: string): Promise<RunResult> {
+    // document_filter is client-owned, so the way to change it is to send it: the server takes it
+    // from the state a run carries (and answers with a STATE_SNAPSHOT when that differs from its
+    // copy). The server-owned keys are sent back unchanged; the server would ignore edits anyway.
+    this.agent.setState({ ...this.agent.state, document_filter: [...this.filter] });
+    const before = this.messages.length;
+    this.runId = newId();
+    this.phase = "running";
+    this.lastRun = {};
+    // Hide the approval cards while the run goes on. The agent keeps its own list: before sending,
+    // it checks that a resume answers every open interrupt (and it clears the list itself).
+    this.interrupts = [];
+    this.changed();
+    try {
+      await this.agent.runAgent({ runId: this.runId, ...params });
+    } catch (error) {
+      // HTTP errors (409 busy, 401, 422 ...), a dropped connection or a protocol violation.
+      this.lastRun = { outcome: "error", error: describe(error) };
+    }
+    const outcome = this.lastRun.outcome ?? "error";
+    const result: RunResult = { outcome };
+    if (outcome === "success" || outcome === "interrupt") {
+      this.saved = true;
+    } else {
+      await this.discardTurn(before, outcome === "cancelled", question);
+      if (question !== undefined) result.unsavedQuestion = question;
+    }
+    this.phase = "idle";
+    this.runId = null;
+    this.changed();
+    return result;
+  }
+
+  /**
+   * After a stopped or failed run. The server keeps the thread at its last saved state, so the page
+   * shows that state too rather than the half-streamed turn: what you see is what the next run
+   * continues from. The streamed text stays readable in the notice.
+   */
+  private async discardTurn(before: number, stopped: boolean, question?: string): Promise<void> {
+    const streamed = this.messages
+      .slice(before)
+      .map((m) => (m.role === "assistant" && typeof m.content === "string" ? m.content : ""))
+      .join("")
+      .trim();
+    await this.resync();
+    if (!stopped && this.lastRun.code === "abort") return; // we closed the stream ourselves
+    const asked = question ? ` (“${question.length > 60 ? `${question.slice(0, 59)}…` : question}”)` : "";
+    this.notices.push({
+      id: newId(),
+      afterMessageId: this.messages.at(-1)?.id ?? null,
+      kind: stopped ? "info" : "error",
+      text: stopped
+        ? `Stopped. This turn${asked} was not saved.`
+        : `${sentence(this.lastRun.error ?? "the run ended without an answer")} This turn${asked} was not saved.`,
+      detail: streamed
+        ? { label: "What was streamed before it ended (not saved)", text: streamed }
+        : undefined,
+    });
+  }
+
+  /** Replace the local copy of the thread with the server's. */
+  private async resync(): Promise<void> {
+    let view: ThreadView | null;
+    try {
+      view = await this.api.getThread(this.threadId);
+    } catch (error) {
+      this.notify("error", `Could not reload this chat: ${describe(error)}`);
+      return;
+    }
+    this.agent.setMessages(view?.messages ?? []);
+    this.agent.setState(view?.state ?? {});
+    this.setInterrupts(view?.interrupts ?? []);
+  }
+
+  private setInterrupts(interrupts: Interrupt[]): void {
+    this.interrupts = interrupts;
+    // A fresh agent (after a reload) does not know the thread's open interrupts; telling it
+    // restores the client's own check that a resume answers all of them.
+    this.agent.pendingInterrupts = interrupts;
+  }
+
+  notify(kind: Notice["kind"], text: string): void {
+    this.notices.push({ id: newId(), afterMessageId: this.messages.at(-1)?.id ?? null, kind, text });
+    this.changed();
+  }
+
+  changed(): void {
+    for (const listener of this.listeners) listener();
+  }
+}
+
+/** "thread is busy" -> "Thread is busy." */
+function sentence(text: string): string {
+  const trimmed = text.trim();
+  const capitalized = trimmed.charAt(0).toUpperCase() + trimmed.slice(1);
+  return /[.!?]$/.test(capitalized) ? capitalized : `${capitalized}.`;
+}
+
+function isProgress(value: unknown): value is ToolProgress {
+  const v = value as ToolProgress | null;
+  return !!v && typeof v.toolCallId === "string" && typeof v.message === "string";
+}
+
+/** A short message for an error from fetch, the agent or the server. */
+export function describe(error: unknown): string {
+  if (error instanceof ApiError) return error.message;
+  const e = error as { status?: number; payload?: unknown; message?: string } | null;
+  // @ag-ui/client rejects non-2xx answers with Error("HTTP <status>: <body>") plus status/payload.
+  if (e && typeof e.status === "number") return errorMessage(e.status, e.payload);
+  if (e?.message === "Failed to fetch") return "the server cannot be reached";
+  return e?.message ?? String(error);
+}

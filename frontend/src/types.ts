@@ -1,0 +1,87 @@
+// The shapes the ragstream server sends, as this page uses them. The AG-UI protocol types
+// (Message, Interrupt, ...) come from @ag-ui/client; these are ragstream's own payloads.
+import type { Interrupt, Message } from "@ag-ui/client";
+
+/** One source the answers can cite, keyed by its number in `RagState.citations`. */
+export interface Citation {
+  index: number;
+  chunk_id: string;
+  document_id: string;
+  title: string;
+  uri: string;
+  headings: string[];
+  page: number | null;
+  passage: string;
+}
+
+export interface SearchHit {
+  citation: number;
+  title: string;
+  uri: string;
+  score: number;
+  page: number | null;
+  headings: string[];
+}
+
+export interface SearchRecord {
+  id: string;
+  seq: number;
+  query: string;
+  documents: string[];
+  hits: SearchHit[];
+  at: string | number;
+}
+
+/**
+ * The thread state the server keeps in sync through STATE_SNAPSHOT / STATE_DELTA.
+ *
+ * Only `document_filter` belongs to the client: the server takes it from the `state` a run
+ * sends and ignores the client's copy of everything else. Other keys (qa_history, archived,
+ * whatever toolsets a deployment adds) are carried along untouched.
+ */
+export interface RagState {
+  document_filter?: string[];
+  citations?: Record<string, Citation>;
+  searches?: Record<string, SearchRecord>;
+  [key: string]: unknown;
+}
+
+/** CUSTOM event `progress`: what a running tool is doing. */
+export interface ToolProgress {
+  toolCallId: string;
+  tool: string;
+  message: string;
+  done?: number;
+  total?: number;
+}
+
+export interface ThreadSummary {
+  threadId: string;
+  title: string | null;
+  updatedAt: number;
+  version: number;
+}
+
+/** `GET /threads/{id}`: everything a reloaded page needs to continue a thread. */
+export interface ThreadView {
+  threadId: string;
+  title: string | null;
+  messages: Message[];
+  state: RagState;
+  interrupts: Interrupt[];
+  pendingToolCallIds: string[];
+  activeRunId: string | null;
+}
+
+export interface DocumentInfo {
+  document_id: string;
+  title: string;
+  uri: string;
+  chunk_count: number;
+}
+
+/** What an approval card answers for one interrupt (ragstream's resume payload). */
+export type ApprovalPayload =
+  | { approved: true }
+  | { approved: true; editedArgs: Record<string, unknown> }
+  | { approved: false; reason?: string };

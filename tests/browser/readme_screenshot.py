@@ -1,0 +1,59 @@
+"""Take docs/screenshot.png: the page answering a question with a citation opened.
+
+    python -m tests.browser.readme_screenshot [--out docs/screenshot.png]
+
+Ingests the sample corpus into a temporary directory, serves the product app (offline extractive
+model) on loopback, asks one question in headless Chromium, opens the first citation and saves a
+1280x800 PNG. Needs the built page and Debian's Chromium, like tests/test_browser.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from pathlib import Path
+
+from bench.rag_eval import build_corpus_kb
+from server.app import create_app
+from server.config import AppConfig
+from tests.browser.chat import ROOT, ChatPage, launch_browser, require_built_page
+from tests.servers import serve
+
+QUESTION = "How long are backups kept?"
+
+
+async def take(out: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        kb = await build_corpus_kb(Path(tmp) / "kb")
+        kb.close()
+        app = create_app(AppConfig(data_dir=Path(tmp)))
+        async with serve(app) as url, launch_browser() as browser:
+            page = await browser.new_page(viewport={"width": 1280, "height": 800})
+            chat = ChatPage(page, url, "readme")
+            await chat.open()
+            await chat.ask(QUESTION)
+            await chat.answers().last.locator("button.cite").first.click()
+            await page.locator("#sources .source.is-active").wait_for()
+            await page.wait_for_timeout(400)  # let the smooth scroll settle
+            out.parent.mkdir(parents=True, exist_ok=True)
+            await page.screenshot(path=str(out))
+            chat.assert_clean_console()
+    print(f"wrote {out}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshot.png")
+    args = parser.parse_args()
+    try:
+        require_built_page()
+    except BaseException as exc:  # pytest.fail raises outside pytest too; say why and stop
+        raise SystemExit(str(exc)) from None
+    asyncio.run(take(args.out))
+
+
+if __name__ == "__main__":
+    main()

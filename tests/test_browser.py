@@ -1,0 +1,415 @@
+"""The chat page (built from frontend/ into server/static) in real headless Chromium.
+
+Each test runs a real server on loopback: the offline extractive model over the sample corpus for
+questions, citations, the document filter and reloads; the keyword scenario agent (tests/scenario.py)
+for approval interrupts, a slow answer to stop, run errors, a busy thread and bearer tokens. Every
+test asserts that the page logged no console error or warning and threw no uncaught error (where an
+HTTP error is the point, that the only ones logged are about it). Screenshots go to test-artifacts/.
+
+Needs the built page (`bash scripts/build-frontend.sh`) and Debian's Chromium
+(`apt-get install -y chromium`); without either the tests fail with that instruction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.async_api import Browser, expect
+from pydantic import SecretStr
+from starlette.applications import Starlette
+
+from server.app import create_app
+from server.routes.static import static_routes
+from tests.browser.chat import ChatPage, launch_browser, require_built_page
+from tests.conftest import scenario_app
+from tests.servers import serve
+
+pytestmark = pytest.mark.timeout(180)
+
+QUESTION = "How long are backups kept?"
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    require_built_page()
+    async with launch_browser() as launched:
+        yield launched
+
+
+@pytest.fixture
+async def rag_server(scenario_config: Any) -> AsyncIterator[str]:
+    """The product app: the offline extractive model answering from the sample corpus."""
+    async with serve(create_app(scenario_config)) as url:
+        yield url
+
+
+@pytest.fixture
+async def scenario_url(scenario_config: Any) -> AsyncIterator[str]:
+    async with serve(scenario_app(scenario_config)) as url:
+        yield url
+
+
+async def open_chat(browser: Browser, url: str, name: str) -> ChatPage:
+    return await open_chat_at(browser, url, name, "")
+
+
+async def open_chat_at(browser: Browser, url: str, name: str, where: str) -> ChatPage:
+    """A new tab (its own sessionStorage) on the page at ``url/where``."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    chat = ChatPage(await context.new_page(), url, name)
+    await chat.open(where)
+    return chat
+
+
+async def test_answer_streams_in_with_citations_that_open_their_source(
+    browser: Browser, rag_server: str
+) -> None:
+    chat = await open_chat(browser, rag_server, "answer")
+    page = chat.page
+    await expect(page.locator(".welcome")).to_be_visible()
+
+    answer = await chat.ask(QUESTION)
+    assert "35 days" in answer
+    # the search tool call, with the progress it reported while it ran
+    tool = page.locator("#log .tool").last
+    await expect(tool.locator(".tool-name")).to_have_text("search")
+    await expect(tool.locator(".tool-args")).to_contain_text(QUESTION)
+    await expect(tool.locator(".tool-progress")).to_contain_text("Found")
+    await expect(tool.locator(".tool-status")).to_have_text("done")
+    assert chat.thread_id, "the thread id went into the URL once the server saved the thread"
+    await expect(page.locator("#chat-title")).to_have_text(QUESTION)
+    await expect(page.locator("#threads a[aria-current=page]")).to_have_text(QUESTION)
+
+    # every citation marker is a button naming a source of the thread state
+    state = (await chat.server_view())["state"]
+    buttons = chat.answers().last.locator("button.cite")
+    assert await buttons.count() >= 2
+    markers = [await b.get_attribute("data-cite") for b in await buttons.all()]
+    assert all(m in state["citations"] for m in markers)
+    await expect(page.locator("#sources .source")).to_have_count(len(state["citations"]))
+
+    # pressing one opens its card: the right title, where it is, and the passage
+    target = markers[-1]
+    assert target is not None
+    citation = state["citations"][target]
+    await buttons.nth(len(markers) - 1).click()
+    card = page.locator(f"#source-{target}")
+    await expect(card).to_have_class("source is-active")
+    await expect(card).to_be_focused()
+    await expect(card).to_be_in_viewport()
+    await expect(card.locator("h3")).to_contain_text(citation["title"])
+    assert (await card.locator(".source-passage").text_content()) == citation["passage"]
+    if citation["page"] is not None:
+        await expect(card.locator(".source-where")).to_contain_text(f"page {citation['page']}")
+    await expect(page.locator("#sources .source.is-active")).to_have_count(1)
+    await chat.screenshot("citation-open")
+
+    # another marker moves the highlight
+    await buttons.first.click()
+    await expect(page.locator(f"#source-{markers[0]}")).to_have_class("source is-active")
+    await expect(page.locator("#sources .source.is-active")).to_have_count(1)
+    chat.assert_clean_console()
+
+
+async def test_document_filter_restricts_the_next_answer(browser: Browser, rag_server: str) -> None:
+    chat = await open_chat(browser, rag_server, "filter")
+    page = chat.page
+
+    unfiltered = await chat.ask(QUESTION)
+    assert "35 days" in unfiltered  # the operations handbook's answer
+    assert "Kiteline Cloud Operations Handbook" in await chat.cited_titles()
+
+    await chat.add_filter_name("deployment")
+    summary = page.locator("#filter .filter-summary")
+    await expect(summary).to_contain_text("Answers use only: deployment")
+    await expect(summary).to_contain_text("Applies from your next question")
+    await chat.screenshot("filter-set")
+
+    filtered = await chat.ask(QUESTION)
+    assert "seven daily snapshots" in filtered  # the deployment guide's answer
+    assert "35 days" not in filtered
+    titles = await chat.cited_titles()
+    assert titles
+    assert set(titles) == {"Deploying ragstream"}
+    await expect(summary).not_to_contain_text("Applies from your next question")
+    # the earlier, unfiltered answer is unchanged
+    assert "35 days" in await chat.answers().first.inner_text()
+
+    view = await chat.server_view()
+    assert view["state"]["document_filter"] == ["deployment"]
+    last_search = max(view["state"]["searches"].values(), key=lambda s: s["seq"])
+    assert last_search["documents"] == ["deployment"]
+    assert {h["title"] for h in last_search["hits"]} == {"Deploying ragstream"}
+
+    # a checkbox edits the same list; clearing it is sent with the next question
+    await chat.document_checkbox("Deploying ragstream").check()
+    await expect(summary).to_contain_text("deployment, Deploying ragstream")
+    await page.locator("#filter button.link", has_text="Clear").click()
+    await expect(summary).to_contain_text("Answers use all documents")
+    assert "35 days" in await chat.ask(QUESTION)
+    assert (await chat.server_view())["state"]["document_filter"] == []
+    await chat.screenshot("filter-cleared")
+    chat.assert_clean_console()
+
+
+async def test_reload_restores_the_thread(browser: Browser, rag_server: str) -> None:
+    chat = await open_chat(browser, rag_server, "reload")
+    page = chat.page
+    await chat.document_checkbox("Deploying ragstream").check()
+    answer = await chat.ask(QUESTION)
+    thread_id = chat.thread_id
+    # what a reload must show again (live tool progress is not part of the saved thread)
+    texts = page.locator("#log article.message-user, #log article.message-assistant:not(.message-tools)")
+    tools = page.locator("#log .tool-head")
+    messages_before = await texts.all_inner_texts()
+    tools_before = await tools.all_inner_texts()
+    assert len(messages_before) == 2
+    assert len(tools_before) == 1
+    sources_before = await page.locator("#sources .source h3").all_inner_texts()
+
+    await chat.reload()
+    assert chat.thread_id == thread_id
+    await expect(texts).to_have_count(len(messages_before))
+    assert await texts.all_inner_texts() == messages_before
+    assert await tools.all_inner_texts() == tools_before
+    assert await chat.answers().last.inner_text() == answer
+    assert await page.locator("#sources .source h3").all_inner_texts() == sources_before
+    await expect(chat.document_checkbox("Deploying ragstream")).to_be_checked()
+    await expect(page.locator("#filter .filter-summary")).to_have_text(
+        "Answers use only: Deploying ragstream. Clear"
+    )
+    await expect(page.locator("#threads a[aria-current=page]")).to_have_text(QUESTION)
+    await chat.screenshot("restored")
+
+    # the restored citations work, and the thread continues where it was
+    await chat.answers().last.locator("button.cite").first.click()
+    await expect(page.locator("#sources .source.is-active")).to_have_count(1)
+    follow_up = await chat.ask("How do I restore a backup?")
+    assert follow_up
+    view = await chat.server_view()
+    assert [m["content"] for m in view["messages"] if m["role"] == "user"] == [
+        QUESTION,
+        "How do I restore a backup?",
+    ]
+    assert view["state"]["document_filter"] == ["Deploying ragstream"]
+
+    # a new chat starts empty; the old one is a link away
+    await page.locator("#new-chat").click()
+    await expect(page.locator(".welcome")).to_be_visible()
+    await expect(page.locator("#sources .source")).to_have_count(0)
+    await page.locator("#threads a", has_text=QUESTION).click()
+    await expect(texts).to_have_count(4)
+    assert chat.thread_id == thread_id
+
+    # deleting takes a second press; the page then starts a new chat
+    delete = page.locator("#threads li.current button.delete")
+    await delete.click()
+    await expect(delete).to_have_text("Delete?")
+    await delete.click()
+    await expect(page.locator(".welcome")).to_be_visible()
+    await expect(page.locator("#threads li")).to_have_text(["No saved chats yet."])
+    assert chat.thread_id is None
+    chat.assert_clean_console()
+
+
+async def test_approval_interrupts_approve_edit_and_deny(browser: Browser, scenario_url: str) -> None:
+    chat = await open_chat(browser, scenario_url, "approval")
+    page = chat.page
+    approval = page.locator("#approvals .approval")
+
+    # approve as proposed
+    await chat.type_question("archive first note")
+    await expect(approval).to_have_count(1)
+    await expect(approval.locator(".approval-message")).to_contain_text("archive_note")
+    await expect(approval.locator(".approval-args")).to_contain_text('"note": "first note"')
+    await expect(page.locator("#log .tool-status").last).to_have_text("waiting for your approval")
+    await expect(page.locator("#send")).to_be_disabled()
+    await chat.screenshot("approval-pending")
+    before = await chat.answers().count()
+    await approval.get_by_role("button", name="Approve", exact=True).click()
+    await chat.wait_for_new_answer(before)
+    await expect(chat.answers().last).to_have_text("Archived first note.")
+    await expect(page.locator("#approvals")).to_be_hidden()
+    assert (await chat.server_view())["state"]["archived"] == ["first note"]
+
+    # edit the arguments: invalid JSON is refused in place, valid JSON is sent as editedArgs
+    await chat.type_question("archive second note")
+    await approval.get_by_role("button", name="Edit arguments").click()
+    editor = approval.locator("textarea")
+    await expect(editor).to_be_focused()
+    assert '"note": "second note"' in await editor.input_value()
+    await editor.fill("{not json")
+    await approval.get_by_role("button", name="Approve with these arguments").click()
+    await expect(approval.locator(".field-error")).to_contain_text("not valid JSON")
+    await editor.fill('{"note": "edited note"}')
+    before = await chat.answers().count()
+    await approval.get_by_role("button", name="Approve with these arguments").click()
+    await chat.wait_for_new_answer(before)
+    await expect(chat.answers().last).to_have_text("Archived edited note.")
+    await expect(page.locator("#log .tool-status").last).to_have_text("done, with your edited arguments")
+    assert (await chat.server_view())["state"]["archived"] == ["first note", "edited note"]
+
+    # a pending approval survives a reload; deny it with a reason
+    await chat.type_question("archive third note")
+    await expect(approval).to_have_count(1)
+    await chat.reload()
+    await expect(approval).to_have_count(1)
+    await expect(approval.locator(".approval-args")).to_contain_text('"note": "third note"')
+    await expect(page.locator("#send")).to_be_disabled()
+    await approval.get_by_role("button", name="Deny").click()
+    await approval.locator("input.deny-reason").fill("keep it")
+    before = await chat.answers().count()
+    await approval.locator(".only-deny").get_by_role("button", name="Deny").click()
+    await chat.wait_for_new_answer(before)
+    await expect(chat.answers().last).to_contain_text("Not archived: keep it")
+    statuses = page.locator("#log .tool-status")
+    # (the page knows its own answers since the reload; the saved thread says "done" for the rest)
+    await expect(statuses).to_have_text(["done", "done", "denied"])
+    view = await chat.server_view()
+    assert view["state"]["archived"] == ["first note", "edited note"]  # the denied call never ran
+    assert view["interrupts"] == []
+    await expect(page.locator("#send")).to_be_enabled()
+    await chat.screenshot("approval-done")
+    # after a reload the saved thread says which call did not run (the page's own answers are gone)
+    await chat.reload()
+    await expect(statuses).to_have_text(["done", "done", "did not complete"])
+    chat.assert_clean_console()
+
+
+async def test_stop_ends_the_run_as_cancelled_and_keeps_the_thread(
+    browser: Browser, scenario_url: str
+) -> None:
+    chat = await open_chat(browser, scenario_url, "stop")
+    page = chat.page
+    first = await chat.ask("nightly backups")
+    assert first.startswith("Found it in")
+    saved = await chat.server_view()
+    articles = page.locator("#log article")
+    shown = await articles.all_inner_texts()
+
+    await chat.type_question("slow answer please")
+    streaming = page.locator("#log article.message-assistant").last
+    await expect(streaming).to_contain_text("tok3")
+    await expect(page.locator("#stop")).to_be_visible()
+    await expect(page.locator("#log")).to_have_attribute("aria-busy", "true")
+    partial = await streaming.inner_text()
+    await expect(streaming).not_to_have_text(partial)  # it is still streaming in
+    await chat.screenshot("streaming")
+    await page.locator("#stop").click()
+
+    notice = page.locator("#log .notice")
+    await expect(notice.locator("p").first).to_have_text(
+        "Stopped. This turn (“slow answer please”) was not saved."
+    )
+    await chat.wait_idle()
+    stops = [r for r in chat.requests if r[0] == "POST" and r[1].endswith("/stop")]
+    assert len(stops) == 1
+    assert stops[0][2] == 202
+    assert f"/threads/{chat.thread_id}/runs/" in stops[0][1]
+    # what was streamed is kept aside, the thread shows its last saved state
+    await notice.locator("summary").click()
+    await expect(notice.locator(".notice-detail")).to_contain_text("tok3")
+    await expect(articles).to_have_count(len(shown))
+    assert await articles.all_inner_texts() == shown
+    await expect(page.locator("#question")).to_have_value("slow answer please")
+    view = await chat.server_view()
+    assert view["activeRunId"] is None
+    assert view["messages"] == saved["messages"]
+    assert view["state"] == saved["state"]
+    await chat.screenshot("stopped")
+
+    # the thread goes on from there
+    assert (await chat.ask("nightly backups again")).startswith("Found it in")
+    users = [m["content"] for m in (await chat.server_view())["messages"] if m["role"] == "user"]
+    assert users == ["nightly backups", "nightly backups again"]
+    chat.assert_clean_console()
+
+
+async def test_errors_are_shown_and_the_page_stays_usable(browser: Browser, scenario_url: str) -> None:
+    chat = await open_chat(browser, scenario_url, "errors")
+    page = chat.page
+    await chat.ask("nightly backups")
+    saved = await chat.server_view()
+
+    # RUN_ERROR: the server's (sanitised) message in the conversation, the thread unchanged
+    await chat.type_question("fail now")
+    notice = page.locator("#log .notice-error").last
+    await expect(notice).to_contain_text("internal error (reference")
+    await expect(notice).to_contain_text("This turn (“fail now”) was not saved.")
+    await chat.wait_idle()
+    assert "hunter2" not in await page.content()
+    await expect(page.locator("#question")).to_have_value("fail now")
+    assert (await chat.server_view())["messages"] == saved["messages"]
+    chat.assert_clean_console()  # a RUN_ERROR is an answer, not a page error
+
+    # HTTP 409: a second tab asks while this one is answering
+    other = await open_chat_at(browser, scenario_url, "errors-other", f"#thread={chat.thread_id}")
+    await expect(other.answers()).to_have_count(1)
+    await chat.type_question("slow answer please")
+    await expect(page.locator("#log article.message-assistant").last).to_contain_text("tok2")
+    await other.type_question("nightly backups")
+    busy = other.page.locator("#log .notice-error")
+    await expect(busy).to_contain_text("is busy with run")
+    await other.wait_idle()
+    await expect(other.page.locator("#question")).to_have_value("nightly backups")
+    await other.screenshot("busy")
+    # the browser reports the refused request, and @ag-ui/client logs the rejected run
+    assert other.problems, "expected the 409 to be logged"
+    assert all("409" in p for p in other.problems), other.problems
+
+    await page.locator("#stop").click()
+    await chat.wait_idle("document.querySelector('#log .notice-info') !== null")
+    assert (await other.ask("nightly backups")).startswith("Found it in")
+    chat.assert_clean_console()
+
+
+@pytest.fixture
+async def token_url(scenario_config: Any) -> AsyncIterator[str]:
+    scenario_config.tokens = {"alice": SecretStr("alice-token")}
+    async with serve(scenario_app(scenario_config)) as url:
+        yield url
+
+
+async def test_bearer_token_from_the_url(browser: Browser, token_url: str) -> None:
+    chat = await open_chat_at(browser, token_url, "token", "?token=alice-token")
+    assert "token" not in chat.page.url  # moved to sessionStorage, out of the address bar
+    assert (await chat.ask("nightly backups")).startswith("Found it in")
+    await chat.reload()  # the tab keeps the token
+    await expect(chat.page.locator("#threads a[aria-current=page]")).to_have_text("nightly backups")
+    chat.assert_clean_console()
+
+    # without a token the page says what is wrong instead of failing silently
+    context = await browser.new_context()
+    anonymous = ChatPage(await context.new_page(), token_url, "token-missing")
+    await anonymous.page.goto(f"{token_url}/")
+    await expect(anonymous.page.locator("#banner")).to_contain_text("missing bearer token")
+    assert anonymous.problems
+    assert all("401" in p for p in anonymous.problems), anonymous.problems
+    await context.close()
+
+
+async def test_the_server_explains_a_page_that_is_not_built(tmp_path: Path) -> None:
+    """No Node on the machine: the server still starts and `/` says how to build the page."""
+    app = Starlette(routes=static_routes(tmp_path))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://page") as client:
+        missing = await client.get("/")
+        assert missing.status_code == 200
+        assert missing.headers["content-type"].startswith("text/html")
+        assert "not built" in missing.text
+        assert "cd frontend &amp;&amp; npm ci &amp;&amp; npm run build" in missing.text
+
+        (tmp_path / "assets").mkdir()
+        (tmp_path / "index.html").write_text("<!doctype html><title>built</title>")
+        (tmp_path / "assets" / "app-1234.js").write_text("console.log(1)")
+        built = await client.get("/")
+        assert built.status_code == 200
+        assert "<title>built</title>" in built.text
+        assert "default-src 'self'" in built.headers["content-security-policy"]
+        asset = await client.get("/assets/app-1234.js")
+        assert asset.status_code == 200
+        assert "immutable" in asset.headers["cache-control"]
+        assert (await client.get("/assets/nope.js")).status_code == 404
