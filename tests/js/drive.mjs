@@ -127,7 +127,7 @@ for (const step of plan.steps) {
     agent.addMessage({ id: nextId("user"), role: "user", content: step.text });
     report.steps.push({ op: "user" });
   } else if (step.op === "setState") {
-    agent.setState(step.state);
+    agent.setState(step.state ?? agent.state);
     report.steps.push({ op: "setState" });
   } else if (step.op === "run") {
     const params = { runId: nextId("run") };
