@@ -176,7 +176,7 @@ class RedisEventLog(EventLog):
             float(fields["started_at"]),
         )
 
-    async def read(self, run_id: str, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
+    async def read(self, run_id: str, after: int = 0) -> AsyncIterator[list[tuple[int, bytes]]]:
         info = await self.info(run_id)
         if info is None:
             return
@@ -184,22 +184,24 @@ class RedisEventLog(EventLog):
         last = f"0-{max(0, after)}"
         while True:  # replay what is already there
             entries = await _redis(self.redis.xrange(key, min=f"({last}", count=500))
-            for entry_id, fields in entries:
-                if b"end" in fields:
-                    return
-                last = entry_id.decode()
-                yield int(last.split("-")[1]), fields[b"d"]
+            batch, ended = _batch(entries)
+            if batch:
+                last = f"0-{batch[-1][0]}"
+                yield batch
+            if ended:
+                return
             if len(entries) < 500:
                 break
         block_ms = int(min(self.liveness_seconds, 4.0) * 1000)
         checked = time.monotonic()
         while True:  # then follow the tail
             response = await _redis(self.redis.xread({key: last}, block=block_ms, count=500))
-            for entry_id, fields in response[0][1] if response else []:
-                if b"end" in fields:
-                    return
-                last = entry_id.decode()
-                yield int(last.split("-")[1]), fields[b"d"]
+            batch, ended = _batch(response[0][1] if response else [])
+            if batch:
+                last = f"0-{batch[-1][0]}"
+                yield batch
+            if ended:
+                return
             if not response or time.monotonic() - checked >= self.liveness_seconds:
                 checked = time.monotonic()
                 await self._close_if_dead(info)
@@ -222,6 +224,16 @@ class RedisEventLog(EventLog):
 
     async def aclose(self) -> None:
         await self.redis.aclose()
+
+
+def _batch(entries: list[Any]) -> tuple[list[tuple[int, bytes]], bool]:
+    """Events of stream entries (until an end marker), and whether the end marker was among them."""
+    batch = []
+    for entry_id, fields in entries:
+        if b"end" in fields:
+            return batch, True
+        batch.append((int(entry_id.split(b"-")[1]), fields[b"d"]))
+    return batch, False
 
 
 class RedisStopBus:

@@ -54,8 +54,12 @@ class EventLog(ABC):
         """The run's info, or ``None`` when unknown or expired."""
 
     @abstractmethod
-    def read(self, run_id: str, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
-        """Events with a sequence number above ``after``, then the live tail until the run closes."""
+    def read(self, run_id: str, after: int = 0) -> AsyncIterator[list[tuple[int, bytes]]]:
+        """Events with a sequence number above ``after``, then the live tail until the run closes.
+
+        Events come in batches of whatever is available, so a reader that fell behind catches up
+        in one step (and one network write) rather than event by event.
+        """
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""
@@ -102,15 +106,17 @@ class MemoryEventLog(EventLog):
         log = self._logs.get(run_id)
         return log.info if log is not None else None
 
-    async def read(self, run_id: str, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
+    async def read(self, run_id: str, after: int = 0) -> AsyncIterator[list[tuple[int, bytes]]]:
         log = self._logs.get(run_id)
         if log is None:
             return
         position = max(0, after)
         while True:
-            while position < len(log.events):
-                position += 1
-                yield position, log.events[position - 1]
+            end = len(log.events)
+            if position < end:
+                yield list(zip(range(position + 1, end + 1), log.events[position:end], strict=True))
+                position = end
+                continue
             if log.closed:
                 return
             await log.signal.wait()

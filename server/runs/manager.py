@@ -179,7 +179,7 @@ class RunManager:
                 return
 
     async def subscribe(self, run_id: str, after: int = 0) -> AsyncIterator[bytes]:
-        """SSE frames of the run's events after ``after``, then its live tail."""
+        """SSE frames of the run's events after ``after``, then its live tail (several per write)."""
         active = self._runs.get(run_id)
         if active is not None:
             active.subscribers += 1
@@ -188,9 +188,9 @@ class RunManager:
                 active.grace = None
         last = after
         try:
-            async for seq, data in self.logs.read(run_id, after):
-                last = seq
-                yield sse_frame(seq, data)
+            async for batch in self.logs.read(run_id, after):
+                last = batch[-1][0]
+                yield b"".join(sse_frame(seq, data) for seq, data in batch)
         except BackendUnavailable as exc:
             logger.warning("run %s: cannot read its event log: %s", run_id, exc)
             lost = RunErrorEvent(

@@ -93,11 +93,11 @@ async function runRecorded(agent, params, abortAfterMs) {
   });
   let timer = null;
   if (abortAfterMs) {
-    // abort once the answer is streaming, so there is something to cut
-    const started = Date.now();
+    // abort `abortAfterMs` after the answer started streaming, so there is something to cut
+    let firstToken = null;
     timer = setInterval(() => {
-      const streaming = rec.events.some((e) => e.type === "TEXT_MESSAGE_CONTENT");
-      if (streaming && Date.now() - started >= abortAfterMs) { clearInterval(timer); agent.abortRun(); }
+      if (firstToken === null && rec.events.some((e) => e.type === "TEXT_MESSAGE_CONTENT")) firstToken = Date.now();
+      if (firstToken !== null && Date.now() - firstToken >= abortAfterMs) { clearInterval(timer); agent.abortRun(); }
     }, 5);
   }
   try {

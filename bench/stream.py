@@ -1,0 +1,302 @@
+"""Streaming performance: ragstream against the bare pydantic-ai adapter and the transport floor.
+
+    python -m bench.stream [--tokens 20000] [--trials 30] [--levels 25,50,100,200,300,400]
+
+Each server runs alone in its own uvicorn process (``bench/stream_servers.py``) on the same
+``FunctionModel`` (one state-changing tool call, then text tokens); the load comes from this
+process over raw HTTP/1.0 sockets so that the client costs next to nothing. Figures, side by side:
+
+- events/s on one long stream (``--tokens`` tokens, unpaced), best of three;
+- time to RUN_STARTED and to the first text token (median of ``--trials`` short runs);
+- concurrent paced streams (50 events/s each, 5 s long) one worker sustains with the p99 lag of
+  events behind their schedule under 100 ms (the largest level of ``--levels`` that passes);
+- memory per idle thread kept in ragstream's cache (the bare adapter keeps none: the browser holds
+  the state).
+
+Targets (issue 9): ragstream at least as good as the bare adapter on every figure, and within
+2x of the floor on events/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._util import median, percentile, table
+
+ROOT = Path(__file__).resolve().parent.parent
+PACE_MS = 20
+PACED_TOKENS = 250
+
+
+def _body(tokens: int, pace_ms: int, thread: str, run: str) -> bytes:
+    return json.dumps(
+        {
+            "threadId": thread,
+            "runId": run,
+            "state": {},
+            "tools": [],
+            "context": [],
+            "forwardedProps": {},
+            "protocolVersion": "1.0",
+            "messages": [{"id": f"u-{run}", "role": "user", "content": f"{tokens} {pace_ms}"}],
+        }
+    ).encode()
+
+
+@dataclass
+class StreamResult:
+    started: float
+    run_started: float | None = None
+    first_token: float | None = None
+    finished: float = 0.0
+    events: int = 0
+    token_times: list[float] = field(default_factory=list)
+    ok: bool = False
+
+
+async def _stream(port: int, body: bytes, *, keep_token_times: bool = False) -> StreamResult:
+    """POST /agui over HTTP/1.0 (the body ends with the connection; no chunked framing) and time it."""
+    result = StreamResult(started=time.perf_counter())
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        b"POST /agui HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        + b"Accept: text/event-stream\r\nContent-Length: %d\r\n\r\n" % len(body)
+        + body
+    )
+    await writer.drain()
+    tail = b""
+    while chunk := await reader.read(65536):
+        now = time.perf_counter()
+        data = tail + chunk
+        frames = data.split(b"\n\n")
+        tail = frames.pop()
+        for frame in frames:
+            if b"data:" not in frame:
+                continue
+            result.events += 1
+            if result.run_started is None and b'"RUN_STARTED"' in frame:
+                result.run_started = now
+            elif b'"TEXT_MESSAGE_CONTENT"' in frame:
+                if result.first_token is None:
+                    result.first_token = now
+                if keep_token_times:
+                    result.token_times.append(now)
+            elif b'"RUN_FINISHED"' in frame:
+                result.ok = True
+    result.finished = time.perf_counter()
+    writer.close()
+    return result
+
+
+class Server:
+    def __init__(self, kind: str, data: Path) -> None:
+        from tests.servers import free_port
+
+        self.kind = kind
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.stream_servers", kind, str(self.port), str(data)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+
+    async def ready(self) -> Server:
+        for _ in range(600):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                writer.close()
+                await self.warm()
+                return self
+            except OSError:
+                await asyncio.sleep(0.1)
+        raise RuntimeError(f"{self.kind} server did not start")
+
+    async def warm(self) -> None:
+        for i in range(20):
+            await _stream(self.port, _body(200, 0, f"warm-{i}", f"warm-{i}"))
+
+    def rss(self) -> int:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(15)
+
+
+async def _events_per_second(server: Server, tokens: int) -> float:
+    rates = []
+    for trial in range(3):
+        result = await _stream(server.port, _body(tokens, 0, f"long-{trial}", f"long-{trial}"))
+        assert result.ok, f"{server.kind}: the long stream did not finish"
+        rates.append(result.events / (result.finished - result.started))
+    return max(rates)
+
+
+async def _latencies(server: Server, trials: int) -> tuple[float, float]:
+    to_start, to_token = [], []
+    for trial in range(trials):
+        result = await _stream(server.port, _body(5, 0, f"lat-{trial}", f"lat-{trial}"))
+        assert result.ok and result.run_started and result.first_token
+        to_start.append((result.run_started - result.started) * 1000)
+        to_token.append((result.first_token - result.started) * 1000)
+    return median(to_start), median(to_token)
+
+
+async def _paced(server: Server, streams: int, level: int) -> tuple[float, int]:
+    """p99 lag (ms) of token arrivals behind a 50/s schedule, and how many streams failed."""
+    results = await asyncio.gather(
+        *(
+            _stream(
+                server.port,
+                _body(PACED_TOKENS, PACE_MS, f"p{level}-{i}", f"p{level}-{i}"),
+                keep_token_times=True,
+            )
+            for i in range(streams)
+        ),
+        return_exceptions=True,
+    )
+    lags: list[float] = []
+    failed = 0
+    for result in results:
+        if isinstance(result, BaseException) or not result.ok or not result.token_times:
+            failed += 1
+            continue
+        first = result.token_times[0]
+        lags.extend((t - first - k * PACE_MS / 1000) * 1000 for k, t in enumerate(result.token_times))
+    return (percentile(lags, 99) if lags else float("inf")), failed
+
+
+async def _sustained(server: Server, levels: list[int]) -> tuple[int, dict[int, float]]:
+    best, seen = 0, {}
+    for level in levels:
+        p99, failed = await _paced(server, level, level)
+        seen[level] = p99
+        if failed or p99 >= 100:
+            break
+        best = level
+    return best, seen
+
+
+async def _memory_per_thread(server: Server, threads: int) -> float:
+    before = server.rss()
+    for i in range(threads):
+        result = await _stream(server.port, _body(3, 0, f"idle-{i}", f"idle-{i}"))
+        assert result.ok
+    await asyncio.sleep(1)
+    return (server.rss() - before) / threads
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tokens", type=int, default=20_000)
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--levels", default="25,50,100,200,300,400,600")
+    parser.add_argument("--threads", type=int, default=500, help="idle threads for the memory figure")
+    args = parser.parse_args()
+    levels = [int(x) for x in args.levels.split(",")]
+    work = Path(tempfile.mkdtemp(prefix="ragstream-bench-stream-"))
+    figures: dict[str, dict[str, Any]] = {}
+    try:
+        for kind in ("floor", "bare", "ragstream"):
+            data = work / kind
+            data.mkdir()
+            server = await Server(kind, data).ready()
+            try:
+                eps = await _events_per_second(server, args.tokens)
+                start_ms, token_ms = await _latencies(server, args.trials)
+                sustained, lags = await _sustained(server, levels)
+                memory = await _memory_per_thread(server, args.threads) if kind == "ragstream" else None
+            finally:
+                server.stop()
+            figures[kind] = {
+                "eps": eps,
+                "start": start_ms,
+                "token": token_ms,
+                "streams": sustained,
+                "lags": lags,
+                "memory": memory,
+            }
+            print(
+                f"{kind}: {eps:,.0f} events/s, RUN_STARTED {start_ms:.1f} ms, first token {token_ms:.1f} ms, "
+                f"{sustained} paced streams (p99 lag by level: {', '.join(f'{k}: {v:.0f} ms' for k, v in lags.items())})"
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    rag, bare, floor = figures["ragstream"], figures["bare"], figures["floor"]
+    print()
+    print(
+        table(
+            [
+                "figure",
+                "transport floor",
+                "bare adapter",
+                "ragstream",
+                "ragstream vs bare",
+                "ragstream vs floor",
+            ],
+            [
+                (
+                    "events/s, one long stream",
+                    floor["eps"],
+                    bare["eps"],
+                    rag["eps"],
+                    f"{rag['eps'] / bare['eps']:.2f}x",
+                    f"{floor['eps'] / rag['eps']:.2f}x slower",
+                ),
+                (
+                    "ms to RUN_STARTED (median)",
+                    floor["start"],
+                    bare["start"],
+                    rag["start"],
+                    f"{bare['start'] / rag['start']:.2f}x",
+                    "",
+                ),
+                (
+                    "ms to first token (median)",
+                    floor["token"],
+                    bare["token"],
+                    rag["token"],
+                    f"{bare['token'] / rag['token']:.2f}x",
+                    "",
+                ),
+                (
+                    "paced streams at p99 lag < 100 ms",
+                    floor["streams"],
+                    bare["streams"],
+                    rag["streams"],
+                    f"{rag['streams'] / max(bare['streams'], 1):.2f}x",
+                    "",
+                ),
+                (
+                    "memory per idle thread (KB)",
+                    "-",
+                    "- (client holds it)",
+                    f"{rag['memory'] / 1024:.1f}",
+                    "",
+                    "",
+                ),
+            ],
+        )
+    )
+    print("\n'ragstream vs bare' above 1.00x means ragstream is better (faster, sooner, more streams).")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
