@@ -110,6 +110,8 @@ def create_extractive_model(
             if isinstance(last, ModelRequest)
             else []
         )
+        if isinstance(last, ModelRequest) and any(isinstance(p, UserPromptPart) for p in last.parts):
+            returns = []  # a new question: results closing an earlier, abandoned call are not its answer
         question = _query(messages)
         for part in returns:
             if part.tool_name == search_tool:

@@ -71,7 +71,7 @@ def create_app(
             Middleware(
                 CORSMiddleware,
                 allow_origins=config.cors_origins,
-                allow_methods=["GET", "POST", "DELETE"],
+                allow_methods=["GET", "POST", "PUT", "DELETE"],
                 allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
                 expose_headers=["Content-Type"],
             )

@@ -162,7 +162,8 @@ class SQLiteThreadStore(ThreadStore):
     """Threads in a SQLite file (WAL mode) in the data directory; survives restarts.
 
     Several processes on one machine may open the same file: saves are compare-and-set in a
-    transaction, so the store is ``shared``. Calls run in a worker thread, never on the event loop.
+    transaction, so the store is ``shared``. Calls run in a worker thread, except ``version``, a
+    single indexed read that WAL mode never blocks and that every run makes.
     """
 
     shared = True
@@ -185,9 +186,11 @@ class SQLiteThreadStore(ThreadStore):
             self._conn = conn
         return self._conn
 
-    async def _run(self, fn: Any, *args: Any) -> Any:
+    async def _run(self, fn: Any, *args: Any, inline: bool = False) -> Any:
         async with self._lock:
             try:
+                if inline:  # an indexed single-value read: cheaper than the hop to a thread
+                    return fn(self._connect(), *args)
                 return await asyncio.to_thread(fn, self._connect(), *args)
             except sqlite3.Error as exc:
                 raise StoreError(f"thread store error ({self.path}): {exc}") from exc
@@ -199,7 +202,7 @@ class SQLiteThreadStore(ThreadStore):
         return await self._run(_sqlite_save, record)
 
     async def version(self, thread_id: str) -> int | None:
-        return await self._run(_sqlite_version, thread_id)
+        return await self._run(_sqlite_version, thread_id, inline=True)
 
     async def delete(self, thread_id: str) -> bool:
         return await self._run(_sqlite_delete, thread_id)
