@@ -22,20 +22,19 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from pydantic_ai.embeddings import EmbeddingModel, EmbeddingResult, EmbeddingSettings
+from pydantic_ai.embeddings import EmbeddingModel
 from pydantic_ai.embeddings.result import EmbedInputType
 
-from rag_tools.embeddings import resolve_embedding_model
+from rag_tools.embeddings import VectorEmbeddingModel, resolve_embedding_model
 from rag_tools.kb import KnowledgeBase
 
 from ._util import median, percentile, table
 
 
-class _Precomputed(EmbeddingModel):
+class _Precomputed(VectorEmbeddingModel):
     """Returns vectors computed beforehand: ingestion cost without the embedder."""
 
     def __init__(self, name: str, vectors: dict[str, list[float]]) -> None:
@@ -50,21 +49,8 @@ class _Precomputed(EmbeddingModel):
     def system(self) -> str:
         return self._name.split(":", 1)[0]
 
-    async def embed(
-        self,
-        inputs: str | Sequence[str],
-        *,
-        input_type: EmbedInputType,
-        settings: EmbeddingSettings | None = None,
-    ) -> EmbeddingResult:
-        texts, _ = self.prepare_embed(inputs, settings)
-        return EmbeddingResult(
-            [self._vectors[t] for t in texts],
-            inputs=texts,
-            input_type=input_type,
-            model_name=self.model_name,
-            provider_name=self.system,
-        )
+    async def vectors(self, texts: list[str], input_type: EmbedInputType) -> list[list[float]]:
+        return [self._vectors[t] for t in texts]
 
 
 def _vocabulary(rng: random.Random, size: int = 5000) -> list[str]:

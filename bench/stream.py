@@ -100,7 +100,9 @@ async def _stream(port: int, body: bytes, *, keep_token_times: bool = False) -> 
 
 
 class Server:
-    def __init__(self, kind: str, data: Path) -> None:
+    """One ``bench.stream_servers`` process; ``env`` adds settings (``RAGSTREAM_REDIS_URL``...)."""
+
+    def __init__(self, kind: str, data: Path, env: dict[str, str] | None = None) -> None:
         from tests.servers import free_port
 
         self.kind = kind
@@ -108,7 +110,7 @@ class Server:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.stream_servers", kind, str(self.port), str(data)],
             cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
         )
 
     async def ready(self) -> Server:

@@ -100,7 +100,7 @@ def ragstream_app(data_dir: Path) -> Starlette:
     from server.app import create_app
     from server.config import AppConfig
 
-    config = AppConfig(data_dir=data_dir, tool_dirs=[], keepalive_seconds=15)
+    config = AppConfig(data_dir=data_dir, tool_dirs=[], keepalive_seconds=15)  # RAGSTREAM_* env applies too
     toolkit = build_toolkit(config, [], namespaces={"notes": Notes})
     return create_app(config, agent=bench_agent(ChatDeps), toolkit=toolkit)
 

@@ -29,6 +29,7 @@ from pydantic_ai.embeddings.result import EmbedInputType
 __all__ = [
     "DEFAULT_EMBEDDER",
     "MiniLMEmbeddingModel",
+    "VectorEmbeddingModel",
     "WordLlamaEmbeddingModel",
     "embedder_name",
     "resolve_embedding_model",
@@ -40,7 +41,31 @@ _VOCAB = Path(__file__).parent / "_data" / "minilm_vocab.txt"
 _BATCH = 32
 
 
-class _LocalEmbeddingModel(EmbeddingModel):
+class VectorEmbeddingModel(EmbeddingModel):
+    """Base of embedding models computed in this process: subclasses implement ``vectors``."""
+
+    async def vectors(self, texts: list[str], input_type: EmbedInputType) -> Sequence[Sequence[float]]:
+        """One vector per text."""
+        raise NotImplementedError
+
+    async def embed(
+        self,
+        inputs: str | Sequence[str],
+        *,
+        input_type: EmbedInputType,
+        settings: EmbeddingSettings | None = None,
+    ) -> EmbeddingResult:
+        texts, _ = self.prepare_embed(inputs, settings)
+        return EmbeddingResult(
+            list(await self.vectors(texts, input_type)),
+            inputs=texts,
+            input_type=input_type,
+            model_name=self.model_name,
+            provider_name=self.system,
+        )
+
+
+class _LocalEmbeddingModel(VectorEmbeddingModel):
     """Shared plumbing of the offline models: lazy loading, batching, a worker thread."""
 
     dimensions: int
@@ -76,22 +101,8 @@ class _LocalEmbeddingModel(EmbeddingModel):
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.maximum(norms, 1e-12)
 
-    async def embed(
-        self,
-        inputs: str | Sequence[str],
-        *,
-        input_type: EmbedInputType,
-        settings: EmbeddingSettings | None = None,
-    ) -> EmbeddingResult:
-        texts, _ = self.prepare_embed(inputs, settings)
-        vectors = await asyncio.to_thread(self.embed_sync, texts)
-        return EmbeddingResult(
-            vectors.tolist(),
-            inputs=texts,
-            input_type=input_type,
-            model_name=self.model_name,
-            provider_name=self.system,
-        )
+    async def vectors(self, texts: list[str], input_type: EmbedInputType) -> Sequence[Sequence[float]]:
+        return (await asyncio.to_thread(self.embed_sync, texts)).tolist()  # type: ignore[no-any-return]
 
 
 class MiniLMEmbeddingModel(_LocalEmbeddingModel):

@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from rag_tools.kb import KnowledgeBaseError
 from rag_tools.state import StoreError
 
 from .runs.locks import BackendUnavailable
@@ -103,10 +104,18 @@ async def _unavailable(request: Request, exc: Exception) -> Response:
     return error_response(503, "the thread store is unavailable; retry shortly", code="unavailable")
 
 
+async def _knowledge_base_unavailable(request: Request, exc: Exception) -> Response:
+    logger.warning("knowledge base unavailable on %s %s: %s", request.method, request.url.path, exc)
+    return error_response(
+        503, "the knowledge base is unavailable; retry shortly", code="knowledge_base_unavailable"
+    )
+
+
 exception_handlers: dict[Any, Any] = {
     ApiError: _api_error,
     HTTPException: _http_error,
     StoreError: _unavailable,
     BackendUnavailable: _unavailable,
+    KnowledgeBaseError: _knowledge_base_unavailable,
     Exception: _unexpected,
 }

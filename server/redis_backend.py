@@ -54,14 +54,19 @@ if last[1] then seq = tonumber(string.match(last[1][1], '%-(%d+)$')) end
 redis.call('XADD', KEYS[2], '0-' .. (seq + 1), 'd', ARGV[1])
 redis.call('XADD', KEYS[2], '0-' .. (seq + 2), 'end', 'error')
 redis.call('HSET', KEYS[1], 'status', 'error')
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-redis.call('EXPIRE', KEYS[2], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1
 """
 
 _DEAD_RUN = encode_event(
     RunErrorEvent(message="The server running this run stopped before it finished.", code="worker_lost")
 )
+
+
+def _ms(seconds: float) -> int:
+    """A TTL in whole milliseconds, at least 1 (``EXPIRE 0`` would delete the key at once)."""
+    return max(1, round(seconds * 1000))
 
 
 async def _redis(operation: Awaitable[Any]) -> Any:
@@ -141,7 +146,7 @@ class RedisEventLog(EventLog):
                     "started_at": info.started_at,
                 },
             )
-            pipe.expire(self._info_key(info.run_id), int(self.running_ttl_seconds))
+            pipe.pexpire(self._info_key(info.run_id), _ms(self.running_ttl_seconds))
             await _redis(pipe.execute())
         self._seq[info.run_id] = 0
 
@@ -149,7 +154,7 @@ class RedisEventLog(EventLog):
         seq = self._seq[run_id] + 1
         await _redis(self.redis.xadd(self._events_key(run_id), {"d": data}, id=f"0-{seq}"))
         if seq == 1:
-            await _redis(self.redis.expire(self._events_key(run_id), int(self.running_ttl_seconds)))
+            await _redis(self.redis.pexpire(self._events_key(run_id), _ms(self.running_ttl_seconds)))
         self._seq[run_id] = seq
         return seq
 
@@ -158,8 +163,8 @@ class RedisEventLog(EventLog):
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.xadd(self._events_key(run_id), {"end": status}, id=f"0-{seq}")
             pipe.hset(self._info_key(run_id), "status", status)
-            pipe.expire(self._events_key(run_id), int(self.ttl_seconds))
-            pipe.expire(self._info_key(run_id), int(self.ttl_seconds))
+            pipe.pexpire(self._events_key(run_id), _ms(self.ttl_seconds))
+            pipe.pexpire(self._info_key(run_id), _ms(self.ttl_seconds))
             await _redis(pipe.execute())
 
     async def info(self, run_id: str) -> RunInfo | None:
@@ -204,23 +209,28 @@ class RedisEventLog(EventLog):
                 return
             if not response or time.monotonic() - checked >= self.liveness_seconds:
                 checked = time.monotonic()
-                await self._close_if_dead(info)
+                if not await self._close_if_dead(info):
+                    return  # the log expired under a slow reader: nothing more will come
 
-    async def _close_if_dead(self, info: RunInfo) -> None:
+    async def _close_if_dead(self, info: RunInfo) -> bool:
+        """Close the run if its worker died; ``False`` when its log no longer exists."""
         if await self.locks.holder(info.thread_id) == info.run_id:
-            return
+            return True
         current = await self.info(info.run_id)
-        if current is None or current.status != "running":
-            return
+        if current is None:
+            return False
+        if current.status != "running":
+            return True
         await asyncio.sleep(0.2)  # a run that just ended releases its lock before writing its end marker
         closed = await _redis(
             self._close_dead(
                 keys=[self._info_key(info.run_id), self._events_key(info.run_id)],
-                args=[_DEAD_RUN, int(self.ttl_seconds)],
+                args=[_DEAD_RUN, _ms(self.ttl_seconds)],
             )
         )
         if closed:
             logger.warning("run %s lost its worker; closed it with RUN_ERROR", info.run_id)
+        return True
 
     async def aclose(self) -> None:
         await self.redis.aclose()

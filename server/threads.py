@@ -19,7 +19,14 @@ from .errors import ApiError
 from .history import agui_messages, stored_messages
 from .services import Services
 
-__all__ = ["delete_thread", "list_threads", "owned_entry", "set_approval_policy", "thread_view"]
+__all__ = [
+    "check_thread_access",
+    "delete_thread",
+    "list_threads",
+    "owned_entry",
+    "set_approval_policy",
+    "thread_view",
+]
 
 
 async def owned_entry(services: Services, thread_id: str, principal: str) -> CacheEntry:
@@ -28,6 +35,13 @@ async def owned_entry(services: Services, thread_id: str, principal: str) -> Cac
     if entry.is_new or entry.record.owner != principal:
         raise ApiError(404, f"thread {thread_id!r} not found")
     return entry
+
+
+async def check_thread_access(services: Services, thread_id: str, principal: str) -> None:
+    """``ApiError(404)`` when the thread exists and belongs to someone else (new threads are fine)."""
+    entry = await services.cache.get_entry(thread_id)
+    if entry.record.owner is not None and entry.record.owner != principal:
+        raise ApiError(404, f"thread {thread_id!r} not found")
 
 
 async def list_threads(services: Services, principal: str, limit: int) -> list[dict[str, Any]]:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
 
 import numpy as np
-from pydantic_ai.embeddings import EmbeddingModel, EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
 
+from rag_tools.embeddings import VectorEmbeddingModel
 
-class HashingEmbeddingModel(EmbeddingModel):
+
+class HashingEmbeddingModel(VectorEmbeddingModel):
     """Bag of hashed words: texts sharing words get similar vectors. Not a product embedder."""
 
     def __init__(self, dimensions: int = 64, name: str = "hashing") -> None:
@@ -34,18 +34,5 @@ class HashingEmbeddingModel(EmbeddingModel):
         norm = float(np.linalg.norm(v)) or 1.0
         return (v / norm).tolist()
 
-    async def embed(
-        self,
-        inputs: str | Sequence[str],
-        *,
-        input_type: EmbedInputType,
-        settings: EmbeddingSettings | None = None,
-    ) -> EmbeddingResult:
-        texts, _ = self.prepare_embed(inputs, settings)
-        return EmbeddingResult(
-            [self.vector(t) for t in texts],
-            inputs=texts,
-            input_type=input_type,
-            model_name=self.model_name,
-            provider_name=self.system,
-        )
+    async def vectors(self, texts: list[str], input_type: EmbedInputType) -> list[list[float]]:
+        return [self.vector(t) for t in texts]

@@ -353,7 +353,7 @@ async def test_errors_are_shown_and_the_page_stays_usable(browser: Browser, scen
     await expect(page.locator("#log article.message-assistant").last).to_contain_text("tok2")
     await other.type_question("nightly backups")
     busy = other.page.locator("#log .notice-error")
-    await expect(busy).to_contain_text("is busy with run")
+    await expect(busy).to_contain_text("is busy with another run")
     await other.wait_idle()
     await expect(other.page.locator("#question")).to_have_value("nightly backups")
     await other.screenshot("busy")

@@ -7,7 +7,13 @@ os.environ.setdefault("LANCEDB_LOG", "error")
 
 
 from .filters import AllOf, DocumentFilter, Filter, combine_filters, sql_literal
-from .knowledge_base import EmbedderMismatchError, KnowledgeBase, KnowledgeBaseError, document_id_for
+from .knowledge_base import (
+    EmbedderMismatchError,
+    KnowledgeBase,
+    KnowledgeBaseError,
+    KnowledgeBaseUnavailable,
+    document_id_for,
+)
 from .models import Document, DocumentPage, IngestOutcome, IngestReport, SearchHit
 from .readers import SUPPORTED_SUFFIXES, UnsupportedFormatError
 
@@ -23,6 +29,7 @@ __all__ = [
     "IngestReport",
     "KnowledgeBase",
     "KnowledgeBaseError",
+    "KnowledgeBaseUnavailable",
     "SearchHit",
     "UnsupportedFormatError",
     "combine_filters",

@@ -12,13 +12,14 @@ never both and never neither.
 from __future__ import annotations
 
 import asyncio
+import functools
 import glob
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import lancedb
 import pyarrow as pa
@@ -33,7 +34,7 @@ from .filters import Filter, sql_literal
 from .models import Document, DocumentPage, IngestOutcome, IngestReport, SearchHit
 from .readers import SUPPORTED_SUFFIXES, ParsedDocument, detect_format, parse_document
 
-__all__ = ["EmbedderMismatchError", "KnowledgeBase", "KnowledgeBaseError"]
+__all__ = ["EmbedderMismatchError", "KnowledgeBase", "KnowledgeBaseError", "KnowledgeBaseUnavailable"]
 
 _CHUNKS = "chunks"
 _DOCUMENTS = "documents"
@@ -62,6 +63,36 @@ class KnowledgeBaseError(RuntimeError):
 
 class EmbedderMismatchError(KnowledgeBaseError):
     """The knowledge base was built with another embedder; its vectors are not comparable."""
+
+
+class KnowledgeBaseUnavailable(KnowledgeBaseError):
+    """The knowledge base's files could not be read or written (moved, deleted, unreadable, full).
+
+    LanceDB reports such failures as ``OSError`` or ``RuntimeError("lance error: ...")``; every public
+    method of ``KnowledgeBase`` turns them into this one type so that callers can tell "the knowledge
+    base is unavailable" from a bug.
+    """
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _storage_errors(
+    method: Callable[Concatenate[KnowledgeBase, _P], Awaitable[_T]],
+) -> Callable[Concatenate[KnowledgeBase, _P], Awaitable[_T]]:
+    @functools.wraps(method)
+    async def wrapper(self: KnowledgeBase, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            return await method(self, *args, **kwargs)
+        except KnowledgeBaseError:
+            raise
+        except (OSError, RuntimeError) as error:
+            raise KnowledgeBaseUnavailable(
+                f"the knowledge base at {self.uri} is unavailable: {error}"
+            ) from error
+
+    return wrapper
 
 
 @dataclass
@@ -165,6 +196,7 @@ class KnowledgeBase:
     async def __aexit__(self, *exc: object) -> None:
         self.close()
 
+    @_storage_errors
     async def open(self) -> None:
         """Connect, and check that the stored vectors were made by this embedder."""
         if self._db is not None:
@@ -240,6 +272,7 @@ class KnowledgeBase:
 
     # -- ingestion ---------------------------------------------------------------------------
 
+    @_storage_errors
     async def ingest_paths(
         self,
         paths: Iterable[str | Path],
@@ -280,6 +313,7 @@ class KnowledgeBase:
         report = await self.ingest_paths([path])
         return report.outcomes[0]
 
+    @_storage_errors
     async def ingest_bytes(
         self,
         data: bytes,
@@ -408,6 +442,7 @@ class KnowledgeBase:
                 )
             )
 
+    @_storage_errors
     async def refresh_indexes(self) -> None:
         """Keep indexes current: full-text and id indexes always, the ANN index past the threshold."""
         if self._chunks is None:
@@ -429,6 +464,7 @@ class KnowledgeBase:
             if not created:
                 await chunks.optimize(cleanup_older_than=timedelta(minutes=10))
 
+    @_storage_errors
     async def delete_document(self, document_id_or_uri: str) -> bool:
         """Remove a document and its chunks; ``False`` when there was no such document."""
         doc = await self.get_document_by_id(document_id_or_uri) or await self._document_where(
@@ -444,6 +480,7 @@ class KnowledgeBase:
 
     # -- search ------------------------------------------------------------------------------
 
+    @_storage_errors
     async def search(
         self,
         query: str,
@@ -503,6 +540,7 @@ class KnowledgeBase:
 
     # -- documents ---------------------------------------------------------------------------
 
+    @_storage_errors
     async def list_documents(
         self, page: int = 1, page_size: int = 50, *, filter: Filter | None = None
     ) -> DocumentPage:
@@ -516,6 +554,7 @@ class KnowledgeBase:
             documents=docs[start : start + page_size], page=page, page_size=page_size, total=len(docs)
         )
 
+    @_storage_errors
     async def get_document(
         self, query: str, *, filter: Filter | None = None, with_content: bool = True
     ) -> Document | None:
@@ -544,12 +583,14 @@ class KnowledgeBase:
                 )
         return None
 
+    @_storage_errors
     async def get_document_by_id(self, document_id: str, *, with_content: bool = False) -> Document | None:
         """The document with this id, or ``None``."""
         return await self._document_where(
             f"document_id = {sql_literal(document_id)}", with_content=with_content
         )
 
+    @_storage_errors
     async def get_chunks(self, document_id: str) -> list[SearchHit]:
         """A document's chunks in document order (``score`` is 0)."""
         await self.open()
@@ -564,10 +605,12 @@ class KnowledgeBase:
         rows.sort(key=lambda r: r["position"])
         return [SearchHit(**{k: r[k] for k in _HIT_COLUMNS}, score=0.0) for r in rows]
 
+    @_storage_errors
     async def count_documents(self) -> int:
         await self.open()
         return await self._documents.count_rows() if self._documents is not None else 0
 
+    @_storage_errors
     async def count_chunks(self) -> int:
         await self.open()
         return await self._chunks.count_rows() if self._chunks is not None else 0

@@ -353,7 +353,7 @@ def _setup_filesystem(libc: _Libc, config: dict[str, Any], unix_sockets: list[st
     workdir: str = config["workdir"]
     libc.mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
     needed = sorted({os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)} | {workdir})
-    covers = {os.path.realpath(d) for d in _HIDDEN_DIRS if os.path.isdir(d)}
+    covers = {os.path.realpath(d) for d in (*_HIDDEN_DIRS, *config.get("hidden", ())) if os.path.isdir(d)}
     if not config["userns"]:
         covers |= _blocking_ancestors(needed, config["uid"], config["gid"])
     covers = {c for c in covers if not any(c.startswith(o + "/") for o in covers) and c != "/"}

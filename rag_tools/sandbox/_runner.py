@@ -20,7 +20,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -151,7 +151,11 @@ def _probe() -> tuple[bool, str]:
 
 
 async def run_sandboxed(
-    code: str, *, limits: SandboxLimits = SandboxLimits(), bridge: Bridge | None = None
+    code: str,
+    *,
+    limits: SandboxLimits = SandboxLimits(),
+    bridge: Bridge | None = None,
+    hide: Sequence[str | os.PathLike[str]] = (),
 ) -> SandboxResult:
     """Run untrusted Python ``code`` in an isolated, resource-limited child process.
 
@@ -159,8 +163,12 @@ async def run_sandboxed(
     awaiting that coroutine function here) and may set a top-level ``result``. Problems of the code
     are reported in the returned :class:`SandboxResult`; cancelling the awaiting task kills the
     whole child process tree and re-raises :class:`asyncio.CancelledError`.
+
+    Besides the private system directories, the current working directory (the application's
+    project) and every directory in ``hide`` (data directories, configuration) are covered by
+    empty mounts: the code cannot read them, even where their files are world-readable.
     """
-    return await _run(code, limits, bridge)
+    return await _run(code, limits, bridge, hide=[os.getcwd(), *map(os.fspath, hide)])
 
 
 async def _run(
@@ -170,6 +178,7 @@ async def _run(
     *,
     python_guards: bool = True,
     check_available: bool = True,
+    hide: Sequence[str] = (),
 ) -> SandboxResult:
     """Implementation of :func:`run_sandboxed`; ``python_guards=False`` is for tests only."""
     bridge = dict(bridge or {})
@@ -187,7 +196,7 @@ async def _run(
         with lease as uid:
             workdir = _make_workdir(uid)
             try:
-                run = _Run(code, limits, bridge, uid, workdir, python_guards)
+                run = _Run(code, limits, bridge, uid, workdir, python_guards, hide)
                 result = await run.execute()
                 if not run.reaped:
                     lease.quarantine()
@@ -328,7 +337,9 @@ class _Run:
         uid: int,
         workdir: str,
         guards: bool,
+        hide: Sequence[str] = (),
     ) -> None:
+        self.hide = [os.path.realpath(p) for p in hide]
         self.code = code
         self.limits = limits
         self.bridge = bridge
@@ -405,6 +416,7 @@ class _Run:
             "limits": dataclasses.asdict(self.limits),
             "bridge": sorted(self.bridge),
             "python_guards": self.guards,
+            "hidden": self.hide,
         }
         assert proc.stdin is not None
         proc.stdin.write(json.dumps(config).encode())

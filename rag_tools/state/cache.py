@@ -113,7 +113,7 @@ class ToolContextCache:
         # A lock lives as long as an entry or a waiting task holds it, so two tasks can never
         # end up holding different locks for one thread.
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        self._loading: dict[str, asyncio.Lock] = {}
+        self._loading: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._background: set[asyncio.Task[Any]] = set()
 
     def __len__(self) -> int:
@@ -227,23 +227,23 @@ class ToolContextCache:
 
     async def _entry(self, thread_id: str, *, revalidate: bool) -> CacheEntry:
         entry = self._entries.get(thread_id)
-        if (
-            entry is not None
-            and revalidate
-            and self.store.shared
-            and not entry.dirty
-            and await self.store.version(thread_id) != (entry.record.version or None)
-        ):
-            self._drop(thread_id)
-            entry = None
+        if entry is not None and revalidate and self.store.shared and not entry.dirty:
+            stored = await self.store.version(thread_id)
+            # While the store answered, the entry may have been evicted or replaced: look again.
+            if self._entries.get(thread_id) is not entry:
+                entry = None
+            elif stored != (entry.record.version or None):
+                self._drop(thread_id)
+                entry = None
         if entry is None:
-            loading = self._loading.setdefault(thread_id, asyncio.Lock())
+            loading = self._loading.get(thread_id)
+            if loading is None:
+                loading = self._loading[thread_id] = asyncio.Lock()
             async with loading:
                 entry = self._entries.get(thread_id)
                 if entry is None:
                     entry = await self._load(thread_id)
                     self._entries[thread_id] = entry
-            self._loading.pop(thread_id, None)
         entry.last_used = self._clock()
         self._entries.move_to_end(thread_id)
         self._shrink()

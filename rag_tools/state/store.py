@@ -175,6 +175,7 @@ class SQLiteThreadStore(ThreadStore):
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
+            conn: sqlite3.Connection | None = None
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(self.path, timeout=10, check_same_thread=False, isolation_level=None)
@@ -182,6 +183,8 @@ class SQLiteThreadStore(ThreadStore):
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.executescript(_SCHEMA)
             except (sqlite3.Error, OSError) as exc:
+                if conn is not None:  # a half-opened connection holds the file: close it, do not leak it
+                    conn.close()
                 raise StoreError(f"cannot open the thread store at {self.path}: {exc}") from exc
             self._conn = conn
         return self._conn

@@ -67,6 +67,7 @@ def create_analysis_toolset(
     """A toolset with ``analyze(task, document_name?)`` returning an ``AnalysisResult``."""
     toolset: FunctionToolset[Any] = FunctionToolset(id=f"rag-{tool_name}")
     sandbox_limits = limits or SandboxLimits()
+    private_paths = [p for p in (config.data_dir, config.resolved_kb_uri) if "://" not in str(p)]
 
     async def analyze(ctx: RunContext[Any], task: str, document_name: str | None = None) -> AnalysisResult:
         """Compute something over the documents by writing and running a Python program.
@@ -108,7 +109,10 @@ def create_analysis_toolset(
             program = _strip_fences(code)
             await report_progress(ctx, "Running the analysis program", done=len(runs), total=max_attempts)
             outcome = await run_sandboxed(
-                program, limits=sandbox_limits, bridge={"search": search, "get_document": get_document}
+                program,
+                limits=sandbox_limits,
+                bridge={"search": search, "get_document": get_document},
+                hide=private_paths,  # the thread store and knowledge base hold other users' data
             )
             runs.append((program, outcome))
             if outcome.error and outcome.error_kind in ("exception", "blocked", "network", "filesystem"):

@@ -6,7 +6,7 @@ import re
 from collections.abc import AsyncIterator
 
 from sse_starlette import EventSourceResponse
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from ..auth import authenticate
 from ..errors import ApiError
@@ -14,7 +14,7 @@ from ..services import Services
 
 __all__ = ["check_id", "principal_of", "read_body", "services_of", "sse_response"]
 
-_ID = re.compile(r"^[\w.:@~+=-]{1,200}$")
+_ID = re.compile(r"[\w.:@~+=-]{1,200}")
 SSE_HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-store"}
 
 
@@ -28,7 +28,7 @@ def principal_of(request: Request) -> str:
 
 def check_id(value: str, what: str) -> str:
     """``value`` if it is a usable thread or run id; ``ApiError(422)`` otherwise."""
-    if not _ID.match(value):
+    if not _ID.fullmatch(value):
         raise ApiError(
             422,
             f"{what} must be 1-200 letters, digits or . : @ ~ + = - _ characters",
@@ -49,11 +49,14 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise ApiError(413, f"request body is larger than the limit of {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, f"request body is larger than the limit of {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, f"request body is larger than the limit of {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:  # nobody is left to answer; not an error of ours
+        raise ApiError(400, "the client disconnected before sending the whole body") from None
     return b"".join(chunks)
 
 

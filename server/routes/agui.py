@@ -9,6 +9,7 @@ from starlette.responses import Response
 
 from ..errors import ApiError, validation_details
 from ..runs.execution import RunExecution, prepare_run
+from ..threads import check_thread_access
 from ._common import check_id, principal_of, read_body, services_of, sse_response
 
 __all__ = ["agui"]
@@ -31,6 +32,8 @@ async def agui(request: Request) -> Response:
     check_id(run_input.run_id, "runId")
     if run_input.state is not None and not isinstance(run_input.state, dict):
         raise ApiError(422, "state must be a JSON object", details=[{"loc": ["state"], "type": "dict_type"}])
+
+    await check_thread_access(services, run_input.thread_id, principal)  # before a lock can tell anything
 
     async def prepare() -> RunExecution:
         txn = await services.cache.begin(run_input.thread_id)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -9,6 +11,7 @@ from starlette.responses import JSONResponse, Response
 from rag_tools.kb import SUPPORTED_SUFFIXES, KnowledgeBaseError
 
 from ..errors import ApiError
+from ..services import Services
 from ._common import principal_of, read_body, services_of
 from .threads import _int_param
 
@@ -51,10 +54,22 @@ async def upload_documents(request: Request) -> Response:
         form = await Request(request.scope, replay).form(max_files=MAX_FILES, max_fields=10)
     except Exception as exc:  # malformed multipart: python-multipart raises several types
         raise ApiError(400, f"the multipart body could not be parsed: {exc}") from None
-    files = [f for f in form.getlist("file") if isinstance(f, UploadFile)]
+    try:
+        outcomes = await _ingest_uploads(
+            services, [f for f in form.getlist("file") if isinstance(f, UploadFile)]
+        )
+    finally:
+        await form.close()  # spooled upload files
+    if all(o["status"] == "error" for o in outcomes):
+        raise ApiError(422, "no file could be ingested", details=outcomes)
+    created = any(o["status"] in ("added", "updated") for o in outcomes)
+    return JSONResponse({"outcomes": outcomes}, status_code=201 if created else 200)
+
+
+async def _ingest_uploads(services: Services, files: list[UploadFile]) -> list[dict[str, Any]]:
     if not files:
         raise ApiError(422, "no file in the 'file' field", details=[{"loc": ["file"]}])
-    outcomes = []
+    outcomes: list[dict[str, Any]] = []
     for upload in files:
         name = (upload.filename or "").replace("\\", "/").rsplit("/", 1)[-1]
         if not name or "." + name.rsplit(".", 1)[-1].lower() not in SUPPORTED_SUFFIXES:
@@ -65,7 +80,4 @@ async def upload_documents(request: Request) -> Response:
         except KnowledgeBaseError as exc:
             raise ApiError(503, "the knowledge base is unavailable") from exc
         outcomes.append(outcome.model_dump(mode="json"))
-    if all(o["status"] == "error" for o in outcomes):
-        raise ApiError(422, "no file could be ingested", details=outcomes)
-    created = any(o["status"] in ("added", "updated") for o in outcomes)
-    return JSONResponse({"outcomes": outcomes}, status_code=201 if created else 200)
+    return outcomes

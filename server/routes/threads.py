@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
@@ -14,6 +15,9 @@ from ..threads import delete_thread, list_threads, set_approval_policy, thread_v
 from ._common import check_id, principal_of, read_body, services_of, sse_response
 
 __all__ = ["get_thread", "list_all", "put_approval_policy", "remove_thread", "run_events", "stop_run"]
+
+
+_SEQUENCE = re.compile(r"[0-9]{1,12}")
 
 
 def _int_param(request: Request, name: str, default: int, *, low: int, high: int) -> int:
@@ -70,7 +74,7 @@ async def run_events(request: Request) -> Response:
     after = _int_param(request, "after", 0, low=0, high=10**9)
     last_event_id = request.headers.get("last-event-id")
     if "after" not in request.query_params and last_event_id:
-        if not last_event_id.isdigit():
+        if not _SEQUENCE.fullmatch(last_event_id):
             raise ApiError(422, "Last-Event-ID must be an event sequence number")
         after = int(last_event_id)
     return sse_response(services.runs.subscribe(run_id, after), services.config.keepalive_seconds)

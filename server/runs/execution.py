@@ -39,6 +39,7 @@ from pydantic_ai.exceptions import RunCancelled, RunTimedOut
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.toolsets import AbstractToolset
+from pydantic_ai.ui.ag_ui import AGUIAdapter
 from pydantic_ai.usage import UsageLimits
 
 from rag_tools import ChatDeps, RagConfig
@@ -205,6 +206,21 @@ async def prepare_run(
     execution = RunExecution(run_input, principal, txn, token, deps, diverged, prepare, run_timeout)
     if not run_input.messages and not run_input.resume:
         return execution
+
+    for index, message in enumerate(run_input.messages):
+        if message.role == "tool":  # needs its tool call, which may be server-held: checked by the adapter
+            continue
+        try:  # content the adapter would fail to convert mid-stream (bad base64, malformed parts)
+            AGUIAdapter.load_messages([message])
+        except ValueError as exc:
+            detail = (
+                exc.errors(include_url=False, include_input=False)[0]["msg"]
+                if isinstance(exc, ValidationError)
+                else str(exc)
+            )
+            raise ApiError(
+                422, f"messages[{index}] cannot be read: {detail}", details=[{"loc": ["messages", index]}]
+            ) from exc
 
     store = ThreadConversationStore(entry.record.extras)
     conversation = await store.read_record(run_input.thread_id)

@@ -97,10 +97,9 @@ class RunManager:
                 503, "runs cannot start: the shared backend is unavailable; retry shortly"
             ) from exc
         if not acquired:
-            holder = await self.locks.holder(thread_id)
             raise ApiError(
                 409,
-                f"thread {thread_id!r} is busy with run {holder!r}; wait for it to finish or stop it",
+                f"thread {thread_id!r} is busy with another run; wait for it to finish or stop it",
                 code="thread_busy",
             )
         try:

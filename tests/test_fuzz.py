@@ -1,0 +1,544 @@
+"""Property-based fuzzing of every HTTP route over real HTTP on loopback.
+
+Malformed, truncated, oversized, deeply nested, wrongly typed and unicode-hostile bodies, headers,
+query strings and path parameters go to every route of one real uvicorn server (per module, in a
+background thread), and every answer is held to the invariants of ``tests/fuzzing/harness.py``:
+no 5xx, no hang, a 4xx is a JSON error without a traceback, a run's stream is well formed, the
+server logs no error, and a rejected request changes no thread (the two seed threads are among
+the ids the strategies draw, so rejected requests do hit them) and no document.
+
+The suite runs a bounded number of examples per test (``RAGSTREAM_FUZZ_EXAMPLES``, default 100,
+derandomized so that every run of the suite tries the same inputs). A longer, randomized run:
+
+    RAGSTREAM_FUZZ_EXAMPLES=2000 RAGSTREAM_FUZZ_RANDOM=1 .venv/bin/python -m pytest tests/test_fuzz.py --timeout 3600
+
+Failing examples are replayed from ``.hypothesis/`` on the next run and printed by hypothesis as
+a ready-to-paste reproduction.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.fuzzing.harness import FuzzTarget, assert_json_error
+from tests.fuzzing.rawhttp import raw_request
+from tests.fuzzing.server import ServerLog, serve_in_thread
+from tests.fuzzing.strategies import (
+    BODY_LIMIT,
+    SEED_THREADS,
+    SERVER_ONLY,
+    agui_bodies,
+    auth_headers,
+    content_types,
+    encode,
+    fresh_ids,
+    hostile_text,
+    json_values,
+    last_event_ids,
+    path_segments,
+    query_strings,
+    run_ids,
+    state_proposals,
+    thread_ids,
+    valid_body,
+)
+from tests.protocol import check_stream, parse_sse
+
+EXAMPLES = int(os.environ.get("RAGSTREAM_FUZZ_EXAMPLES", "100"))
+RANDOM = os.environ.get("RAGSTREAM_FUZZ_RANDOM") == "1"
+
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=not RANDOM,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+        HealthCheck.filter_too_much,
+    ],
+    print_blob=True,
+)
+
+JSON = (b"Content-Type", b"application/json")
+STATE_KEYS = {
+    "document_filter",
+    "citations",
+    "searches",
+    "qa_history",
+    "archived",
+    "need_user_approve_tools",
+    "truncated_outputs",
+}
+
+
+@pytest.fixture(scope="module")
+def fuzz(tmp_path_factory: pytest.TempPathFactory, corpus_kb_template: Path) -> Iterator[FuzzTarget]:
+    """One server for the module, with two seed threads, and the invariants to hold it to."""
+    from server.config import AppConfig
+    from tests.conftest import scenario_app
+
+    data = tmp_path_factory.mktemp("fuzz") / "data"
+    shutil.copytree(corpus_kb_template, data / "kb")
+    config = AppConfig(
+        data_dir=data,
+        keepalive_seconds=5,
+        run_timeout=10,
+        max_upload_bytes=200_000,
+    )
+    log = ServerLog()
+    with (
+        log.attached(),
+        serve_in_thread(scenario_app(config)) as url,
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
+        target = FuzzTarget(url=url, log=log, client=client)
+        target.seed()
+        assert log.take() == []
+        yield target
+        # after everything: still healthy, still able to run
+        assert client.get("/health").json()["status"] == "ok"
+        response = client.post("/agui", json=valid_body("fz-final", "fz-final-r1"))
+        events = [e for _, e in parse_sse(response.text)]
+        check_stream(events, {})
+        assert events[-1]["type"] == "RUN_FINISHED"
+        assert log.take() == []
+
+
+@pytest.fixture(autouse=True)
+def _settle(fuzz: FuzzTarget) -> None:
+    """Each test starts from a fresh snapshot (the previous test may have changed the seeds)."""
+    fuzz.snapshot()
+
+
+def _headers(draw: st.DrawFn, *, content_type: bool = True) -> list[tuple[bytes, bytes]]:
+    headers = []
+    if content_type:
+        ct = draw(content_types())
+        if ct is not None:
+            headers.append((b"Content-Type", ct))
+    auth = draw(auth_headers())
+    if auth is not None:
+        headers.append((b"Authorization", auth))
+    last = draw(last_event_ids())
+    if last is not None:
+        headers.append((b"Last-Event-ID", last))
+    for name, value in draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(
+                    [b"Origin", b"Accept", b"Accept-Encoding", b"X-Forwarded-For", b"Cookie", b"X-Thread-Id"]
+                ),
+                st.sampled_from(
+                    [b"null", b"*/*", b"gzip, br", b"127.0.0.1, \xff", b"a=" + b"b" * 5000, b"\x00", b""]
+                ),
+            ),
+            max_size=2,
+        )
+    ):
+        headers.append((name, value))
+    return headers
+
+
+def _client_state(body: bytes) -> Any:
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        return {}
+    state = parsed.get("state") if isinstance(parsed, dict) else None
+    return state if isinstance(state, dict) else {}
+
+
+# -- POST /agui ---------------------------------------------------------------------------------
+
+
+@FUZZ
+@given(made=agui_bodies(), data=st.data())
+def test_agui_bodies(fuzz: FuzzTarget, made: tuple[bytes, str], data: st.DataObject) -> None:
+    body, kind = made
+    headers = [JSON] if data.draw(st.integers(0, 4)) else _headers(data.draw)
+    response = fuzz.send(
+        b"POST", b"/agui", headers, body, what=f"POST /agui ({kind})", client_state=_client_state(body)
+    )
+    if len(body) > BODY_LIMIT and headers == [JSON]:
+        assert response.status == 413, response.body[:300]
+
+
+@FUZZ
+@given(made=agui_bodies(), data=st.data())
+def test_agui_hostile_headers(fuzz: FuzzTarget, made: tuple[bytes, str], data: st.DataObject) -> None:
+    body, kind = made
+    fuzz.send(
+        b"POST",
+        b"/agui",
+        _headers(data.draw),
+        body,
+        what=f"POST /agui ({kind}, hostile headers)",
+        client_state=_client_state(body),
+    )
+
+
+# -- every other route ------------------------------------------------------------------------
+
+ROUTES = [
+    ("GET", "/threads"),
+    ("GET", "/threads/{t}"),
+    ("DELETE", "/threads/{t}"),
+    ("PUT", "/threads/{t}/approval-policy"),
+    ("POST", "/threads/{t}/runs/{r}/stop"),
+    ("GET", "/threads/{t}/runs/{r}/events"),
+    ("GET", "/documents"),
+    ("POST", "/documents"),
+    ("GET", "/health"),
+    ("GET", "/capabilities"),
+    ("GET", "/"),
+    ("HEAD", "/"),
+    ("GET", "/index.html"),
+    ("GET", "/assets/{t}"),
+    ("GET", "/{t}"),
+    ("POST", "/agui"),
+]
+WRONG_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "HEAD"]
+
+
+def _policy_bodies() -> st.SearchStrategy[bytes]:
+    names = st.lists(st.one_of(hostile_text(10, raw=False), st.just("archive_*"), st.just("")), max_size=4)
+    return st.one_of(
+        st.builds(lambda n: encode({"needUserApproveTools": n}), names),
+        st.builds(
+            lambda n, extra: encode({"needUserApproveTools": n, **extra}),
+            names,
+            st.dictionaries(hostile_text(6), json_values(3), max_size=2),
+        ),
+        st.builds(lambda v: encode({"needUserApproveTools": v}), json_values(6)),
+        st.builds(lambda v: encode(v), json_values(6)),
+        st.just(b'{"needUserApproveTools": ' + b"[" * 5000 + b"]" * 5000 + b"}"),
+        st.just(encode({"needUserApproveTools": ["x" * 200] * 201})),
+        st.just(encode({"needUserApproveTools": ["x" * 70_000]})),
+        st.binary(max_size=200),
+    )
+
+
+@FUZZ
+@given(data=st.data())
+def test_every_route(fuzz: FuzzTarget, data: st.DataObject) -> None:
+    method, template = data.draw(st.sampled_from(ROUTES))
+    if data.draw(st.integers(0, 5)) == 0:
+        method = data.draw(st.sampled_from(WRONG_METHODS))
+    path = template.encode()
+    if b"{t}" in path:
+        path = path.replace(b"{t}", data.draw(path_segments(thread_ids())))
+    if b"{r}" in path:
+        path = path.replace(b"{r}", data.draw(path_segments(run_ids())))
+    path += data.draw(query_strings())
+    body = b""
+    if template.endswith("approval-policy"):
+        body = data.draw(_policy_bodies())
+    elif template == "/agui":
+        body, _ = data.draw(agui_bodies())
+    elif method in ("POST", "PUT", "PATCH"):
+        body = data.draw(st.one_of(st.binary(max_size=300), st.builds(encode, json_values(6))))
+    headers = _headers(data.draw)
+    fuzz.send(method.encode(), path, headers, body, client_state=_client_state(body))
+
+
+@FUZZ
+@given(
+    pair=st.sampled_from([("seed-a", "seed-a-r1"), ("seed-b", "seed-b-r1"), ("seed-a", "seed-b-r1")]),
+    query=query_strings(),
+    last_event_id=last_event_ids(),
+    authorization=auth_headers(),
+)
+def test_run_event_cursors(
+    fuzz: FuzzTarget,
+    pair: tuple[str, str],
+    query: bytes,
+    last_event_id: bytes | None,
+    authorization: bytes | None,
+) -> None:
+    """Re-reading a real run's events from a hostile cursor (``?after=``, ``Last-Event-ID``)."""
+    thread, run = pair
+    headers = [(b"Last-Event-ID", last_event_id)] if last_event_id is not None else []
+    if authorization is not None:
+        headers.append((b"Authorization", authorization))
+    path = f"/threads/{thread}/runs/{run}/events".encode() + query
+    response = fuzz.send(b"GET", path, headers)
+    if response.status == 200:
+        assert thread == run[: len(thread)], "a run was served under another thread"
+
+
+# -- uploads ------------------------------------------------------------------------------------
+
+
+@st.composite
+def multipart_bodies(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """(content type, body) of a hostile multipart upload."""
+    boundary = draw(st.sampled_from([b"xYz", b"-", b"a" * 80, b"\xff", b"x y", b'b"q']))
+    parts = []
+    for _ in range(draw(st.integers(0, 3))):
+        field = draw(st.sampled_from([b"file", b"file", b"other", b"", b"fi\x00le"]))
+        name = draw(
+            st.one_of(
+                st.sampled_from(
+                    [
+                        "notes.md",
+                        "../../etc/passwd.md",
+                        "..\\..\\boot.ini.txt",
+                        "' OR 1=1 --.md",
+                        '"; DROP TABLE documents; --.txt',
+                        "%_.md",
+                        "nul\x00.md",
+                        ".md",
+                        "noext",
+                        "x.pdf",
+                        "x.exe",
+                        "\u202egpj.md",
+                        "a" * 300 + ".md",
+                    ]
+                ),
+                st.builds(
+                    lambda t, ext: t + ext,
+                    hostile_text(10, raw=False),
+                    st.sampled_from([".md", ".txt", ".html", ""]),
+                ),
+            )
+        )
+        disposition = b'Content-Disposition: form-data; name="' + field + b'"'
+        how = draw(st.sampled_from(["plain", "plain", "star", "none", "raw"]))
+        if how == "plain":
+            disposition += b'; filename="' + name.replace('"', "%22").encode("utf-8", "surrogatepass") + b'"'
+        elif how == "star":
+            disposition += b"; filename*=UTF-8''" + quote(name).encode()
+        elif how == "raw":
+            disposition += b"; filename=" + name.encode("utf-8", "surrogatepass")
+        ctype = draw(st.sampled_from([b"text/markdown", b"text/plain", b"application/pdf", b"\xff", b""]))
+        content = draw(
+            st.one_of(
+                st.sampled_from(
+                    [
+                        b"",
+                        b"# Fuzz\n\nA fuzz document.",
+                        b"%PDF-1.4 garbage",
+                        b"<html><script>x</script>",
+                        b"\xff\xfe\x00",
+                    ]
+                ),
+                hostile_text(20).map(lambda t: t.replace("\ue000", "").encode("utf-8", "surrogatepass")),
+            )
+        )
+        parts.append(
+            b"--"
+            + boundary
+            + b"\r\n"
+            + disposition
+            + b"\r\nContent-Type: "
+            + ctype
+            + b"\r\n\r\n"
+            + content
+            + b"\r\n"
+        )
+    ending = draw(st.sampled_from([b"--" + boundary + b"--\r\n", b"", b"--" + boundary + b"\r\n"]))
+    body = b"".join(parts) + ending
+    content_type = draw(
+        st.sampled_from(
+            [
+                b"multipart/form-data; boundary=" + boundary,
+                b'multipart/form-data; boundary="' + boundary + b'"',
+                b"multipart/form-data",
+                b"multipart/form-data; boundary=other",
+                b"Multipart/Form-Data; boundary=" + boundary,
+            ]
+        )
+    )
+    return content_type, body
+
+
+@FUZZ
+@given(upload=multipart_bodies(), data=st.data())
+def test_document_uploads(fuzz: FuzzTarget, upload: tuple[bytes, bytes], data: st.DataObject) -> None:
+    content_type, body = upload
+    headers = [(b"Content-Type", content_type), *_headers(data.draw, content_type=False)]
+    response = fuzz.send(b"POST", b"/documents", headers, body, what="POST /documents (multipart)")
+    if response.status in (200, 201):
+        outcomes = json.loads(response.body)["outcomes"]
+        for outcome in outcomes:
+            assert "/" not in outcome["source"] and "\\" not in outcome["source"], outcome
+
+
+# -- state proposals ------------------------------------------------------------------------
+
+
+NEW_THREAD_STATE = {
+    "document_filter": [],
+    "citations": {},
+    "searches": {},
+    "qa_history": [],
+    "archived": [],
+    "need_user_approve_tools": [],
+    "truncated_outputs": {},
+}
+
+
+@FUZZ
+@given(
+    proposal=st.one_of(state_proposals(), state_proposals(), json_values(6)),
+    thread=st.one_of(st.sampled_from(SEED_THREADS), fresh_ids()),
+    run=run_ids(unique=True),
+    with_message=st.integers(0, 3),
+)
+def test_state_proposals(fuzz: FuzzTarget, proposal: Any, thread: str, run: str, with_message: int) -> None:
+    """Random client state: a clean 4xx, or a run that ends where GET says, with server fields intact."""
+    before = fuzz.client.get(f"/threads/{thread}")
+    previous = before.json()["state"] if before.status_code == 200 else dict(NEW_THREAD_STATE)
+    text = "q nightly backups" if with_message == 0 else None
+    body = encode(valid_body(thread, run, text, state=proposal))
+    response = fuzz.send(
+        b"POST", b"/agui", [JSON], body, what="POST /agui (state proposal)", client_state=_client_state(body)
+    )
+    if response.status != 200:
+        assert response.status == 422, response.body[:300]
+        return
+    assert proposal is None or isinstance(proposal, dict), f"state {proposal!r} was accepted"
+    proposal = proposal or {}
+    events = [e for _, e in parse_sse(response.body.decode())]
+    final = check_stream(events, json.loads(body)["state"] or {})
+    view = fuzz.client.get(f"/threads/{thread}")
+    if events[-1]["type"] == "RUN_ERROR":
+        return  # the harness checked nothing changed
+    assert view.status_code == 200, view.text
+    state = view.json()["state"]
+    assert final == state, "the stream's final state differs from the thread's"
+    assert set(state) == STATE_KEYS, f"unexpected keys in the state: {set(state) ^ STATE_KEYS}"
+    assert not set(SERVER_ONLY) & set(state)
+    if "document_filter" in proposal:
+        assert state["document_filter"] == proposal["document_filter"]
+    else:
+        assert state["document_filter"] == previous["document_filter"]
+    # a run without a message changes nothing the server owns; a search only its own fields
+    untouched = STATE_KEYS - {"document_filter"} - ({"citations", "searches"} if text else set())
+    for key in untouched:
+        assert state[key] == previous[key], f"{key} was taken from the client's state"
+    for key, card in state["citations"].items():
+        assert key.isdigit() and card["index"] == int(key), card
+    for key, record in state["searches"].items():
+        assert record["id"] == key and key == f"s{record['seq']}", record
+
+
+# -- lies about the body length ---------------------------------------------------------------
+
+
+@settings(FUZZ, max_examples=max(5, EXAMPLES // 6))
+@given(
+    route=st.sampled_from(["/agui", "/documents", "/threads/seed-a/approval-policy"]),
+    shortfall=st.integers(1, 5000),
+)
+def test_content_length_longer_than_the_body(fuzz: FuzzTarget, route: str, shortfall: int) -> None:
+    """A client that declares more than it sends, then gives up: no error logged, nothing changed."""
+    method = b"PUT" if route.endswith("policy") else b"POST"
+    body = encode(valid_body("seed-a", "fz-cl-run")) if route == "/agui" else b'{"needUserApproveTools": []}'
+    ctype = b"multipart/form-data; boundary=x" if route == "/documents" else b"application/json"
+    headers = [(b"Content-Type", ctype), (b"Content-Length", str(len(body) + shortfall).encode())]
+    response = raw_request(fuzz.url, method, route.encode(), headers, body, timeout=10, half_close=True)
+    assert not response.timed_out, "the server kept the connection of a client that left"
+    if response.status is not None:  # the server may answer before it notices the client left
+        assert response.status < 500
+    errors = fuzz.log.take()
+    assert errors == [], f"a client that left mid-body ended in an unhandled error: {errors}"
+    fuzz.assert_unchanged(f"{method.decode()} {route} with a short body")
+
+
+# -- regressions found by the fuzzer (deterministic) ------------------------------------------
+
+
+@pytest.mark.parametrize("value", [b"\xb2", b"9" * 5000], ids=["superscript-two", "5000-digits"])
+def test_last_event_id_that_int_cannot_parse_is_422(fuzz: FuzzTarget, value: bytes) -> None:
+    """``"²".isdigit()`` is true and ``int("²")`` raises; so does a 5000-digit number (server/routes/threads.py run_events)."""
+    response = raw_request(
+        fuzz.url, b"GET", b"/threads/seed-a/runs/seed-a-r1/events", [(b"Last-Event-ID", value)]
+    )
+    errors = fuzz.log.take()
+    assert response.status == 422, (response.status, response.body[:200], errors)
+    assert_json_error(response.status, response.content_type, response.body)
+    assert errors == []
+
+
+@pytest.mark.parametrize("suffix", ["\n", "\r\n"], ids=["lf", "crlf"])
+def test_ids_with_a_trailing_newline_are_refused(fuzz: FuzzTarget, suffix: str) -> None:
+    """``check_id`` uses ``re.match`` with ``$``, which also matches before a final newline."""
+    thread = "fz-newline" + suffix
+    response = fuzz.client.post("/agui", json=valid_body(thread, "fz-newline-r1" + suffix))
+    assert response.status_code == 422, f"threadId {thread!r} was accepted: {response.text[:200]}"
+    path = quote("seed-a" + suffix, safe="")
+    assert fuzz.client.get(f"/threads/{path}").status_code == 422
+    fuzz.assert_unchanged("runs with newline ids")
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"type": "image", "source": {"type": "data", "value": "a", "mimeType": "image/png"}},
+        {
+            "type": "image",
+            "source": {"type": "url", "value": "https://example.com/x.png"},
+            "metadata": {"vendor_metadata": 5},
+        },
+    ],
+    ids=["bad-base64", "vendor-metadata-not-an-object"],
+)
+def test_invalid_multimodal_input_is_a_client_error(fuzz: FuzzTarget, part: dict[str, Any]) -> None:
+    """Input the adapter cannot convert is the client's error: 422 (or at least not an internal error)."""
+    messages = [{"id": "m1", "role": "user", "content": [{"type": "text", "text": "q backups"}, part]}]
+    body = valid_body("seed-a", "fz-mm-" + part["source"]["type"], messages=messages)
+    response = fuzz.client.post("/agui", json=body)
+    errors = fuzz.log.take()
+    if response.status_code != 200:
+        assert_json_error(response.status_code, response.headers["content-type"], response.content)
+    else:
+        events = [e for _, e in parse_sse(response.text)]
+        check_stream(events, {})
+        assert events[-1].get("code") != "internal_error", (
+            f"client input reported as an internal error: {events[-1]}"
+        )
+    assert errors == [], f"client input logged as a server error: {errors}"
+    fuzz.assert_unchanged("an invalid multimodal run")
+
+
+def test_uploads_close_their_temporary_files(fuzz: FuzzTarget) -> None:
+    """Every upload's parsed form (its spooled temporary files) is closed, accepted or not.
+
+    ``upload_documents`` (server/routes/documents.py) parses the replayed body with a second
+    ``Request`` whose form nobody closes, so each file is only reclaimed by its finalizer.
+    """
+    uploads = [
+        {"file": ("leak-check.md", b"# Leak check\n\nA small document.", "text/markdown")},
+        {"file": ("leak-check.exe", b"MZ", "application/octet-stream")},
+        {"other": ("leak-check.md", b"# x", "text/markdown")},
+    ]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        for files in uploads:
+            response = fuzz.client.post("/documents", files=files)
+            assert response.status_code in (200, 201, 422), response.text
+        gc.collect()
+    unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert unclosed == [], f"uploads left files to the garbage collector: {unclosed}"
+
+
+def test_fuzz_helpers_encode_raw_fragments() -> None:
+    """The splice of raw bytes works (a broken helper would make every other test vacuous)."""
+    body = encode({"a": "x\ue000y"}, [b"\xc0\xaf"])
+    assert body == b'{"a": "x\xc0\xafy"}'
+    assert encode({"a": "\ue000"}, [b"\\ud800"]) == b'{"a": "\\ud800"}'
