@@ -1,7 +1,7 @@
 """Scale-out: paced token streams on one worker against two workers sharing Redis, and what the
 Redis event log adds over the in-process one.
 
-    python -m bench.scale [--levels 100,200,300,400] [--redis redis://127.0.0.1:6379/0]
+    python -m bench.scale [--levels 10,20,30,40,50,60,80,100] [--redis redis://127.0.0.1:6379/0]
 
 Servers are ``bench/stream_servers.py ragstream`` processes (the streaming benchmark's agent: one
 state-changing tool call, then 250 tokens at 50 events/s per stream). Configurations:
@@ -60,7 +60,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--levels", default="100,200,300,400,500")
+    parser.add_argument("--levels", default="10,20,30,40,50,60,80,100")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]

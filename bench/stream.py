@@ -158,12 +158,18 @@ async def _latencies(server: Server, trials: int) -> tuple[float, float]:
     return median(to_start), median(to_token)
 
 
-async def _paced(server: Server, streams: int, level: int) -> tuple[float, int]:
-    """p99 lag (ms) of token arrivals behind a 50/s schedule, and how many streams failed."""
+async def _paced(
+    server: Server, streams: int, level: int, ports: list[int] | None = None
+) -> tuple[float, int]:
+    """p99 lag (ms) of token arrivals behind a 50/s schedule, and how many streams failed.
+
+    The streams go to ``server``, or round-robin over ``ports`` (several workers behind a balancer).
+    """
+    ports = ports or [server.port]
     results = await asyncio.gather(
         *(
             _stream(
-                server.port,
+                ports[i % len(ports)],
                 _body(PACED_TOKENS, PACE_MS, f"p{level}-{i}", f"p{level}-{i}"),
                 keep_token_times=True,
             )

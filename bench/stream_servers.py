@@ -102,7 +102,7 @@ def ragstream_app(data_dir: Path) -> Starlette:
 
     config = AppConfig(data_dir=data_dir, tool_dirs=[], keepalive_seconds=15)  # RAGSTREAM_* env applies too
     toolkit = build_toolkit(config, [], namespaces={"notes": Notes})
-    return create_app(config, agent=bench_agent(ChatDeps), toolkit=toolkit)
+    return create_app(config, agent=bench_agent(ChatDeps), toolkit=toolkit, freeze_gc=True)  # as served
 
 
 def bare_app(data_dir: Path) -> Starlette:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -24,7 +25,7 @@ from .routes.static import static_routes
 from .routes.threads import get_thread, list_all, put_approval_policy, remove_thread, run_events, stop_run
 from .services import Services
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "create_served_app"]
 
 
 def create_app(
@@ -33,11 +34,16 @@ def create_app(
     agent: Agent[Any, Any] | None = None,
     toolkit: Toolkit | None = None,
     store: ThreadStore | None = None,
+    freeze_gc: bool = False,
     **backends: Any,
 ) -> Starlette:
     """The ragstream ASGI app; services start in its lifespan.
 
     ``agent``, ``toolkit`` and ``store`` replace the configured defaults (tests, embedding apps).
+    ``freeze_gc`` moves everything alive after startup (models, tables, schemas) out of the garbage
+    collector's scans with ``gc.freeze()``: full collections then take a few milliseconds instead of
+    pausing every stream for hundreds. It changes the whole process, so only ``ragstream serve``
+    (``create_served_app``) turns it on.
     """
     config = config or AppConfig()
 
@@ -45,6 +51,9 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         services = await Services.start(config, agent=agent, toolkit=toolkit, store=store, **backends)
         app.state.services = services
+        if freeze_gc:
+            gc.collect()
+            gc.freeze()
         try:
             yield
         finally:
@@ -79,3 +88,8 @@ def create_app(
     return Starlette(
         routes=routes, middleware=middleware, lifespan=lifespan, exception_handlers=exception_handlers
     )
+
+
+def create_served_app() -> Starlette:
+    """The app as ``ragstream serve`` runs it in each worker: configured from the environment."""
+    return create_app(freeze_gc=True)

@@ -105,7 +105,7 @@ def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
         f"ragstream serving on http://{config.host}:{config.port} (model: {config.model or 'offline extractive'})"
     )
     uvicorn.run(
-        "server.app:create_app",
+        "server.app:create_served_app",
         factory=True,
         host=config.host,
         port=config.port,

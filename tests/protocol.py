@@ -1,4 +1,5 @@
-"""Checks every AG-UI event stream in the tests must pass, and SSE parsing for raw HTTP tests."""
+"""Checks every AG-UI event stream in the tests must pass, SSE parsing for raw HTTP tests, and the
+prompt reader of the tests' scripted models."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 from typing import Any
 
 import jsonpatch
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
 TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
 
@@ -44,3 +46,13 @@ def check_stream(events: list[dict[str, Any]], client_state: Any) -> Any:
         elif event["type"] == "STATE_DELTA":
             state = jsonpatch.apply_patch(state, event["delta"])  # raises if it does not apply
     return state
+
+
+def last_user_text(messages: list[ModelMessage]) -> str:
+    """The latest user prompt of a conversation (what a scripted ``FunctionModel`` answers)."""
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                    return part.content
+    return ""

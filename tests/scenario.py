@@ -17,11 +17,12 @@ from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from pydantic_ai import Agent, DeferredToolRequests, FunctionToolset, RunContext
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from rag_tools import ChatDeps, Toolkit, emit_state_update
 from rag_tools.state import StateModel
+from tests.protocol import last_user_text
 
 SECRET = "postgres://admin:hunter2@db"
 
@@ -29,15 +30,6 @@ SECRET = "postgres://admin:hunter2@db"
 class Notes(StateModel):
     client_fields: ClassVar[frozenset[str]] = frozenset()
     archived: list[str] = []
-
-
-def _last_user_text(messages: list[ModelMessage]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    return part.content
-    return ""
 
 
 async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
@@ -64,7 +56,7 @@ async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterato
         else:
             yield ("Denied: " if part.outcome == "denied" else f"{part.tool_name}: ") + str(part.content)
         return
-    text = _last_user_text(messages).strip()
+    text = last_user_text(messages).strip()
     if text.startswith("slow"):
         for i in range(300):
             await asyncio.sleep(0.02)

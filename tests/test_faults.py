@@ -33,12 +33,12 @@ from typing import Any
 import httpx
 import pytest
 from pydantic_ai import Agent, DeferredToolRequests, FunctionToolset, RunContext
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from rag_tools import ChatDeps, Toolkit, build_chat_toolkit, emit_state_update
 from rag_tools.state import StateModel
-from tests.protocol import check_stream, parse_sse
+from tests.protocol import check_stream, last_user_text, parse_sse
 from tests.servers import serve
 
 SECRET = "postgres://admin:hunter2@db.internal:5432/prod"
@@ -86,15 +86,6 @@ def fault_toolset(hooks: Hooks) -> FunctionToolset[Any]:
     return toolset
 
 
-def _user_text(messages: list[ModelMessage]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    return part.content
-    return ""
-
-
 def _call(name: str, args: dict[str, Any], n: int = 0) -> DeltaToolCalls:
     return {n: DeltaToolCall(name=name, json_args=json.dumps(args), tool_call_id=f"{name}-{n}")}
 
@@ -109,7 +100,7 @@ async def _fault_stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncI
     - ``hang``: the model never answers;
     - ``readonly``: calls ``freeze`` (the data directory becomes read-only), then answers.
     """
-    text = _user_text(messages)
+    text = last_user_text(messages)
     keyword, _, rest = text.partition(" ")
     last = messages[-1]
     returns = [

@@ -53,7 +53,7 @@ from rag_tools.toolsets import create_analysis_toolset
 from tests.fuzzing.harness import assert_json_error
 from tests.fuzzing.rawhttp import RawResponse, raw_request
 from tests.fuzzing.server import ServerLog, serve_in_thread
-from tests.protocol import check_stream, parse_sse
+from tests.protocol import check_stream, last_user_text, parse_sse
 from tests.scenario import Notes, notes_toolset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,15 +78,6 @@ STATE_KEYS = {
 # -- the models ---------------------------------------------------------------------------------
 
 
-def _last_user_text(messages: list[ModelMessage]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    return part.content
-    return ""
-
-
 async def _chat(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
     """``analyze <task>``, ``call <tool> <json args>``, ``slow``; anything else searches for itself."""
     last = messages[-1]
@@ -94,7 +85,7 @@ async def _chat(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[
         returned = [p for p in last.parts if isinstance(p, ToolReturnPart)][-1]
         yield f"The {returned.tool_name} tool answered."
         return
-    text = _last_user_text(messages).strip()
+    text = last_user_text(messages).strip()
     command, _, rest = text.partition(" ")
     if command == "analyze":
         yield {0: DeltaToolCall(name="analyze", json_args=json.dumps({"task": rest}))}
@@ -559,6 +550,8 @@ def test_bobs_run_on_alices_busy_thread_is_404_and_names_no_run(server: Server) 
     )
 
 
+# pydantic-ai warns when it drops the forged tool result: that drop is the defence under test.
+@pytest.mark.filterwarnings("ignore:.*client-submitted tool result:UserWarning")
 def test_forged_tool_results_and_resumes_do_not_bypass_approval(server: Server) -> None:
     """``archive_note`` needs approval: a client cannot run it by forging its call, result or approval."""
     forged_messages = [

@@ -45,12 +45,12 @@ from typing import Any
 import httpx
 import pytest
 from pydantic_ai import Agent, DeferredToolRequests, FunctionToolset, RunContext
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from rag_tools import ChatDeps, Toolkit, build_chat_toolkit, emit_state_update
 from rag_tools.state import StateModel
-from tests.protocol import check_stream, parse_sse
+from tests.protocol import check_stream, last_user_text, parse_sse
 from tests.servers import serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,15 +99,6 @@ def ledger_toolset() -> FunctionToolset[Any]:
     return toolset
 
 
-def _user_text(messages: list[ModelMessage]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    return part.content
-    return ""
-
-
 async def _soak_stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
     """``token|query``: tally the token and search for the query in parallel, then answer citing."""
     last = messages[-1]
@@ -131,7 +122,7 @@ async def _soak_stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIt
         for word in answer.split(" "):
             yield word + " "
         return
-    token, _, query = _user_text(messages).partition("|")
+    token, _, query = last_user_text(messages).partition("|")
     calls = {
         0: DeltaToolCall(name="tally", json_args=json.dumps({"token": token}), tool_call_id=f"{token}-t")
     }
