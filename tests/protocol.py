@@ -56,3 +56,21 @@ def last_user_text(messages: list[ModelMessage]) -> str:
                 if isinstance(part, UserPromptPart) and isinstance(part.content, str):
                     return part.content
     return ""
+
+
+def run_body(
+    thread: str, run: str, text: str | None = "nightly backups", state: Any = None, **extra: Any
+) -> dict[str, Any]:
+    """A RunAgentInput body with one user message (none for ``text=None``: a restating run)."""
+    messages = [{"id": f"u-{run}", "role": "user", "content": text}] if text is not None else []
+    return {
+        "threadId": thread,
+        "runId": run,
+        "messages": messages,
+        "state": {} if state is None else state,
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "protocolVersion": "1.0",
+        **extra,
+    }

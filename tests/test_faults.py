@@ -38,7 +38,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 
 from rag_tools import ChatDeps, Toolkit, build_chat_toolkit, emit_state_update
 from rag_tools.state import StateModel
-from tests.protocol import check_stream, last_user_text, parse_sse
+from tests.protocol import check_stream, last_user_text, parse_sse, run_body
 from tests.servers import serve
 
 SECRET = "postgres://admin:hunter2@db.internal:5432/prod"
@@ -182,19 +182,6 @@ def config(scenario_config: Any) -> Any:
 
 
 # -- the client side ------------------------------------------------------------------------------
-
-
-def run_body(thread: str, run: str, text: str, state: Any) -> dict[str, Any]:
-    return {
-        "threadId": thread,
-        "runId": run,
-        "messages": [{"id": f"u-{run}", "role": "user", "content": text}],
-        "state": state,
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-        "protocolVersion": "1.0",
-    }
 
 
 async def run(

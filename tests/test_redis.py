@@ -11,21 +11,8 @@ import httpx
 import pytest
 
 from tests.agui_client import drive
-from tests.protocol import check_stream, parse_sse
+from tests.protocol import check_stream, parse_sse, run_body
 from tests.redis_helpers import Worker, private_redis, worker_env
-
-
-def run_body(thread: str, run: str, text: str, state: Any = None) -> dict[str, Any]:
-    return {
-        "threadId": thread,
-        "runId": run,
-        "messages": [{"id": f"u-{run}", "role": "user", "content": text}],
-        "state": state or {},
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-        "protocolVersion": "1.0",
-    }
 
 
 @pytest.fixture

@@ -13,23 +13,8 @@ import pytest
 from pydantic import SecretStr
 
 from tests.conftest import scenario_app
-from tests.protocol import check_stream, parse_sse
+from tests.protocol import check_stream, parse_sse, run_body
 from tests.servers import serve
-
-
-def run_body(thread: str, run: str, text: str | None = "nightly backups", **extra: Any) -> dict[str, Any]:
-    messages = [{"id": f"u-{run}", "role": "user", "content": text}] if text is not None else []
-    return {
-        "threadId": thread,
-        "runId": run,
-        "messages": messages,
-        "state": {},
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-        "protocolVersion": "1.0",
-        **extra,
-    }
 
 
 @asynccontextmanager

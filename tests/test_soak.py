@@ -50,7 +50,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 
 from rag_tools import ChatDeps, Toolkit, build_chat_toolkit, emit_state_update
 from rag_tools.state import StateModel
-from tests.protocol import check_stream, last_user_text, parse_sse
+from tests.protocol import check_stream, last_user_text, parse_sse, run_body
 from tests.servers import serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,19 +167,6 @@ def soak_config(data_dir: Path, kb_template: Path, **overrides: Any) -> Any:
 def request_text(thread: int, run: int) -> str:
     """Run ``run`` of thread ``thread``: a unique token and one of the labelled corpus questions."""
     return f"t{thread}r{run}|{QUESTIONS[(thread * 7 + run * 3) % len(QUESTIONS)]}"
-
-
-def run_body(thread_id: str, run_id: str, text: str, state: Any) -> dict[str, Any]:
-    return {
-        "threadId": thread_id,
-        "runId": run_id,
-        "messages": [{"id": f"u-{run_id}", "role": "user", "content": text}],
-        "state": state,
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-        "protocolVersion": "1.0",
-    }
 
 
 async def run_once(

@@ -14,6 +14,8 @@ from urllib.parse import quote
 
 from hypothesis import strategies as st
 
+from tests.protocol import run_body
+
 __all__ = [
     "BODY_LIMIT",
     "HOSTILE_CHARS",
@@ -152,18 +154,7 @@ def encode(value: Any, fragments: list[bytes] | None = None) -> bytes:
 
 def valid_body(thread: str, run: str, text: str | None = "q nightly backups", **extra: Any) -> dict[str, Any]:
     """A RunAgentInput that the server accepts (``text=None``: no messages, a restating run)."""
-    messages = [{"id": f"u-{run}", "role": "user", "content": text}] if text is not None else []
-    return {
-        "threadId": thread,
-        "runId": run,
-        "messages": messages,
-        "state": {},
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-        "protocolVersion": "1.0",
-        **extra,
-    }
+    return run_body(thread, run, text, **extra)
 
 
 # -- ids and paths --------------------------------------------------------------------------
