@@ -23,6 +23,7 @@ from .routes.documents import list_documents, upload_documents
 from .routes.meta import capabilities, health
 from .routes.static import static_routes
 from .routes.threads import get_thread, list_all, put_approval_policy, remove_thread, run_events, stop_run
+from .runs import fastlocks
 from .services import Services
 
 __all__ = ["create_app", "create_served_app"]
@@ -43,9 +44,11 @@ def create_app(
     ``freeze_gc`` moves everything alive after startup (models, tables, schemas) out of the garbage
     collector's scans with ``gc.freeze()``: full collections then take a few milliseconds instead of
     pausing every stream for hundreds. It changes the whole process, so only ``ragstream serve``
-    (``create_served_app``) turns it on.
+    (``create_served_app``) turns it on. Creating an app also makes pydantic-ai's per-event stream
+    locks skip their event-loop yield (``runs.fastlocks``).
     """
     config = config or AppConfig()
+    fastlocks.install()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -145,6 +145,22 @@ async def test_eviction_cancels_background_tasks(store: ThreadStore) -> None:
         await task
 
 
+async def test_small_and_large_records_load_back_exactly(store: ThreadStore) -> None:
+    """SQLite reads small rows on the loop and large ones in a thread: both must load the same."""
+    assert await store.load("missing") is None
+    for tid, size in [("small", 10), ("large", 300_000)]:
+        record = ThreadRecord(tid, owner="alice", state={"ns": {"text": "x" * size}}, extras={"k": [1, 2]})
+        saved = await store.save(record)
+        loaded = await store.load(tid)
+        assert loaded is not None
+        assert (loaded.owner, loaded.version, loaded.state, loaded.extras) == (
+            "alice",
+            saved.version,
+            record.state,
+            record.extras,
+        )
+
+
 async def test_version_conflicts_are_detected(store: ThreadStore) -> None:
     record = await store.save(ThreadRecord("t", owner="alice"))
     assert record.version == 1

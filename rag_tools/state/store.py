@@ -162,11 +162,14 @@ class SQLiteThreadStore(ThreadStore):
     """Threads in a SQLite file (WAL mode) in the data directory; survives restarts.
 
     Several processes on one machine may open the same file: saves are compare-and-set in a
-    transaction, so the store is ``shared``. Calls run in a worker thread, except ``version``, a
-    single indexed read that WAL mode never blocks and that every run makes.
+    transaction, so the store is ``shared``. Calls run in a worker thread, except indexed reads that
+    WAL mode never blocks and that are cheaper than the hop to a thread: ``version`` (every run
+    makes it), and ``load`` of a missing thread or of one under ``inline_load_bytes``.
     """
 
     shared = True
+
+    inline_load_bytes = 64 * 1024
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -199,7 +202,10 @@ class SQLiteThreadStore(ThreadStore):
                 raise StoreError(f"thread store error ({self.path}): {exc}") from exc
 
     async def load(self, thread_id: str) -> ThreadRecord | None:
-        return await self._run(_sqlite_load, thread_id)
+        size = await self._run(_sqlite_size, thread_id, inline=True)
+        if size is None:
+            return None
+        return await self._run(_sqlite_load, thread_id, inline=size <= self.inline_load_bytes)
 
     async def save(self, record: ThreadRecord) -> ThreadRecord:
         return await self._run(_sqlite_save, record)
@@ -264,6 +270,13 @@ def _sqlite_save(conn: sqlite3.Connection, record: ThreadRecord) -> ThreadRecord
             conn.execute("ROLLBACK")
         raise
     return saved
+
+
+def _sqlite_size(conn: sqlite3.Connection, thread_id: str) -> int | None:
+    row = conn.execute(
+        "SELECT length(state) + length(extras) FROM threads WHERE thread_id = ?", (thread_id,)
+    ).fetchone()
+    return row[0] if row else None
 
 
 def _sqlite_version(conn: sqlite3.Connection, thread_id: str) -> int | None:

@@ -33,8 +33,6 @@ async def agui(request: Request) -> Response:
     if run_input.state is not None and not isinstance(run_input.state, dict):
         raise ApiError(422, "state must be a JSON object", details=[{"loc": ["state"], "type": "dict_type"}])
 
-    await check_thread_access(services, run_input.thread_id, principal)  # before a lock can tell anything
-
     async def prepare() -> RunExecution:
         txn = await services.cache.begin(run_input.thread_id)
         try:
@@ -55,5 +53,11 @@ async def agui(request: Request) -> Response:
             txn.close()
             raise
 
-    active = await services.runs.start(run_input, principal, prepare)
+    # prepare_run checks ownership under the lock; a busy thread of someone else's must still be a 404
+    active = await services.runs.start(
+        run_input,
+        principal,
+        prepare,
+        on_busy=lambda: check_thread_access(services, run_input.thread_id, principal),
+    )
     return sse_response(services.runs.subscribe(active.run_id), services.config.keepalive_seconds)

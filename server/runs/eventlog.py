@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -84,6 +85,7 @@ class MemoryEventLog(EventLog):
     def __init__(self, ttl_seconds: float = 600.0) -> None:
         self.ttl_seconds = ttl_seconds
         self._logs: dict[str, _Log] = {}
+        self._closed: deque[tuple[float, str]] = deque()  # in closing order, for expiry
 
     async def open(self, info: RunInfo) -> None:
         self._expire()
@@ -100,6 +102,7 @@ class MemoryEventLog(EventLog):
         if log is not None and not log.closed:
             log.closed, log.closed_at = True, time.monotonic()
             log.info = replace(log.info, status=status)
+            self._closed.append((log.closed_at, run_id))
             log.wake()
 
     async def info(self, run_id: str) -> RunInfo | None:
@@ -123,5 +126,6 @@ class MemoryEventLog(EventLog):
 
     def _expire(self) -> None:
         cutoff = time.monotonic() - self.ttl_seconds
-        for run_id in [r for r, log in self._logs.items() if log.closed and log.closed_at < cutoff]:
-            del self._logs[run_id]
+        while self._closed and self._closed[0][0] < cutoff:
+            _, run_id = self._closed.popleft()
+            self._logs.pop(run_id, None)

@@ -24,6 +24,7 @@ from ag_ui.core import (
     PROTOCOL_VERSION,
     BaseEvent,
     EventType,
+    Message,
     MessagesSnapshotEvent,
     RunAgentInput,
     RunErrorEvent,
@@ -160,6 +161,18 @@ def _outcome(event: BaseEvent) -> str | None:
     return getattr(outcome, "type", None)
 
 
+def _conversion_can_fail(message: Message) -> bool:
+    """Whether the adapter could fail to convert ``message`` once the stream has started.
+
+    Plain-text user messages (most of every request) always convert; tool messages need their tool
+    call, which may be held by the server, so the adapter checks those itself.
+    """
+    if message.role == "tool":
+        return False
+    plain_text = isinstance(message.content, str) and getattr(message, "encrypted_value", None) is None
+    return not (message.role == "user" and plain_text)
+
+
 def _title(result: AgentRunResult[Any]) -> str | None:
     for message in result.all_messages():
         if isinstance(message, ModelRequest):
@@ -208,7 +221,7 @@ async def prepare_run(
         return execution
 
     for index, message in enumerate(run_input.messages):
-        if message.role == "tool":  # needs its tool call, which may be server-held: checked by the adapter
+        if not _conversion_can_fail(message):
             continue
         try:  # content the adapter would fail to convert mid-stream (bad base64, malformed parts)
             AGUIAdapter.load_messages([message])

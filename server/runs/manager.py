@@ -82,10 +82,12 @@ class RunManager:
         run_input: RunAgentInput,
         principal: str,
         prepare: Callable[[], Awaitable[RunExecution]],
+        on_busy: Callable[[], Awaitable[None]] | None = None,
     ) -> ActiveRun:
         """Take the thread's run lock, prepare the run (``prepare`` may raise ``ApiError``), start it.
 
-        A second run on a busy thread is ``ApiError(409)``.
+        A second run on a busy thread is ``ApiError(409)``, unless ``on_busy`` raises another answer
+        first (the route checks there that the caller may see the thread at all).
         """
         thread_id, run_id = run_input.thread_id, run_input.run_id
         try:
@@ -97,6 +99,8 @@ class RunManager:
                 503, "runs cannot start: the shared backend is unavailable; retry shortly"
             ) from exc
         if not acquired:
+            if on_busy is not None:
+                await on_busy()
             raise ApiError(
                 409,
                 f"thread {thread_id!r} is busy with another run; wait for it to finish or stop it",
@@ -136,7 +140,10 @@ class RunManager:
                         )
                         logging_failed = True
                         execution.token.cancel()
-                if event.type == EventType.RUN_FINISHED:
+                if event.type == EventType.RUN_STARTED:
+                    # Let the response send it before the agent's run setup takes the loop for ~1 ms.
+                    await asyncio.sleep(0)
+                elif event.type == EventType.RUN_FINISHED:
                     terminal = True
                     outcome = getattr(getattr(event, "outcome", None), "type", "success")
                     status = {"interrupt": "interrupted", "cancelled": "cancelled"}.get(outcome, "finished")

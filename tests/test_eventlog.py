@@ -1,0 +1,42 @@
+"""The in-process run event log: replay after a cursor, live tail, and expiry of closed logs."""
+
+from __future__ import annotations
+
+import asyncio
+
+from server.runs.eventlog import MemoryEventLog, RunInfo
+
+
+async def _collect(log: MemoryEventLog, run_id: str, after: int = 0) -> list[tuple[int, bytes]]:
+    return [item async for batch in log.read(run_id, after) for item in batch]
+
+
+async def test_a_reader_gets_what_it_missed_then_the_live_tail_exactly_once() -> None:
+    log = MemoryEventLog()
+    await log.open(RunInfo("r", "t", "alice", "w"))
+    for data in (b"a", b"b", b"c"):
+        await log.append("r", data)
+    reader = asyncio.create_task(_collect(log, "r", after=1))
+    await asyncio.sleep(0)
+    await log.append("r", b"d")
+    await log.close("r", "finished")
+    assert await asyncio.wait_for(reader, 5) == [(2, b"b"), (3, b"c"), (4, b"d")]
+    assert (await log.info("r")).status == "finished"  # type: ignore[union-attr]
+
+
+async def test_closed_logs_expire_oldest_first_and_running_ones_never() -> None:
+    log = MemoryEventLog(ttl_seconds=0.05)
+    for run_id in ("old", "running"):
+        await log.open(RunInfo(run_id, "t", "alice", "w"))
+        await log.append(run_id, b"x")
+    await log.close("old", "finished")
+    await asyncio.sleep(0.1)
+    await log.open(RunInfo("new", "t", "alice", "w"))  # opening a log expires the stale ones
+    assert await log.info("old") is None
+    assert await log.info("running") is not None
+    assert await _collect(log, "old") == []
+
+    await log.close("new", "finished")
+    await log.open(RunInfo("newer", "t", "alice", "w"))  # "new" closed just now: kept for late readers
+    assert await _collect(log, "new") == []
+    assert await log.info("new") is not None
