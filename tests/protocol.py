@@ -1,5 +1,5 @@
-"""Checks every AG-UI event stream in the tests must pass, SSE parsing for raw HTTP tests, and the
-prompt reader of the tests' scripted models."""
+"""Checks every AG-UI event stream in the tests must pass, SSE parsing for raw HTTP tests, the
+prompt reader of the tests' scripted models, and the keys of the default chat state."""
 
 from __future__ import annotations
 
@@ -10,6 +10,13 @@ import jsonpatch
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
 TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
+
+CLIENT_OWNED = frozenset({"document_filter"})
+SERVER_OWNED = frozenset(
+    {"citations", "searches", "qa_history", "archived", "need_user_approve_tools", "truncated_outputs"}
+)
+CHAT_STATE_KEYS = CLIENT_OWNED | SERVER_OWNED
+"""Every key of the default chat server's state as a client sees it, and nothing else."""
 
 
 def parse_sse(body: str) -> list[tuple[int | None, dict[str, Any]]]:

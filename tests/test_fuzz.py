@@ -55,7 +55,7 @@ from tests.fuzzing.strategies import (
     thread_ids,
     valid_body,
 )
-from tests.protocol import check_stream, parse_sse
+from tests.protocol import CHAT_STATE_KEYS, CLIENT_OWNED, check_stream, parse_sse
 
 EXAMPLES = int(os.environ.get("RAGSTREAM_FUZZ_EXAMPLES", "100"))
 RANDOM = os.environ.get("RAGSTREAM_FUZZ_RANDOM") == "1"
@@ -74,15 +74,6 @@ FUZZ = settings(
 )
 
 JSON = (b"Content-Type", b"application/json")
-STATE_KEYS = {
-    "document_filter",
-    "citations",
-    "searches",
-    "qa_history",
-    "archived",
-    "need_user_approve_tools",
-    "truncated_outputs",
-}
 
 
 @pytest.fixture(scope="module")
@@ -421,14 +412,14 @@ def test_state_proposals(fuzz: FuzzTarget, proposal: Any, thread: str, run: str,
     assert view.status_code == 200, view.text
     state = view.json()["state"]
     assert final == state, "the stream's final state differs from the thread's"
-    assert set(state) == STATE_KEYS, f"unexpected keys in the state: {set(state) ^ STATE_KEYS}"
+    assert set(state) == CHAT_STATE_KEYS, f"unexpected keys in the state: {set(state) ^ CHAT_STATE_KEYS}"
     assert not set(SERVER_ONLY) & set(state)
     if "document_filter" in proposal:
         assert state["document_filter"] == proposal["document_filter"]
     else:
         assert state["document_filter"] == previous["document_filter"]
     # a run without a message changes nothing the server owns; a search only its own fields
-    untouched = STATE_KEYS - {"document_filter"} - ({"citations", "searches"} if text else set())
+    untouched = CHAT_STATE_KEYS - CLIENT_OWNED - ({"citations", "searches"} if text else set())
     for key in untouched:
         assert state[key] == previous[key], f"{key} was taken from the client's state"
     for key, card in state["citations"].items():

@@ -53,7 +53,7 @@ from rag_tools.toolsets import create_analysis_toolset
 from tests.fuzzing.harness import assert_json_error
 from tests.fuzzing.rawhttp import RawResponse, raw_request
 from tests.fuzzing.server import ServerLog, serve_in_thread
-from tests.protocol import check_stream, last_user_text, parse_sse
+from tests.protocol import CHAT_STATE_KEYS, SERVER_OWNED, check_stream, last_user_text, parse_sse
 from tests.scenario import Notes, notes_toolset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,16 +63,6 @@ ENV_SECRET = f"sk-test-{uuid.uuid4().hex}"
 ALICE_SECRET = f"ALICE-SECRET-{uuid.uuid4().hex}"
 SANDBOX, SANDBOX_REASON = sandbox_available()
 needs_sandbox = pytest.mark.skipif(not SANDBOX, reason=f"sandbox unavailable: {SANDBOX_REASON}")
-
-STATE_KEYS = {
-    "document_filter",
-    "citations",
-    "searches",
-    "qa_history",
-    "archived",
-    "need_user_approve_tools",
-    "truncated_outputs",
-}
 
 
 # -- the models ---------------------------------------------------------------------------------
@@ -770,9 +760,9 @@ def test_prototype_pollution_keys_in_state_are_ignored(server: Server) -> None:
     final = check_stream(events, proposal)
     state = server["alice"].get(f"/threads/{thread}").json()["state"]
     assert final == state
-    assert set(state) == STATE_KEYS, set(state) ^ STATE_KEYS
+    assert set(state) == CHAT_STATE_KEYS, set(state) ^ CHAT_STATE_KEYS
     assert state["document_filter"] == ["guide"]
-    for key in STATE_KEYS - {"document_filter"}:
+    for key in SERVER_OWNED:
         assert state[key] == before[key], f"{key} was taken from the client"
     text = json.dumps(state)
     assert "admin" not in text and "polluted" not in text and "evil" not in text

@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 from pydantic_ai import _utils, result
 
-__all__ = ["install", "installed"]
+__all__ = ["install"]
 
 _STREAM_LOCKS = ("_anext_lock", "_model_pull_lock")
 _PEEKABLE_LOCKS = ("_source_lock",)
@@ -39,11 +39,6 @@ def install() -> None:
     _wrap(result.AgentStream, "__post_init__", _STREAM_LOCKS)
     _wrap(_utils.PeekableAsyncStream, "__init__", _PEEKABLE_LOCKS)
     _installed = True
-
-
-def installed() -> bool:
-    """Whether ``install()`` has run in this process."""
-    return _installed
 
 
 def _wrap(cls: type, method: str, names: tuple[str, ...]) -> None:

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from hypothesis import strategies as st
 
-from tests.protocol import run_body
+from tests.protocol import SERVER_OWNED, run_body
 
 __all__ = [
     "BODY_LIMIT",
@@ -521,14 +521,6 @@ def agui_bodies(draw: st.DrawFn) -> tuple[bytes, str]:
 
 # -- state proposals --------------------------------------------------------------------------
 
-SERVER_OWNED = [
-    "citations",
-    "searches",
-    "qa_history",
-    "archived",
-    "need_user_approve_tools",
-    "truncated_outputs",
-]
 SERVER_ONLY = [
     "citation_registry",
     "next_citation",
@@ -551,7 +543,7 @@ def state_proposals(draw: st.DrawFn) -> dict[str, Any]:
     state: dict[str, Any] = {}
     for key in draw(st.lists(st.sampled_from(["__proto__", "constructor", "prototype"]), max_size=3)):
         state[key] = draw(st.one_of(st.just({"admin": True, "polluted": True}), json_values(4)))
-    for key in draw(st.lists(st.sampled_from(SERVER_OWNED + SERVER_ONLY), max_size=4)):
+    for key in draw(st.lists(st.sampled_from(sorted(SERVER_OWNED) + SERVER_ONLY), max_size=4)):
         state[key] = draw(json_values(6))
     if draw(st.booleans()):
         state["document_filter"] = draw(document_filters())
