@@ -1,13 +1,15 @@
 """Streaming performance: ragstream against the bare pydantic-ai adapter and the transport floor.
 
-    python -m bench.stream [--tokens 20000] [--trials 30] [--levels 25,50,100,200,300,400]
+    python -m bench.stream [--tokens 20000] [--trials 200] [--levels 25,50,100,200,300,400]
 
-Each server runs alone in its own uvicorn process (``bench/stream_servers.py``) on the same
-``FunctionModel`` (one state-changing tool call, then text tokens); the load comes from this
-process over raw HTTP/1.0 sockets so that the client costs next to nothing. Figures, side by side:
+Each server runs in its own uvicorn process (``bench/stream_servers.py``), the three up together,
+on the same ``FunctionModel`` (one state-changing tool call, then text tokens); the load comes from
+this process over raw HTTP/1.0 sockets so that the client costs next to nothing. The load phases
+run one server at a time. Figures, side by side:
 
 - events/s on one long stream (``--tokens`` tokens, unpaced), best of three;
-- time to RUN_STARTED and to the first text token (median of ``--trials`` short runs);
+- time to RUN_STARTED and to the first text token (median of ``--trials`` short runs, taken in
+  turn across the three servers so that drift between them does not count);
 - concurrent paced streams (50 events/s each, 5 s long) one worker sustains with the p99 lag of
   events behind their schedule under 100 ms (the largest level of ``--levels`` that passes);
 - memory per idle thread kept in ragstream's cache (the bare adapter keeps none: the browser holds
@@ -148,14 +150,21 @@ async def _events_per_second(server: Server, tokens: int) -> float:
     return max(rates)
 
 
-async def _latencies(server: Server, trials: int) -> tuple[float, float]:
-    to_start, to_token = [], []
+async def _latencies(servers: dict[str, Server], trials: int) -> dict[str, tuple[float, float]]:
+    """Median ms to RUN_STARTED and to the first token, trials taken in turn across ``servers``.
+
+    Taking them in turn keeps the machine's drift out of the comparison: on these shared machines
+    a figure measured a minute later can differ by 20%.
+    """
+    to_start: dict[str, list[float]] = {kind: [] for kind in servers}
+    to_token: dict[str, list[float]] = {kind: [] for kind in servers}
     for trial in range(trials):
-        result = await _stream(server.port, _body(5, 0, f"lat-{trial}", f"lat-{trial}"))
-        assert result.ok and result.run_started and result.first_token
-        to_start.append((result.run_started - result.started) * 1000)
-        to_token.append((result.first_token - result.started) * 1000)
-    return median(to_start), median(to_token)
+        for kind, server in servers.items():
+            result = await _stream(server.port, _body(5, 0, f"lat-{trial}", f"lat-{trial}"))
+            assert result.ok and result.run_started and result.first_token, f"{kind}: a short run failed"
+            to_start[kind].append((result.run_started - result.started) * 1000)
+            to_token[kind].append((result.first_token - result.started) * 1000)
+    return {kind: (median(to_start[kind]), median(to_token[kind])) for kind in servers}
 
 
 async def _paced(
@@ -213,25 +222,26 @@ async def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--tokens", type=int, default=20_000)
-    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--levels", default="25,50,100,200,300,400,600")
     parser.add_argument("--threads", type=int, default=500, help="idle threads for the memory figure")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     work = Path(tempfile.mkdtemp(prefix="ragstream-bench-stream-"))
     figures: dict[str, dict[str, Any]] = {}
+    servers: dict[str, Server] = {}
     try:
         for kind in ("floor", "bare", "ragstream"):
-            data = work / kind
-            data.mkdir()
-            server = await Server(kind, data).ready()
-            try:
-                eps = await _events_per_second(server, args.tokens)
-                start_ms, token_ms = await _latencies(server, args.trials)
-                sustained, lags = await _sustained(server, levels)
-                memory = await _memory_per_thread(server, args.threads) if kind == "ragstream" else None
-            finally:
-                server.stop()
+            (work / kind).mkdir()
+            servers[kind] = Server(kind, work / kind)
+        for server in servers.values():
+            await server.ready()
+        latencies = await _latencies(servers, args.trials)
+        for kind, server in servers.items():  # one at a time: these load the machine
+            eps = await _events_per_second(server, args.tokens)
+            sustained, lags = await _sustained(server, levels)
+            memory = await _memory_per_thread(server, args.threads) if kind == "ragstream" else None
+            start_ms, token_ms = latencies[kind]
             figures[kind] = {
                 "eps": eps,
                 "start": start_ms,
@@ -245,6 +255,8 @@ async def main() -> None:
                 f"{sustained} paced streams (p99 lag by level: {', '.join(f'{k}: {v:.0f} ms' for k, v in lags.items())})"
             )
     finally:
+        for server in servers.values():
+            server.stop()
         shutil.rmtree(work, ignore_errors=True)
 
     rag, bare, floor = figures["ragstream"], figures["bare"], figures["floor"]

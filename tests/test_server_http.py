@@ -61,10 +61,12 @@ async def test_run_streams_sse_with_ids_and_headers(scenario_config: Any) -> Non
 
 
 async def test_keepalive_comments_while_a_run_is_quiet(scenario_config: Any) -> None:
-    async with server(scenario_config, keepalive_seconds=0.05) as client:
-        response = await client.post("/agui", json=run_body("t", "r1", "slow"))
+    async with server(scenario_config, keepalive_seconds=0.05, run_timeout=0.5) as client:
+        response = await client.post("/agui", json=run_body("t", "r1", "hang"))
         assert ": ping" in response.text
-        check_stream([e for _, e in parse_sse(response.text)], {})
+        events = [e for _, e in parse_sse(response.text)]
+        check_stream(events, {})
+        assert events[-1]["code"] == "timeout"
 
 
 async def test_bad_requests_are_4xx_with_a_message(scenario_config: Any) -> None:

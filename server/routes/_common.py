@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 
-from sse_starlette import EventSourceResponse
 from starlette.requests import ClientDisconnect, Request
 
 from ..auth import authenticate
 from ..errors import ApiError
 from ..services import Services
+from ..sse import EventStreamResponse
 
 __all__ = ["check_id", "principal_of", "read_body", "services_of", "sse_response"]
 
@@ -60,6 +60,6 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def sse_response(frames: AsyncIterator[bytes], keepalive: float) -> EventSourceResponse:
-    """An SSE response over pre-framed events, with ``\\n`` separators and keep-alive comments."""
-    return EventSourceResponse(frames, sep="\n", ping=keepalive, headers=SSE_HEADERS)
+def sse_response(frames: AsyncIterator[bytes], keepalive: float) -> EventStreamResponse:
+    """An SSE response over pre-framed events, with keep-alive comments."""
+    return EventStreamResponse(frames, keepalive=keepalive, headers=SSE_HEADERS)

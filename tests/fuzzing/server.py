@@ -25,7 +25,7 @@ __all__ = ["ServerLog", "serve_in_thread"]
 class ServerLog(logging.Handler):
     """Records of ERROR and above from the server's loggers (and uvicorn's)."""
 
-    LOGGERS = ("ragstream", "uvicorn.error", "uvicorn.asgi", "sse_starlette")
+    LOGGERS = ("ragstream", "uvicorn.error", "uvicorn.asgi")
 
     def __init__(self) -> None:
         super().__init__(level=logging.ERROR)
