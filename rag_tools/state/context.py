@@ -210,7 +210,10 @@ class ToolContext:
         STATE_SNAPSHOT. Invalid client-owned values raise ``ValidationError`` and change nothing.
         """
         proposal = self._unwrap(state or {})
-        self._apply(proposal, client_only=True)
+        # The server's own snapshot coming back (the adapter hands every run the state it was given)
+        # has nothing to take; the comparison is cheap since it shares the cached dumps' objects.
+        if proposal != self._unwrap(self.build_state_snapshot()):
+            self._apply(proposal, client_only=True)
         if self.state_key is None:
             return dict(proposal) != self.build_state_snapshot()
         return dict(state or {}) != self.build_state_snapshot()
