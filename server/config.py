@@ -42,7 +42,9 @@ class AppConfig(RagConfig, BaseSettings):
     run_timeout: float = Field(
         default=300.0, gt=0, description="Seconds a run may take before it is stopped."
     )
-    keepalive_seconds: float = Field(default=15.0, gt=0, description="Interval of SSE keep-alive comments.")
+    keepalive_seconds: float = Field(
+        default=15.0, gt=0, description="Seconds without a write after which an SSE stream gets a keep-alive."
+    )
     redis_prefix: str = Field(
         default="ragstream:", description="Prefix of every Redis key (several apps, one Redis)."
     )
