@@ -210,13 +210,15 @@ class ToolContext:
         STATE_SNAPSHOT. Invalid client-owned values raise ``ValidationError`` and change nothing.
         """
         proposal = self._unwrap(state or {})
+        snapshot = self.build_state_snapshot()
         # The server's own snapshot coming back (the adapter hands every run the state it was given)
         # has nothing to take; the comparison is cheap since it shares the cached dumps' objects.
-        if proposal != self._unwrap(self.build_state_snapshot()):
+        if proposal != self._unwrap(snapshot):
             self._apply(proposal, client_only=True)
+            snapshot = self.build_state_snapshot()
         if self.state_key is None:
-            return dict(proposal) != self.build_state_snapshot()
-        return dict(state or {}) != self.build_state_snapshot()
+            return dict(proposal) != snapshot
+        return dict(state or {}) != snapshot
 
     def _apply(self, flat: Mapping[str, Any], *, client_only: bool) -> None:
         # Validate every field on shallow copies first, then commit: all or nothing.
