@@ -126,6 +126,29 @@ async def test_eviction_saves_unsaved_changes_first(store: ThreadStore) -> None:
     assert record.state["counter"]["hits"] == 41
 
 
+async def test_over_capacity_dirty_entry_is_saved_once_and_dropped(store: ThreadStore) -> None:
+    saves: list[str] = []
+    original = store.save
+
+    async def counting_save(record: ThreadRecord) -> ThreadRecord:
+        saves.append(record.thread_id)
+        await asyncio.sleep(0.01)  # a slow store: the cache is used again while it saves
+        return await original(record)
+
+    store.save = counting_save  # type: ignore[method-assign]
+    cache = ToolContextCache(store, max_entries=2)
+    async with cache.transaction("old", save=False) as entry:
+        entry.context.get_or_create("counter", Counter).hits = 7
+        entry.dirty = True
+    for thread in ("a", "b", "c", "a", "b", "c"):  # each access is over capacity
+        await cache.get_entry(thread)
+    await asyncio.sleep(0.05)
+    assert saves.count("old") == 1
+    assert "old" not in cache and len(cache) == 2
+    record = await store.load("old")
+    assert record is not None and record.state["counter"]["hits"] == 7
+
+
 async def test_locked_entries_are_not_evicted(store: ThreadStore) -> None:
     now = [0.0]
     cache = ToolContextCache(store, ttl_seconds=1, clock=lambda: now[0])

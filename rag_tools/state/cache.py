@@ -115,6 +115,7 @@ class ToolContextCache:
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._loading: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._background: set[asyncio.Task[Any]] = set()
+        self._evicting: set[str] = set()  # dirty entries whose saving-eviction is under way
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -263,18 +264,23 @@ class ToolContextCache:
 
     def _shrink(self) -> None:
         """Schedule saving-evictions beyond ``max_entries`` (oldest first, locked ones skipped)."""
-        excess = len(self._entries) - self.max_entries
+        excess = len(self._entries) - len(self._evicting) - self.max_entries
         if excess <= 0:
             return
-        for thread_id, entry in list(self._entries.items()):
-            if excess <= 0:
+        # Walk from the oldest only as far as needed: this runs twice per run, and copying a full
+        # cache here cost ~0.5 ms per run at 1,000 threads.
+        victims: list[tuple[str, CacheEntry]] = []
+        for thread_id, entry in self._entries.items():
+            if len(victims) == excess:
                 break
-            if entry.lock.locked():
-                continue
-            if entry.dirty:
+            if not entry.lock.locked() and thread_id not in self._evicting:
+                victims.append((thread_id, entry))
+        for thread_id, entry in victims:
+            if entry.dirty:  # saved first, in the background; counted as gone meanwhile
+                self._evicting.add(thread_id)
                 task = asyncio.get_running_loop().create_task(self.evict(thread_id))
                 self._background.add(task)
                 task.add_done_callback(self._background.discard)
+                task.add_done_callback(lambda _, tid=thread_id: self._evicting.discard(tid))
             else:
                 self._drop(thread_id)
-            excess -= 1
