@@ -8,7 +8,10 @@ Keys (all under a prefix, ``ragstream:`` by default):
   a closed run is an ``end`` marker;
 - channel ``stop``: stop requests for runs living in another worker.
 
-Readers replay with XRANGE and follow the tail with blocking XREAD, so no one polls for events.
+The worker running a run writes its events behind it (one pipeline per round of ready events) and
+keeps the log in memory while the run lives, so the run never waits on Redis and the client
+streaming from that worker reads from memory. Readers on other workers, and later reconnects,
+replay with XRANGE and follow the tail with blocking XREAD, so no one polls for events.
 While a reader waits it checks, once per ``liveness_seconds``, that the run still holds its
 thread's lock; a run whose lock expired (its worker died) is closed with RUN_ERROR, once, by a
 Lua script, for everyone who follows it. Every Redis failure surfaces as ``BackendUnavailable``.
@@ -21,6 +24,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis.asyncio as redis
@@ -30,7 +34,7 @@ from redis.exceptions import RedisError
 from rag_tools.state.redis_store import client_for
 
 from .runs.encoding import encode_event
-from .runs.eventlog import EventLog, RunInfo, RunStatus
+from .runs.eventlog import EventLog, MemoryEventLog, RunInfo, RunStatus
 from .runs.locks import BackendUnavailable, RunLocks
 
 __all__ = ["RedisEventLog", "RedisRunLocks", "RedisStopBus"]
@@ -106,8 +110,25 @@ class RedisRunLocks(RunLocks):
         return value.decode() if value is not None else None
 
 
+@dataclass
+class _Outbox:
+    """Events of a run of this worker not yet written to Redis, and the task writing them."""
+
+    key: str
+    last_seq: int = 0
+    pending: list[tuple[int, bytes]] = field(default_factory=list)
+    writer: asyncio.Task[None] | None = None
+    error: BackendUnavailable | None = None
+
+
 class RedisEventLog(EventLog):
-    """Run event logs on Redis Streams, readable from any worker."""
+    """Run event logs on Redis Streams, readable from any worker.
+
+    A run's own worker keeps its log in memory too while the run lives: its subscribers read from
+    there without a Redis round trip, and the run never waits for Redis. Appends are written
+    behind the run, every event ready at the time in one pipeline; a failed write surfaces as
+    ``BackendUnavailable`` from the next ``append``.
+    """
 
     def __init__(
         self,
@@ -125,7 +146,8 @@ class RedisEventLog(EventLog):
         self.ttl_seconds = ttl_seconds
         self.liveness_seconds = liveness_seconds
         self.running_ttl_seconds = running_ttl_seconds
-        self._seq: dict[str, int] = {}
+        self._local = MemoryEventLog(ttl_seconds=0)  # closed logs go at the next open
+        self._outboxes: dict[str, _Outbox] = {}
         self._close_dead = client.register_script(_CLOSE_DEAD)
 
     def _info_key(self, run_id: str) -> str:
@@ -136,42 +158,70 @@ class RedisEventLog(EventLog):
 
     async def open(self, info: RunInfo) -> None:
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(
-                self._info_key(info.run_id),
-                mapping={
-                    "thread_id": info.thread_id,
-                    "owner": info.owner,
-                    "worker": info.worker,
-                    "status": info.status,
-                    "started_at": info.started_at,
-                },
-            )
+            pipe.hset(self._info_key(info.run_id), mapping=_info_fields(info))
             pipe.pexpire(self._info_key(info.run_id), _ms(self.running_ttl_seconds))
             await _redis(pipe.execute())
-        self._seq[info.run_id] = 0
+        await self._local.open(info)
+        self._outboxes[info.run_id] = _Outbox(self._events_key(info.run_id))
 
     async def append(self, run_id: str, data: bytes) -> int:
-        seq = self._seq[run_id] + 1
-        await _redis(self.redis.xadd(self._events_key(run_id), {"d": data}, id=f"0-{seq}"))
-        if seq == 1:
-            await _redis(self.redis.pexpire(self._events_key(run_id), _ms(self.running_ttl_seconds)))
-        self._seq[run_id] = seq
+        box = self._outboxes[run_id]
+        seq = await self._local.append(run_id, data)
+        box.last_seq = seq
+        box.pending.append((seq, data))  # after a failed write, kept for the retry in ``close``
+        if box.error is not None:
+            raise box.error
+        if box.writer is None:
+            box.writer = asyncio.create_task(self._write(box))
         return seq
 
+    async def _write(self, box: _Outbox) -> None:
+        """Write the outbox until it is empty, one pipeline per round; what fails stays for ``close``."""
+        batch: list[tuple[int, bytes]] = []
+        try:
+            while box.pending:
+                batch, box.pending = box.pending, []
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    for seq, data in batch:
+                        pipe.xadd(box.key, {"d": data}, id=f"0-{seq}")
+                    if batch[0][0] == 1:
+                        pipe.pexpire(box.key, _ms(self.running_ttl_seconds))
+                    await _redis(pipe.execute())
+                batch = []
+        except BackendUnavailable as exc:
+            box.error = exc
+        finally:
+            box.pending[:0] = batch
+            box.writer = None
+
     async def close(self, run_id: str, status: RunStatus) -> None:
-        seq = self._seq.pop(run_id, 0) + 1
+        info = await self._local.info(run_id)
+        await self._local.close(run_id, status)
+        box = self._outboxes.pop(run_id, None) or _Outbox(self._events_key(run_id))
+        if box.writer is not None:
+            await asyncio.shield(box.writer)
+        seq = box.last_seq + 1
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.xadd(self._events_key(run_id), {"end": status}, id=f"0-{seq}")
-            pipe.hset(self._info_key(run_id), "status", status)
-            pipe.pexpire(self._events_key(run_id), _ms(self.ttl_seconds))
+            for pending_seq, data in box.pending:
+                pipe.xadd(box.key, {"d": data}, id=f"0-{pending_seq}")
+            pipe.xadd(box.key, {"end": status}, id=f"0-{seq}")
+            if info is not None:  # the whole info: a Redis that restarted mid-run has none of it
+                pipe.hset(self._info_key(run_id), mapping=_info_fields(replace(info, status=status)))
+            else:
+                pipe.hset(self._info_key(run_id), "status", status)
+            pipe.pexpire(box.key, _ms(self.ttl_seconds))
             pipe.pexpire(self._info_key(run_id), _ms(self.ttl_seconds))
             await _redis(pipe.execute())
 
     async def info(self, run_id: str) -> RunInfo | None:
+        if (local := await self._local.info(run_id)) is not None:
+            return local
         raw = await _redis(self.redis.hgetall(self._info_key(run_id)))
         if not raw:
             return None
         fields = {k.decode(): v.decode() for k, v in raw.items()}
+        if "thread_id" not in fields:  # only a status, written by a closing run after a Redis restart
+            return None
         return RunInfo(
             run_id,
             fields["thread_id"],
@@ -182,6 +232,10 @@ class RedisEventLog(EventLog):
         )
 
     async def read(self, run_id: str, after: int = 0) -> AsyncIterator[list[tuple[int, bytes]]]:
+        if await self._local.info(run_id) is not None:  # a run of this worker
+            async for batch in self._local.read(run_id, after):
+                yield batch
+            return
         info = await self.info(run_id)
         if info is None:
             return
@@ -234,6 +288,16 @@ class RedisEventLog(EventLog):
 
     async def aclose(self) -> None:
         await self.redis.aclose()
+
+
+def _info_fields(info: RunInfo) -> dict[str, str | float]:
+    return {
+        "thread_id": info.thread_id,
+        "owner": info.owner,
+        "worker": info.worker,
+        "status": info.status,
+        "started_at": info.started_at,
+    }
 
 
 def _batch(entries: list[Any]) -> tuple[list[tuple[int, bytes]], bool]:

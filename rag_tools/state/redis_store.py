@@ -39,14 +39,18 @@ return tonumber(ARGV[2])
 _NO_OWNER = "\x00"  # stands for "no owner" in the owner index and the hash
 
 
-def client_for(url: str, *, timeout: float = 5.0) -> redis.Redis:
+def client_for(url: str, *, timeout: float = 5.0, max_connections: int = 512) -> redis.Redis:
     """A Redis client with bounded timeouts (no call can hang) that survives a Redis restart.
 
     A command that meets a connection the old server closed is retried on a fresh one (three
-    times, within about a second) before the failure is reported.
+    times, within about a second) before the failure is reported. When all ``max_connections``
+    are busy (every remote follower of a run holds one in a blocking read) a command waits up to
+    ``timeout`` for one instead of failing at once.
     """
-    pool = redis.ConnectionPool.from_url(
+    pool = redis.BlockingConnectionPool.from_url(
         url,
+        max_connections=max_connections,
+        timeout=timeout,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         health_check_interval=30,

@@ -140,6 +140,11 @@ class RunManager:
                         )
                         logging_failed = True
                         execution.token.cancel()
+                        await self._append_error(
+                            execution.run_id,
+                            "The run's event log is unavailable; the run was stopped.",
+                            "event_log_unavailable",
+                        )
                 if event.type == EventType.RUN_STARTED:
                     # Let the response send it before the agent's run setup takes the loop for ~1 ms.
                     await asyncio.sleep(0)

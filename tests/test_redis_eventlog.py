@@ -1,0 +1,87 @@
+"""The Redis event log: written behind the run, read locally from memory and remotely from Redis."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from server.redis_backend import RedisEventLog, RedisRunLocks, redis_client
+from server.runs.eventlog import RunInfo
+from server.runs.locks import BackendUnavailable
+from tests.redis_helpers import private_redis
+
+
+def _worker_log(url: str, prefix: str) -> RedisEventLog:
+    client = redis_client(url)
+    return RedisEventLog(client, RedisRunLocks(client, prefix), prefix=prefix, liveness_seconds=1)
+
+
+async def _collect(log: RedisEventLog, run_id: str, after: int = 0) -> list[tuple[int, bytes]]:
+    return [item async for batch in log.read(run_id, after) for item in batch]
+
+
+@pytest.fixture
+async def two_workers(
+    redis_url: str, redis_prefix: str
+) -> AsyncIterator[tuple[RedisEventLog, RedisEventLog]]:
+    a, b = _worker_log(redis_url, redis_prefix), _worker_log(redis_url, redis_prefix)
+    try:
+        yield a, b
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_a_burst_reaches_local_and_remote_readers_in_order_exactly_once(
+    two_workers: tuple[RedisEventLog, RedisEventLog],
+) -> None:
+    a, b = two_workers
+    info = RunInfo("r1", "t1", "alice", "worker-a")
+    await a.locks.acquire("t1", "r1", 30)
+    await a.open(info)
+    local = asyncio.create_task(_collect(a, "r1"))
+    remote = asyncio.create_task(_collect(b, "r1"))
+    events = [b'{"n":%d}' % i for i in range(1, 1001)]
+    for i, data in enumerate(events, 1):
+        assert await a.append("r1", data) == i  # sequence numbers are the SSE ids, assigned at once
+    late_remote = asyncio.create_task(_collect(b, "r1", after=990))  # a reconnect on the other worker
+    await a.close("r1", "finished")
+    expected = list(enumerate(events, 1))
+    assert await asyncio.wait_for(local, 10) == expected
+    assert await asyncio.wait_for(remote, 10) == expected
+    assert await asyncio.wait_for(late_remote, 10) == expected[990:]
+    assert (await b.info("r1")).status == "finished"  # type: ignore[union-attr]
+    assert await _collect(b, "r1", after=500) == expected[500:]  # replay after the end, from Redis
+
+
+async def test_redis_lost_mid_run_fails_an_append_and_close_writes_what_was_missed(
+    redis_prefix: str,
+) -> None:
+    with private_redis() as (port, process):
+        url = f"redis://127.0.0.1:{port}/0"
+        a = _worker_log(url, redis_prefix)
+        await a.open(RunInfo("r1", "t1", "alice", "worker-a"))
+        local = asyncio.create_task(_collect(a, "r1"))
+        for i in range(1, 11):
+            await a.append("r1", b"%d" % i)
+        while a._outboxes["r1"].writer is not None:  # written behind the run
+            await asyncio.sleep(0.01)
+        process.kill()
+        process.wait(10)
+        with pytest.raises(BackendUnavailable):
+            for i in range(11, 1000):  # the failed write surfaces on an append soon after
+                await a.append("r1", b"%d" % i)
+                await asyncio.sleep(0.01)
+        failed_at = a._outboxes["r1"].last_seq
+        with private_redis(port):  # back (empty): close writes every event the failed writes missed
+            await a.close("r1", "error")
+            b = _worker_log(url, redis_prefix)
+            missed = await _collect(b, "r1", after=10)
+            await b.aclose()
+        assert missed == [(i, b"%d" % i) for i in range(11, failed_at + 1)]
+        # the local reader (the client on this worker) saw every event, in order, then the end
+        got = await asyncio.wait_for(local, 10)
+        assert got == [(i, b"%d" % i) for i in range(1, failed_at + 1)]
+        await a.aclose()
