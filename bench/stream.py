@@ -11,7 +11,8 @@ run one server at a time. Figures, side by side:
 - time to RUN_STARTED and to the first text token (median of ``--trials`` short runs, taken in
   turn across the three servers so that drift between them does not count);
 - concurrent paced streams (50 events/s each, 5 s long) one worker sustains with the p99 lag of
-  events behind their schedule under 100 ms (the largest level of ``--levels`` that passes);
+  events behind their schedule under 100 ms (the largest level of ``--levels`` that passes; a
+  level that misses gets one more try);
 - memory per idle thread kept in ragstream's cache (the bare adapter keeps none: the browser holds
   the state).
 
@@ -168,18 +169,19 @@ async def _latencies(servers: dict[str, Server], trials: int) -> dict[str, tuple
 
 
 async def _paced(
-    server: Server, streams: int, level: int, ports: list[int] | None = None
+    server: Server, streams: int, label: int | str, ports: list[int] | None = None
 ) -> tuple[float, int]:
     """p99 lag (ms) of token arrivals behind a 50/s schedule, and how many streams failed.
 
-    The streams go to ``server``, or round-robin over ``ports`` (several workers behind a balancer).
+    The streams go to ``server``, or round-robin over ``ports`` (several workers behind a balancer);
+    ``label`` names their threads.
     """
     ports = ports or [server.port]
     results = await asyncio.gather(
         *(
             _stream(
                 ports[i % len(ports)],
-                _body(PACED_TOKENS, PACE_MS, f"p{level}-{i}", f"p{level}-{i}"),
+                _body(PACED_TOKENS, PACE_MS, f"p{label}-{i}", f"p{label}-{i}"),
                 keep_token_times=True,
             )
             for i in range(streams)
@@ -198,9 +200,13 @@ async def _paced(
 
 
 async def _sustained(server: Server, levels: list[int]) -> tuple[int, dict[int, float]]:
+    """The largest level whose p99 lag stays under 100 ms; a level that misses gets a second try,
+    so that one pause of this shared machine does not decide the figure."""
     best, seen = 0, {}
     for level in levels:
         p99, failed = await _paced(server, level, level)
+        if failed or p99 >= 100:
+            p99, failed = await _paced(server, level, f"{level}-again")
         seen[level] = p99
         if failed or p99 >= 100:
             break
