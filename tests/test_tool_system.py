@@ -109,7 +109,7 @@ async def test_tools_and_toolsets_live_in_separate_namespaces(deps: AgentDeps) -
     assert script.returns["list_notes"] == [["a", "b"]]
     only = Script([[("ping", {})]])
     await agent_for(only, ToolSystem(registry), tools=["ping"], toolsets=[]).run("go", deps=deps)
-    assert only.seen_tools[0] == ["ping", "read_tool_output"]
+    assert only.seen_tools[0] == ["ping"]  # read_tool_output only once something was truncated
     with pytest.raises(KeyError, match="no tool named 'nope'"):
         ToolSystem(registry).toolsets(tools=["nope"])
 
@@ -426,7 +426,9 @@ async def test_an_approval_wrapper_is_not_stacked_on_a_shared_toolset(deps: Agen
         )
         result = await agent.run("go", deps=deps)
         assert len(result.output.approvals) == 1
-    assert all(not isinstance(t, WrapperToolset) or type(t.wrapped) is FunctionToolset for t in toolsets)
+    assert all(
+        not isinstance(t, WrapperToolset) or not isinstance(t.wrapped, WrapperToolset) for t in toolsets
+    )
 
 
 async def test_toolset_enters_and_exits_once_per_run(deps: AgentDeps) -> None:
@@ -598,6 +600,9 @@ async def test_large_results_are_truncated_and_readable_by_reference(deps: Agent
     system = ToolSystem(registry, output_limit=1000)
     script = Script([[("dump", {})], [("read_tool_output", {"ref": "out-1", "offset": 1000})]])
     await agent_for(script, system).run("go", deps=deps)
+    # the reader is offered from the step after the truncation on, not before
+    assert "read_tool_output" not in script.seen_tools[0]
+    assert "read_tool_output" in script.seen_tools[1]
     shown = script.returns["dump"][0]
     assert shown.startswith(big[:1000])
     assert f"[output truncated: {len(big)} characters, the first 1000 shown" in shown
@@ -609,6 +614,10 @@ async def test_large_results_are_truncated_and_readable_by_reference(deps: Agent
     record = outputs.truncated_outputs["out-1"]
     assert (record.tool, record.size, record.kept) == ("dump", len(big), 1000)
     assert "full_outputs" not in deps.tool_context.build_state_snapshot()
+    later = Script([[("read_tool_output", {"ref": "out-1", "offset": 4000})]])
+    await agent_for(later, system).run("go on", deps=deps)  # a later run of the same thread
+    assert "read_tool_output" in later.seen_tools[0]
+    assert big[4000:5000] in later.returns["read_tool_output"][0]
 
 
 async def test_tools_contribute_instructions_and_unavailable_ones_are_left_out(

@@ -5,6 +5,10 @@ and a note naming a reference; ``read_tool_output(ref, offset)`` pages through t
 text is kept in the thread's ``ToolOutputs`` namespace (server-only, the newest
 ``MAX_STORED_OUTPUTS`` kept), and each truncation is recorded there (tool, original size, kept
 size, reference) in the emitted state, so the client can show that a result was cut.
+
+The reader is offered to the model only while the thread keeps a full output (checked at every
+step, so it appears in the same run as the truncation). Most threads never truncate anything, and
+a tool the model cannot use costs its schema in every model request and a toolset in every run.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai import RunContext, ToolReturn
-from pydantic_ai.toolsets import FunctionToolset
+from pydantic_ai.toolsets import DynamicToolset, FunctionToolset
 from pydantic_core import to_json
 
 from ..state import StateModel, ToolContext
@@ -22,6 +26,8 @@ from ..state import StateModel, ToolContext
 __all__ = [
     "MAX_STORED_OUTPUTS",
     "OUTPUTS_NAMESPACE",
+    "READER_TOOL",
+    "OutputReaderToolset",
     "StoredOutput",
     "ToolOutputs",
     "output_toolset",
@@ -30,6 +36,7 @@ __all__ = [
 
 OUTPUTS_NAMESPACE = "tools.outputs"
 MAX_STORED_OUTPUTS = 20
+READER_TOOL = "read_tool_output"
 
 
 class StoredOutput(BaseModel):
@@ -89,9 +96,37 @@ def truncate(context: ToolContext, tool: str, tool_call_id: str, result: Any, li
     return cut
 
 
-def output_toolset(limit: int) -> FunctionToolset[Any]:
+class OutputReaderToolset(DynamicToolset[Any]):
+    """``read_tool_output``, present in a run step only when the thread keeps a truncated output.
+
+    ``tool_names`` declares what it can provide, for the duplicate-name preflight, which runs
+    without a run context.
+    """
+
+    tool_names: ClassVar[tuple[str, ...]] = (READER_TOOL,)
+
+    def __init__(self, limit: int) -> None:
+        reader = _reader_toolset(limit)
+
+        def offer(ctx: RunContext[Any]) -> FunctionToolset[Any] | None:
+            outputs = _outputs_of(ctx)
+            return reader if outputs is not None and outputs.full_outputs else None
+
+        super().__init__(offer, per_run_step=True, id="tool-outputs")
+
+
+def output_toolset(limit: int) -> OutputReaderToolset:
     """The ``read_tool_output`` tool, for reading the rest of a truncated result."""
-    toolset: FunctionToolset[Any] = FunctionToolset(id="tool-outputs")
+    return OutputReaderToolset(limit)
+
+
+def _outputs_of(ctx: RunContext[Any]) -> ToolOutputs | None:
+    context = getattr(ctx.deps, "tool_context", None)
+    return context.get(OUTPUTS_NAMESPACE, ToolOutputs) if isinstance(context, ToolContext) else None
+
+
+def _reader_toolset(limit: int) -> FunctionToolset[Any]:
+    toolset: FunctionToolset[Any] = FunctionToolset(id="tool-outputs-reader")
 
     @toolset.tool
     async def read_tool_output(ctx: RunContext[Any], ref: str, offset: int = 0) -> str:
@@ -101,8 +136,7 @@ def output_toolset(limit: int) -> FunctionToolset[Any]:
             ref: The reference given in the truncation note, like "out-3".
             offset: Where to start reading, in characters.
         """
-        context = getattr(ctx.deps, "tool_context", None)
-        outputs = context.get(OUTPUTS_NAMESPACE, ToolOutputs) if isinstance(context, ToolContext) else None
+        outputs = _outputs_of(ctx)
         full = outputs.full_outputs.get(ref) if outputs is not None else None
         if full is None:
             return f"No stored output {ref!r} (only the newest {MAX_STORED_OUTPUTS} outputs are kept)."

@@ -122,7 +122,8 @@ def _static_names(toolset: AbstractToolset[Any]) -> list[str] | None:
         return list(toolset.tools)
     if isinstance(toolset, WrapperToolset) and type(toolset) is _Labelled:
         return _static_names(toolset.wrapped)
-    return None
+    declared = getattr(toolset, "tool_names", None)  # a dynamic toolset that says what it may offer
+    return list(declared) if declared is not None else None
 
 
 def _unavailable_reason(check: Unavailable | None) -> str | None:

@@ -24,12 +24,10 @@ from ..state import ToolContext
 from .approval import APPROVAL_NAMESPACE, ApprovalPolicy, approval_hook
 from .hooks import PASS_THROUGH, ToolHooks
 from .loader import LoadReport, load_tool_dirs
-from .outputs import OUTPUTS_NAMESPACE, ToolOutputs, output_toolset, truncate
+from .outputs import OUTPUTS_NAMESPACE, READER_TOOL, ToolOutputs, output_toolset, truncate
 from .registry import ToolRegistry
 
 __all__ = ["ToolSystem"]
-
-_READER = "read_tool_output"
 
 
 class ToolSystem:
@@ -108,6 +106,6 @@ class ToolSystem:
             await self.hooks.run(ctx, call, tool_def, args, execute) if self.hooks else await execute(args)
         )
         context = getattr(ctx.deps, "tool_context", None)
-        if self.output_limit and tool_def.name != _READER and isinstance(context, ToolContext):
+        if self.output_limit and tool_def.name != READER_TOOL and isinstance(context, ToolContext):
             result = truncate(context, tool_def.name, call.tool_call_id, result, self.output_limit)
         return result
