@@ -14,7 +14,11 @@ run one server at a time. Figures, side by side:
   events behind their schedule under 100 ms (the largest level of ``--levels`` that passes; a
   level that misses gets one more try);
 - memory per idle thread kept in ragstream's cache (the bare adapter keeps none: the browser holds
-  the state).
+  the state);
+- the agent loop's own ceiling: the same agent's ``AGUIAdapter.run_stream`` consumed in this process,
+  no HTTP, no encoding, no persistence (pydantic-ai's stream locks made fast, as ragstream serves it).
+  No server built on pydantic-ai's adapter can stream faster than this, which is what bounds the
+  "within 2x of the floor" target.
 
 Targets (issue 9): ragstream at least as good as the bare adapter on every figure, and within
 2x of the floor on events/s.
@@ -223,6 +227,37 @@ async def _memory_per_thread(server: Server, threads: int) -> float:
     return (server.rss() - before) / threads
 
 
+async def _agent_loop_ceiling(tokens: int) -> float:
+    """Events/s of the bench agent's AG-UI stream alone, in this process (best of three)."""
+    from ag_ui.core import RunAgentInput, UserMessage
+    from pydantic_ai.ui.ag_ui import AGUIAdapter
+
+    from rag_tools import AgentDeps, ToolContext
+    from server.runs import fastlocks
+
+    from .stream_servers import bench_agent
+
+    fastlocks.install()
+    agent = bench_agent(AgentDeps)
+    rates = []
+    for trial in range(3):
+        run_input = RunAgentInput(
+            thread_id=f"ceiling-{trial}",
+            run_id=f"ceiling-{trial}",
+            state={},
+            messages=[UserMessage(id="u", content=f"{tokens} 0")],
+            tools=[],
+            context=[],
+            forwarded_props={},
+        )
+        adapter = AGUIAdapter(agent=agent, run_input=run_input)
+        started, events = time.perf_counter(), 0
+        async for _ in adapter.run_stream(deps=AgentDeps(client=None, tool_context=ToolContext())):
+            events += 1
+        rates.append(events / (time.perf_counter() - started))
+    return max(rates)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -264,6 +299,7 @@ async def main() -> None:
         for server in servers.values():
             server.stop()
         shutil.rmtree(work, ignore_errors=True)
+    ceiling = await _agent_loop_ceiling(args.tokens)  # with the servers gone: nothing else runs
 
     rag, bare, floor = figures["ragstream"], figures["bare"], figures["floor"]
     print()
@@ -322,6 +358,11 @@ async def main() -> None:
         )
     )
     print("\n'ragstream vs bare' above 1.00x means ragstream is better (faster, sooner, more streams).")
+    print(
+        f"Agent loop ceiling (pydantic-ai's AG-UI stream in-process, no HTTP): {ceiling:,.0f} events/s. "
+        f"ragstream over HTTP reaches {rag['eps'] / ceiling:.0%} of it; half the floor "
+        f"({floor['eps'] / 2:,.0f} events/s) is {floor['eps'] / 2 / ceiling:.1f}x above it."
+    )
 
 
 if __name__ == "__main__":
