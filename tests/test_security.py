@@ -4,7 +4,7 @@
   a scripted chat model calls ``analyze`` and a scripted writer model returns hostile programs.
   Each must end in a clear error in the TOOL_CALL_RESULT the client receives, the run must finish,
   and the server must stay healthy with nothing written outside, no connection made, no secret
-  read.
+  read and no sandbox worker left running.
 - Authentication: every route without a token, with a wrong one, and across principals (bob
   must not see, change, stop, stream or even learn about alice's threads and runs).
 - Document names and filters carrying SQL-like strings match literally: the session's
@@ -48,12 +48,13 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from rag_tools import ChatDeps, build_chat_toolkit
-from rag_tools.sandbox import SandboxLimits, _runner, sandbox_available
+from rag_tools.sandbox import SandboxLimits
 from rag_tools.toolsets import create_analysis_toolset
 from tests.fuzzing.harness import assert_json_error
 from tests.fuzzing.rawhttp import RawResponse, raw_request
 from tests.fuzzing.server import ServerLog, serve_in_thread
 from tests.protocol import CHAT_STATE_KEYS, SERVER_OWNED, check_stream, last_user_text, parse_sse
+from tests.sandbox_procs import wait_for_no_sandbox_workers
 from tests.scenario import Notes, notes_toolset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,8 +62,6 @@ ALICE, BOB = f"alice-{uuid.uuid4().hex}", f"bob-{uuid.uuid4().hex}"
 ENV_SECRET_NAME = "RAGSTREAM_SECURITY_TEST_API_KEY"
 ENV_SECRET = f"sk-test-{uuid.uuid4().hex}"
 ALICE_SECRET = f"ALICE-SECRET-{uuid.uuid4().hex}"
-SANDBOX, SANDBOX_REASON = sandbox_available()
-needs_sandbox = pytest.mark.skipif(not SANDBOX, reason=f"sandbox unavailable: {SANDBOX_REASON}")
 
 
 # -- the models ---------------------------------------------------------------------------------
@@ -176,7 +175,7 @@ def _programs(listener: Listener, outside: Path, data_dir: Path) -> dict[str, st
     port = listener.port
     return {
         "loop": "while True:\n    pass",
-        "memory": "blocks = []\nwhile True:\n    blocks.append(bytearray(10**7))",
+        "memory": "blocks = []\nwhile True:\n    blocks.append('x' * 10**7)",
         "fork": "import os\nwhile True:\n    os.fork()",
         "network": f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)",
         "network-bypass": (
@@ -194,6 +193,14 @@ def _programs(listener: Listener, outside: Path, data_dir: Path) -> dict[str, st
         "write-data-dir": f"open({str(data_dir / 'pwned.txt')!r}, 'w').write('pwned')",
         "subprocess": "import subprocess\nsubprocess.run(['id'])",
         "ctypes": "import ctypes\nctypes.CDLL(None).system(b'id')",
+        "recursion": "def f(n):\n    return f(n + 1)\nf(0)",
+        "read-etc": "result = open('/etc/passwd').read()",
+        "dunder-walk": (
+            "subs = ().__class__.__base__.__subclasses__()\n"
+            "wrap = [c for c in subs if c.__name__ == '_wrap_close'][0]\n"
+            "wrap.__init__.__globals__['system']('id')"
+        ),
+        "builtins": "__builtins__.__import__('os').system('id')",
         "read-env": (
             "import os\n"
             "found = dict(os.environ)\n"
@@ -300,25 +307,30 @@ def _assert_healthy(server: Server) -> None:
     assert server["anonymous"].get("/health").json()["status"] == "ok"
     response, events = server.run("alice", f"health-{uuid.uuid4().hex[:6]}", "nightly backups")
     assert response.status_code == 200 and events[-1]["type"] == "RUN_FINISHED", events[-1:]
-    assert list(_runner._iter_sandbox_pids()) == [], "a sandbox process outlived its run"
+    assert wait_for_no_sandbox_workers() == [], "a sandbox worker outlived its run"
 
 
 # -- the sandbox, through the server --------------------------------------------------------
 
+# What the error names for each attempt (the sandbox is Monty: no files, network, processes,
+# interpreter internals or environment exist for the program, so the attempt fails at its first step).
 ESCAPES = {
-    "loop": ("CPU time limit", "wall-clock limit"),
-    "memory": ("memory limit",),
-    "fork": ("os.fork is blocked", "process limit"),
-    "network": ("no network access", "network access is not available"),
-    "network-bypass": ("no network access", "network access is not available", "is blocked"),
-    "write-outside": ("writing outside the sandbox directory is not allowed",),
-    "write-data-dir": ("writing outside the sandbox directory is not allowed",),
-    "subprocess": ("module 'subprocess' is blocked",),
-    "ctypes": ("module 'ctypes' is blocked",),
+    "loop": ("time limit of 2s exceeded",),
+    "memory": ("memory limit (256 MiB) exceeded",),
+    "recursion": ("recursion limit (1000) exceeded",),
+    "fork": ("module 'os' has no attribute 'fork'",),
+    "network": ("No module named 'socket'",),
+    "network-bypass": ("module 'sys' has no attribute", "does not yet support"),
+    "write-outside": ("Permission denied",),
+    "write-data-dir": ("Permission denied",),
+    "read-etc": ("Permission denied: '/etc/passwd'",),
+    "subprocess": ("No module named 'subprocess'",),
+    "ctypes": ("No module named 'ctypes'",),
+    "dunder-walk": ("has no attribute '__class__'",),
+    "builtins": ("name '__builtins__' is not defined",),
 }
 
 
-@needs_sandbox
 @pytest.mark.parametrize("case", list(ESCAPES))
 def test_sandbox_escape_attempts_through_the_server(server: Server, case: str) -> None:
     response, events = server.run("bob", f"sandbox-{case}", f"analyze {case}")
@@ -338,7 +350,6 @@ def test_sandbox_escape_attempts_through_the_server(server: Server, case: str) -
     _assert_healthy(server)
 
 
-@needs_sandbox
 def test_sandbox_sees_no_server_secrets_in_its_environment(server: Server) -> None:
     response, events = server.run("bob", "sandbox-env", "analyze read-env")
     assert response.status_code == 200 and events[-1]["type"] == "RUN_FINISHED", events[-1:]
@@ -349,14 +360,12 @@ def test_sandbox_sees_no_server_secrets_in_its_environment(server: Server) -> No
     _assert_healthy(server)
 
 
-@needs_sandbox
 def test_sandbox_cannot_read_other_principals_threads_from_the_store(server: Server) -> None:
     """Bob's analysis program must not read alice's conversation out of the thread store.
 
-    The store lives in the data directory; the sandbox hides only /tmp, /run, /home, /root and a
-    few others, so a data directory elsewhere (the default ``.ragstream/data`` under a project in
-    /srv, /opt, /work, ...) is readable by the model-written program, and what it reads goes back
-    to the model and into the answer.
+    The store lives in the data directory, wherever the deployment puts it (the default
+    ``.ragstream/data`` under a project in /srv, /opt, /work, ...); a program that could read it
+    would hand alice's words back to bob's model and into his answer.
     """
     response, events = server.run("alice", "alice-diary", f"remember {ALICE_SECRET} please")
     assert response.status_code == 200 and events[-1]["type"] == "RUN_FINISHED"

@@ -1,10 +1,10 @@
-"""Analysis sandbox: run model-written Python in an isolated, resource-limited child process.
+"""Analysis sandbox: run model-written Python in Monty, Pydantic's interpreter for untrusted code.
 
-Isolation is done by the kernel (network/mount/PID namespaces, an unprivileged uid, a read-only
-filesystem except a private work directory, rlimits); Python-level guards (audit hook and import
-blocker) are defence in depth only. See NOTES.md in this directory.
+The program runs in a ``monty`` worker process with no file, network, process or environment
+access, under time, memory, recursion and call limits; its ``kb`` calls are answered by this
+process. See NOTES.md in this directory for why, and what the interpreter does not offer.
 """
 
-from rag_tools.sandbox._runner import SandboxLimits, SandboxResult, run_sandboxed, sandbox_available
+from rag_tools.sandbox._runner import SANDBOX_MODULES, SandboxLimits, SandboxResult, run_sandboxed
 
-__all__ = ["SandboxLimits", "SandboxResult", "run_sandboxed", "sandbox_available"]
+__all__ = ["SANDBOX_MODULES", "SandboxLimits", "SandboxResult", "run_sandboxed"]

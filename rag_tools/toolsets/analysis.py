@@ -1,11 +1,12 @@
 """The analysis toolset: a model writes Python for a task; it runs in the sandbox, never in-process.
 
 ``analyze(task, document_name?)`` asks a code-writing agent (``config.model``, else the run's own
-model) for a program. The program runs in ``rag_tools.sandbox`` (namespaces, no network, CPU,
-memory, file, process and wall-clock limits) and reaches the knowledge base only through the
-``kb`` helper bridged from this process: ``kb.search(query, limit=5)`` and
-``kb.get_document(name)``, both already restricted by the session's filters. A failing program
-goes back to the writer with its error (pydantic-ai output retries) a few times.
+model) for a program. The program runs in ``rag_tools.sandbox`` (Monty: no files, network,
+processes or environment; time, memory, recursion, call and wall-clock limits) and reaches the
+knowledge base only through the ``kb`` object whose calls this process answers:
+``kb.search(query, limit=5)`` and ``kb.get_document(name)``, both already restricted by the
+session's filters. A failing program goes back to the writer with its error (pydantic-ai output
+retries) a few times.
 """
 
 from __future__ import annotations
@@ -21,19 +22,30 @@ from ..filters import build_document_filter, combine_filters, get_session_filter
 from ..kb import Filter
 from ..offline_model import is_extractive_model
 from ..progress import report_progress
-from ..sandbox import SandboxLimits, SandboxResult, run_sandboxed, sandbox_available
+from ..sandbox import SANDBOX_MODULES, SandboxLimits, SandboxResult, run_sandboxed
 from ._common import deps_of
 
 __all__ = ["AnalysisResult", "create_analysis_toolset"]
 
-WRITER_INSTRUCTIONS = """\
-Write one Python 3 program that performs the task. It runs in a sandbox without network access,
-with the standard library (json, math, statistics, re, collections, datetime, ...) and numpy.
+WRITER_INSTRUCTIONS = f"""\
+Write one Python 3 program that performs the task. It runs in Monty, a sandboxed subset of Python:
+no files, network, processes or environment variables, and only these modules:
+{", ".join(SANDBOX_MODULES)}.
+Monty lacks some of Python: there is no statistics, numpy or heapq (compute means, medians and
+deviations by hand with sum, sorted and math.sqrt); classes work, but without inheritance or
+@property/@staticmethod/@classmethod; there are no generators (`yield`) and no `del` statement
+(use dict.pop); methods are called, not passed as values (key=lambda s: s.lower(), not
+key=str.lower).
 The knowledge base is available as `kb`:
-  kb.search(query: str, limit: int = 5) -> list of {"title", "uri", "text", "score"}
-  kb.get_document(name: str) -> {"title", "uri", "content"} or None
+  kb.search(query: str, limit: int = 5) -> list of {{"title", "uri", "text", "score"}}
+  kb.get_document(name: str) -> {{"title", "uri", "content"}} or None
 Print what a reader should see, and put the final answer in a variable named `result`
 (JSON-compatible). Reply with the code only, without Markdown fences."""
+
+
+# Errors of the program that a rewrite can fix go back to the writer; a hit limit, a crash or an
+# unavailable sandbox end the call with the error.
+_RETRIED_ERRORS = ("exception", "blocked", "recursion")
 
 
 class AnalysisResult(BaseModel):
@@ -67,7 +79,6 @@ def create_analysis_toolset(
     """A toolset with ``analyze(task, document_name?)`` returning an ``AnalysisResult``."""
     toolset: FunctionToolset[Any] = FunctionToolset(id=f"rag-{tool_name}")
     sandbox_limits = limits or SandboxLimits()
-    private_paths = [p for p in (config.data_dir, config.resolved_kb_uri) if "://" not in str(p)]
 
     async def analyze(ctx: RunContext[Any], task: str, document_name: str | None = None) -> AnalysisResult:
         """Compute something over the documents by writing and running a Python program.
@@ -76,9 +87,6 @@ def create_analysis_toolset(
             task: What to compute, e.g. "count how often each product is mentioned".
             document_name: Work only with this document (part of its title or uri).
         """
-        available, reason = sandbox_available()
-        if not available:
-            return AnalysisResult(task=task, errors=[f"analysis is unavailable on this server: {reason}"])
         writer_model = model if model is not None else (config.model or ctx.model)
         if writer_model is None or is_extractive_model(writer_model):
             return AnalysisResult(task=task, errors=["analysis needs a chat model that can write code"])
@@ -109,13 +117,10 @@ def create_analysis_toolset(
             program = _strip_fences(code)
             await report_progress(ctx, "Running the analysis program", done=len(runs), total=max_attempts)
             outcome = await run_sandboxed(
-                program,
-                limits=sandbox_limits,
-                bridge={"search": search, "get_document": get_document},
-                hide=private_paths,  # the thread store and knowledge base hold other users' data
+                program, limits=sandbox_limits, bridge={"search": search, "get_document": get_document}
             )
             runs.append((program, outcome))
-            if outcome.error and outcome.error_kind in ("exception", "blocked", "network", "filesystem"):
+            if outcome.error and outcome.error_kind in _RETRIED_ERRORS:
                 raise ModelRetry(f"The program failed: {outcome.error}\nOutput:\n{outcome.output[-2000:]}")
             return program
 
