@@ -256,6 +256,25 @@ def sentences(text):
 doc = kb.get_document("handbook")
 result = [s for s in sentences(doc["content"]) if "days" in s]
 """,
+    "first words (del, key=str.lower)": """
+from collections import Counter
+counts = Counter()
+for h in kb.search("backups logs outage plan", limit=20):
+    counts.update(h["text"].split())
+for stop in ("the", "of", "and", "for", "in", "a"):
+    if stop in counts:
+        del counts[stop]
+result = sorted(counts, key=str.lower)[:5]
+""",
+    "first words (pop, lambda key, rewritten)": """
+from collections import Counter
+counts = Counter()
+for h in kb.search("backups logs outage plan", limit=20):
+    counts.update(h["text"].split())
+for stop in ("the", "of", "and", "for", "in", "a"):
+    counts.pop(stop, None)
+result = sorted(counts, key=lambda w: w.lower())[:5]
+""",
     "labelled findings (inheritance)": """
 from collections import Counter
 class Finding:
@@ -390,7 +409,7 @@ def _escape_outcome(env: Env, result: Any, before: set[str]) -> tuple[str, str]:
     if effects:
         return "ESCAPED", ", ".join(effects)
     first_line = (result.error or "").splitlines()[0] if result.error else "ran, no effect outside"
-    return ("blocked" if result.error else "harmless"), first_line[:70]
+    return ("blocked" if result.error else "harmless"), first_line[:60]
 
 
 def _reset(env: Env) -> None:
@@ -537,7 +556,7 @@ async def main(repeat: int, baseline_ref: str | None) -> None:
         rows = []
         tally = {name: {"blocked": 0, "harmless": 0, "ESCAPED": 0} for name in names}
         for label, code in _escapes(env).items():
-            row: list[object] = [label]
+            row = [label]
             for name, runner in runners.items():
                 _reset(env)
                 before = set(_monty_workers())
@@ -558,13 +577,14 @@ async def main(repeat: int, baseline_ref: str | None) -> None:
         rows = []
         totals = {name: {"correct": 0, "wrong": 0, "failed": 0} for name in names}
         times: dict[str, list[float]] = {name: [] for name in names}
+        ratios = []
         for label, code in TASKS.items():
             expected = _reference(code)
-            row = [label]
+            row: list[object] = [label]
             for name, runner in runners.items():
                 result, ms = await _time(runner, code, repeat)
                 if result.error:
-                    status = "failed: " + result.error.splitlines()[0][:60]
+                    status = "failed: " + result.error.splitlines()[0][:50]
                     totals[name]["failed"] += 1
                 elif _plain(result.value) == expected:
                     status = "correct"
@@ -575,7 +595,11 @@ async def main(repeat: int, baseline_ref: str | None) -> None:
                 times[name].append(ms)
                 row += [status, ms]
             if len(names) == 2:
-                row.append(row[2] / row[4])  # type: ignore[operator]
+                both_correct = row[1] == row[3] == "correct"
+                ratio = times[names[0]][-1] / times[names[1]][-1]
+                row.append(ratio if both_correct else "-")
+                if both_correct:
+                    ratios.append(ratio)
             rows.append(row)
         headers = ["program"] + [h for name in names for h in (name, "ms")]
         if len(names) == 2:
@@ -583,9 +607,10 @@ async def main(repeat: int, baseline_ref: str | None) -> None:
         print(table(headers, rows))
         for name in names:
             print(f"{name}: " + ", ".join(f"{count} {kind}" for kind, count in totals[name].items()))
-        if len(names) == 2:
-            ratio = median([a / b for a, b in zip(times[names[0]], times[names[1]], strict=True)])
-            print(f"median per-program time ratio hand-written / monty: {ratio:.1f}x")
+        if ratios:
+            print(
+                f"median time ratio hand-written / monty over programs both got right: {median(ratios):.1f}x"
+            )
     finally:
         listener.close()
         _reset(env)
