@@ -169,7 +169,8 @@ class TurnFigures:
     passage_hits: int = 0
     fact_hits: int = 0
     citation_hits: int = 0
-    misses: list[str] = field(default_factory=list)
+    misses: list[str] = field(default_factory=list)  # turns whose answer lacks the fact
+    passage_misses: list[str] = field(default_factory=list)
 
     @property
     def passage_recall(self) -> float:
@@ -218,7 +219,8 @@ async def evaluate_conversations(
     """Run each conversation through the offline chat agent, one thread each, turn by turn.
 
     A passage hit: a passage of the model's search (at most ``search_limit``, 5) comes from the
-    expected document (and page) and contains every expected string. Fact and citation hits are
+    expected document (and page) and contains every expected string (whitespace collapsed, as a
+    PDF's lines may break inside one). Fact and citation hits are
     counted as in ``evaluate_answers``.
     """
     from rag_tools import ChatDeps, RagConfig, build_chat_toolkit, create_chat_agent
@@ -244,12 +246,15 @@ async def evaluate_conversations(
             report.answers[turn.id] = answer
             figures = report.kinds[turn.kind or "opening"]
             figures.total += 1
-            figures.passage_hits += any(
+            found = any(
                 r["uri"].endswith("/" + turn.document)
                 and (turn.page is None or cards[str(r["citation"])].page == turn.page)
-                and all(s.lower() in r["text"].lower() for s in turn.answer_contains)
+                and all(_normalise(s) in _normalise(r["text"]) for s in turn.answer_contains)
                 for r in results
             )
+            figures.passage_hits += found
+            if not found:
+                figures.passage_misses.append(turn.id)
             fact = all(_normalise(s) in _normalise(answer) for s in turn.answer_contains)
             figures.fact_hits += fact
             cited = [c for key, c in session.citations.items() if f"[{key}]" in answer]
@@ -263,15 +268,15 @@ def conversation_table(reports: list[ConversationReport]) -> str:
     """A Markdown table of the reports side by side, one row per kind of turn and rule."""
     lines = [
         "| turn kind | turns | follow-up rule | passage recall@5 | answer contains the fact | "
-        "answer cites the document | fact misses |",
-        "|---|---|---|---|---|---|---|",
+        "answer cites the document | passage misses | fact misses |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for kind in TURN_KINDS:
         for report in reports:
             f = report.kinds[kind]
             lines.append(
                 f"| {kind} | {f.total} | {report.follow_ups} | {f.passage_recall:.3f} | {f.fact_rate:.3f} | "
-                f"{f.citation_rate:.3f} | {', '.join(f.misses) or '-'} |"
+                f"{f.citation_rate:.3f} | {', '.join(f.passage_misses) or '-'} | {', '.join(f.misses) or '-'} |"
             )
     return "\n".join(lines)
 

@@ -190,9 +190,10 @@ async def extractive_answer(
 ) -> ExtractiveAnswer:
     """The sentences of ``passages`` that best answer ``question``, each cited.
 
-    Sentences earn a bonus for the content words they share with ``focus`` (by default the
-    question): a follow-up whose question carries a borrowed topic passes its own words, so the
-    topic steers the similarity while what is new in the question picks the sentence.
+    A sentence scores its similarity to the question plus a bonus for the content words they
+    share, and a second bonus for those it shares with ``focus``: a follow-up searched with a
+    borrowed topic passes its own question there, so the topic steers the similarity while what
+    is new in the question picks the sentence ("And in winter?" quotes the winter row).
     ``found`` is False (and ``text`` empty) when no sentence reaches ``min_score``.
     """
     candidates = list(
