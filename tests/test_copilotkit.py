@@ -1,0 +1,201 @@
+"""ragstream behind CopilotKit: the example in examples/copilotkit, for real.
+
+A real ragstream on loopback, CopilotKit's Node runtime (the example's ``server.mjs``, or the plain
+``HttpAgent`` + ``InMemoryAgentRunner`` setup of issue 18) pointed at it, and either CopilotKit's own
+client agent (a ``node --test`` script) or the example's React app in Debian's Chromium. Both run
+with and without a state key (ragstream's state under one key of CopilotKit's agent state).
+
+Needs the example installed and built (``bash scripts/build-copilotkit-example.sh``, which the test
+command runs) and Chromium for the browser test; without either the tests fail with that instruction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from playwright.async_api import Browser, expect
+
+from rag_tools import build_chat_toolkit
+from server.app import create_app
+from tests.browser.chat import CHROMIUM, launch_browser
+from tests.browser.copilotkit import (
+    CopilotKitPage,
+    example_server,
+    expected_citations,
+    require_example,
+    run_node_tests,
+)
+from tests.scenario import Notes, scenario_agent
+from tests.servers import serve
+
+pytestmark = pytest.mark.timeout(300)
+
+STATE_KEYS = [pytest.param(None, id="flat-state"), pytest.param("ragstream", id="state-key")]
+
+
+def ragstream_app(config: Any, *, scenario: bool, state_key: str | None) -> Any:
+    """ragstream with the offline model (or the keyword scenario agent), its state under ``state_key``."""
+    toolkit = build_chat_toolkit(config)
+    toolkit.state_key = state_key
+    if not scenario:
+        return create_app(config, toolkit=toolkit)
+    toolkit.namespaces["notes"] = Notes
+    return create_app(config, agent=scenario_agent(toolkit), toolkit=toolkit)
+
+
+def rag_state(state: dict[str, Any], state_key: str | None) -> dict[str, Any]:
+    return state[state_key] if state_key else state  # type: ignore[no-any-return]
+
+
+def conversation(messages: list[dict[str, Any]]) -> list[str]:
+    """What a page shows of saved messages: each question and each answer's text."""
+    return [
+        f"{m['role']}: {m['content'].strip()}"
+        for m in messages
+        if m["role"] in ("user", "assistant") and isinstance(m.get("content"), str) and m["content"].strip()
+    ]
+
+
+@pytest.mark.parametrize("state_key", STATE_KEYS)
+async def test_runtime_survives_turns_and_a_reconnect(scenario_config: Any, state_key: str | None) -> None:
+    """examples/copilotkit/test/runtime.test.mjs against the offline model: three turns, a reconnect."""
+    require_example()
+    app = ragstream_app(scenario_config, scenario=False, state_key=state_key)
+    async with serve(app) as ragstream:
+        env = {"RAGSTREAM_URL": ragstream}
+        if state_key:
+            env["RAGSTREAM_STATE_KEY"] = state_key
+        code, output = await run_node_tests("test/runtime.test.mjs", env, timeout=120)
+    assert code == 0, f"node --test failed:\n{output}"
+    assert "# fail 0" in output or "ℹ fail 0" in output, output
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    require_example()
+    if not CHROMIUM.exists():
+        pytest.fail(f"Chromium is missing at {CHROMIUM}: `apt-get install -y chromium`", pytrace=False)
+    async with launch_browser() as launched:
+        yield launched
+
+
+async def assert_citations_match(
+    page: CopilotKitPage, ragstream: str, state_key: str | None
+) -> dict[str, Any]:
+    """The page's source cards are the citations of the thread's saved state; every marker links one."""
+    view = await page.server_view(ragstream)
+    state = rag_state(view["state"], state_key)
+    assert state["citations"], "the thread has citations"
+    await expect(page.page.locator("#sources .source")).to_have_count(len(state["citations"]))
+    assert await page.shown_citations() == expected_citations(state)
+    markers = [await a.get_attribute("data-cite") for a in await page.answers().locator("a.cite").all()]
+    assert markers, "the answers link their citations"
+    assert set(markers) <= set(state["citations"])
+    return view
+
+
+@pytest.mark.parametrize("state_key", STATE_KEYS)
+async def test_a_thread_through_copilotkit_in_chromium(
+    browser: Browser, scenario_config: Any, state_key: str | None
+) -> None:
+    """Four answered turns of one thread (two topics, a filter), a Stop mid-answer and a reload."""
+    app = ragstream_app(scenario_config, scenario=True, state_key=state_key)
+    async with serve(app) as ragstream, example_server(ragstream, state_key=state_key) as runtime:
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        page = CopilotKitPage(await context.new_page(), runtime.url, state_key or "flat")
+        await page.open()
+        thread = page.thread_id
+
+        # 1: a question; the search tool shows its progress, the answer links its source card
+        answer = await page.ask("nightly backups")
+        assert answer.startswith("Found it in Kiteline Cloud Operations Handbook [")
+        tool = page.page.locator(".tool").last
+        await expect(tool.locator(".tool-name")).to_have_text("search")
+        await expect(tool.locator(".tool-args")).to_have_text("“nightly backups”")
+        await expect(tool.locator(".tool-progress")).to_contain_text("Found")
+        await expect(tool.locator(".tool-status")).to_have_text("done")
+        await assert_citations_match(page, ragstream, state_key)
+
+        # 2: another topic in the same thread; its card joins the first
+        answer = await page.ask("bakery food safety")
+        assert answer.startswith("Found it in Harbor Street Bakery")
+        view = await assert_citations_match(page, ragstream, state_key)
+        titles = {c["title"] for c in rag_state(view["state"], state_key)["citations"].values()}
+        assert {
+            "Kiteline Cloud Operations Handbook",
+            "Harbor Street Bakery: food safety procedures",
+        } <= titles
+        cite = page.answers().last.locator("a.cite").first
+        index = await cite.get_attribute("data-cite")
+        await cite.click()
+        card = page.page.locator(f"#source-{index}")
+        await expect(card).to_have_class("source is-active")
+        await expect(card).to_be_in_viewport()
+        await page.screenshot("citation-open")
+
+        # 3: the document filter, written into the shared state from the page
+        await page.document_checkbox("Deploying ragstream").check()
+        summary = page.page.locator("#filter .filter-summary")
+        await expect(summary).to_contain_text("Answers use only: Deploying ragstream.")
+        await expect(summary).to_contain_text("Applies from your next question.")
+        answer = await page.ask("backups")
+        assert answer.startswith("Found it in Deploying ragstream [")
+        await expect(summary).not_to_contain_text("Applies from your next question.")
+        view = await assert_citations_match(page, ragstream, state_key)
+        saved_state = rag_state(view["state"], state_key)
+        assert saved_state["document_filter"] == ["Deploying ragstream"]
+        last_search = max(saved_state["searches"].values(), key=lambda s: s["seq"])
+        assert last_search["documents"] == ["Deploying ragstream"]
+        await page.screenshot("filter-set")
+
+        # 4: Stop in the middle of a streaming answer: the thread stays at its last good state
+        saved = await page.server_view(ragstream)
+        shown = await page.transcript()
+        assert shown == conversation(saved["messages"])
+        await page.type_question("slow answer please")
+        streaming = page.answers().last
+        await expect(streaming).to_contain_text("tok3")
+        partial = await streaming.inner_text()
+        await expect(streaming).not_to_have_text(partial)  # still streaming in
+        await page.stop()
+        await expect(page.page.locator("#notice")).to_have_text(
+            "Stopped. This turn (“slow answer please”) was not saved."
+        )
+        await page.wait_idle()
+        await expect(page.page.get_by_text("tok3")).to_have_count(0)
+        assert await page.transcript() == shown
+        after_stop = await page.server_view(ragstream)
+        assert after_stop["activeRunId"] is None
+        assert after_stop["messages"] == saved["messages"]
+        assert after_stop["state"] == saved["state"]
+        await assert_citations_match(page, ragstream, state_key)
+        assert runtime.alive, runtime.log()
+
+        # 5: a reload continues the same thread: the conversation, the cards and the filter come back
+        await page.reload()
+        assert page.thread_id == thread
+        await expect(page.questions()).to_have_count(3)
+        assert await page.transcript() == shown
+        await assert_citations_match(page, ragstream, state_key)
+        await expect(page.document_checkbox("Deploying ragstream")).to_be_checked()
+
+        # 6: and goes on: the filter cleared, a third topic
+        await page.page.locator("#filter button.link", has_text="Clear").click()
+        await expect(summary).to_contain_text("Answers use all documents.")
+        answer = await page.ask("observatory visitor hours")
+        assert answer.startswith("Found it in Northwind Observatory")
+        view = await assert_citations_match(page, ragstream, state_key)
+        assert [m["content"] for m in view["messages"] if m["role"] == "user"] == [
+            "nightly backups",
+            "bakery food safety",
+            "backups",
+            "observatory visitor hours",
+        ]
+        assert rag_state(view["state"], state_key)["document_filter"] == []
+        assert await page.transcript() == conversation(view["messages"])
+        assert page.thread_id == thread
+        assert runtime.alive, runtime.log()
+        page.assert_clean()
+        await context.close()
