@@ -11,11 +11,15 @@ command runs) and Chromium for the browser test; without either the tests fail w
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 from playwright.async_api import Browser, expect
+from pydantic import SecretStr
 
 from rag_tools import build_chat_toolkit
 from server.app import create_app
@@ -101,6 +105,8 @@ async def test_a_thread_through_copilotkit_in_chromium(
     browser: Browser, scenario_config: Any, state_key: str | None
 ) -> None:
     """Four answered turns of one thread (two topics, a filter), a Stop mid-answer and a reload."""
+    # a Stop that only dropped the connection would let the run finish and be saved
+    scenario_config.disconnect_policy = "finish"
     app = ragstream_app(scenario_config, scenario=True, state_key=state_key)
     async with serve(app) as ragstream, example_server(ragstream, state_key=state_key) as runtime:
         context = await browser.new_context(viewport={"width": 1280, "height": 800})
@@ -199,3 +205,55 @@ async def test_a_thread_through_copilotkit_in_chromium(
         assert runtime.alive, runtime.log()
         page.assert_clean()
         await context.close()
+
+
+def sse_events(body: str) -> list[dict[str, Any]]:
+    return [json.loads(line[5:]) for line in body.splitlines() if line.startswith("data:")]
+
+
+async def test_the_runtime_sends_ragstreams_token(scenario_config: Any) -> None:
+    """With RAGSTREAM_TOKEN the runtime's runs and the thread route reach a ragstream that wants one."""
+    require_example()
+    scenario_config.tokens = {"alice": SecretStr("alice-token")}
+    app = ragstream_app(scenario_config, scenario=True, state_key=None)
+    run = {"runId": "run-1", "state": {}, "tools": [], "context": [], "forwardedProps": {}}
+    question = {"id": "m1", "role": "user", "content": "nightly backups"}
+    async with serve(app) as ragstream:
+        async with (
+            example_server(ragstream, token="alice-token") as runtime,
+            httpx.AsyncClient(base_url=runtime.url, timeout=30) as client,
+        ):
+            thread = f"token-{uuid.uuid4().hex}"
+            response = await client.post(
+                "/api/copilotkit/agent/default/run", json={**run, "threadId": thread, "messages": [question]}
+            )
+            assert response.status_code == 200
+            types = [e["type"] for e in sse_events(response.text)]
+            assert types[0] == "RUN_STARTED"
+            assert types[-1] == "RUN_FINISHED", types
+            view = await client.get(f"/api/threads/{thread}")
+            assert view.status_code == 200
+            assert [m["content"] for m in view.json()["messages"] if m["role"] == "user"] == [
+                "nightly backups"
+            ]
+            async with httpx.AsyncClient(base_url=ragstream) as direct:
+                owned = await direct.get(
+                    f"/threads/{thread}", headers={"Authorization": "Bearer alice-token"}
+                )
+            assert owned.status_code == 200  # the thread belongs to the token's principal
+
+        # without the token ragstream refuses, and the runtime says so and stays up
+        async with (
+            example_server(ragstream) as runtime,
+            httpx.AsyncClient(base_url=runtime.url, timeout=30) as client,
+        ):
+            thread = f"token-{uuid.uuid4().hex}"
+            response = await client.post(
+                "/api/copilotkit/agent/default/run", json={**run, "threadId": thread, "messages": [question]}
+            )
+            events = sse_events(response.text)
+            assert events[-1]["type"] == "RUN_ERROR", events
+            assert "401" in events[-1]["message"]
+            assert (await client.get(f"/api/threads/{thread}")).status_code == 401
+            assert (await client.get("/api/copilotkit/info")).status_code == 200
+            assert runtime.alive, runtime.log()

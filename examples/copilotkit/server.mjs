@@ -112,5 +112,8 @@ server.listen(PORT, HOST, () => {
 });
 
 for (const signal of ["SIGINT", "SIGTERM"]) {
-  process.on(signal, () => server.close(() => process.exit(0)));
+  process.on(signal, () => {
+    server.close(() => process.exit(0));
+    server.closeAllConnections(); // open streams would hold close() up
+  });
 }

@@ -7,7 +7,7 @@
 //   - example: this example's server.mjs (RagstreamAgent + RagstreamRunner).
 // After every step: the runtime process is alive, and the state folded by the client, by the
 // runtime's runner (GET .../threads/{id}/state) and replayed by a reconnect equal the state in
-// ragstream's GET /threads/{id}.
+// ragstream's GET /threads/{id}. The example's runtime also restores the thread after a restart.
 //
 //   RAGSTREAM_URL=http://127.0.0.1:8000 [RAGSTREAM_STATE_KEY=ragstream] node --test test/runtime.test.mjs
 // (the Python suite runs this against a ragstream it starts: tests/test_copilotkit.py)
@@ -115,9 +115,9 @@ function client(runtime, threadId) {
   return { agent, problems };
 }
 
-for (const [name, script] of [
-  ["plain runtime (HttpAgent + InMemoryAgentRunner)", "test/plain-runtime.mjs"],
-  ["the example's runtime (server.mjs)", "server.mjs"],
+for (const [name, script, durable] of [
+  ["plain runtime (HttpAgent + InMemoryAgentRunner)", "test/plain-runtime.mjs", false],
+  ["the example's runtime (server.mjs)", "server.mjs", true],
 ]) {
   describe(name, () => {
     let runtime;
@@ -133,7 +133,7 @@ for (const [name, script] of [
       runtime?.stop();
     });
 
-    test("three turns and a reconnect of one thread", async () => {
+    test(`three turns and a reconnect of one thread${durable ? ", and one after a restart" : ""}`, async () => {
       const threadId = `node-${randomUUID()}`;
       const { agent, problems } = client(runtime, threadId);
       let saved;
@@ -169,6 +169,16 @@ for (const [name, script] of [
       const last = await getJson(`${RAGSTREAM}/threads/${encodeURIComponent(threadId)}`);
       assert.equal(last.messages.filter((m) => m.role === "user").length, QUESTIONS.length + 1);
       assert.deepEqual(reloaded.state, last.state);
+
+      if (!durable) return; // the in-memory runner's record of the thread dies with its process
+      runtime.stop();
+      await new Promise((resolve) => runtime.child.once("exit", resolve));
+      runtime = await startRuntime(script);
+      const { agent: restarted, problems: restartProblems } = client(runtime, threadId);
+      await run(() => restarted.connectAgent(), restartProblems);
+      assert.deepEqual(restartProblems, []);
+      assert.deepEqual(restarted.state, last.state, "the reconnect after a restart: state");
+      assert.deepEqual(transcript(restarted.messages), transcript(last.messages), "... and conversation");
     });
   });
 }
