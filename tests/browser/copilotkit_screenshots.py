@@ -33,7 +33,9 @@ async def take(out: Path) -> None:
         kb.close()
         app = create_app(AppConfig(data_dir=Path(tmp)))
         async with serve(app) as ragstream, example_server(ragstream) as runtime, launch_browser() as browser:
-            page = CopilotKitPage(await browser.new_page(viewport={"width": 1280, "height": 800}), runtime.url, "shots")
+            page = CopilotKitPage(
+                await browser.new_page(viewport={"width": 1280, "height": 800}), runtime.url, "shots"
+            )
             await page.open()
             for question in QUESTIONS:
                 await page.ask(question)
