@@ -41,8 +41,8 @@ STATE_KEYS = [pytest.param(None, id="flat-state"), pytest.param("ragstream", id=
 
 def ragstream_app(config: Any, *, scenario: bool, state_key: str | None) -> Any:
     """ragstream with the offline model (or the keyword scenario agent), its state under ``state_key``."""
+    config.state_key = state_key
     toolkit = build_chat_toolkit(config)
-    toolkit.state_key = state_key
     if not scenario:
         return create_app(config, toolkit=toolkit)
     toolkit.namespaces["notes"] = Notes
@@ -88,14 +88,15 @@ async def browser() -> AsyncIterator[Browser]:
 async def assert_citations_match(
     page: CopilotKitPage, ragstream: str, state_key: str | None
 ) -> dict[str, Any]:
-    """The page's source cards are the citations of the thread's saved state; every marker links one."""
+    """The page's source cards are the citations of the thread's saved state (the recently cited
+    ones: runs emit a window of them), and the last answer's markers link cards among them."""
     view = await page.server_view(ragstream)
     state = rag_state(view["state"], state_key)
     assert state["citations"], "the thread has citations"
     await expect(page.page.locator("#sources .source")).to_have_count(len(state["citations"]))
     assert await page.shown_citations() == expected_citations(state)
-    markers = [await a.get_attribute("data-cite") for a in await page.answers().locator("a.cite").all()]
-    assert markers, "the answers link their citations"
+    markers = [await a.get_attribute("data-cite") for a in await page.answers().last.locator("a.cite").all()]
+    assert markers, "the answer links its citations"
     assert set(markers) <= set(state["citations"])
     return view
 
@@ -107,6 +108,8 @@ async def test_a_thread_through_copilotkit_in_chromium(
     """Four answered turns of one thread (two topics, a filter), a Stop mid-answer and a reload."""
     # a Stop that only dropped the connection would let the run finish and be saved
     scenario_config.disconnect_policy = "finish"
+    # runs carry the two most recently cited cards; older ones are read when a marker asks
+    scenario_config.citations_emitted = 2
     app = ragstream_app(scenario_config, scenario=True, state_key=state_key)
     async with serve(app) as ragstream, example_server(ragstream, state_key=state_key) as runtime:
         context = await browser.new_context(viewport={"width": 1280, "height": 800})
@@ -155,6 +158,21 @@ async def test_a_thread_through_copilotkit_in_chromium(
         last_search = max(saved_state["searches"].values(), key=lambda s: s["seq"])
         assert last_search["documents"] == ["Deploying ragstream"]
         await page.screenshot("filter-set")
+
+        # the first answer's card left the shared state (two cards are emitted); its marker reads it
+        assert len(saved_state["citations"]) == 2
+        old_marker = page.answers().first.locator("a.cite").first
+        old_index = await old_marker.get_attribute("data-cite")
+        assert old_index not in saved_state["citations"]
+        await old_marker.click()
+        old_card = page.page.locator(f"#earlier-sources #source-{old_index}")
+        await expect(old_card).to_have_class("source is-active")
+        async with httpx.AsyncClient(base_url=ragstream) as client:
+            item = (await client.get(f"/threads/{thread}/state/citations/{old_index}")).json()["value"]
+        assert item["title"] == "Kiteline Cloud Operations Handbook"
+        await expect(old_card.locator("h3")).to_have_text(f"[{old_index}] {item['title']}")
+        assert await old_card.locator(".source-passage").text_content() == item["passage"]
+        await expect(page.page.locator("#sources .source")).to_have_count(2)
 
         # 4: Stop in the middle of a streaming answer: the thread stays at its last good state
         saved = await page.server_view(ragstream)

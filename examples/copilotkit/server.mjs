@@ -7,6 +7,8 @@
 //   /api/copilotkit/...            CopilotKit runtime (info, agent/default/run, connect, stop, ...)
 //   GET /api/config                what the page must know: ragstream's state key
 //   GET /api/threads/{id}          ragstream's GET /threads/{id} (the saved thread: messages, state)
+//   GET /api/threads/{id}/state/{field}[/{key}]  ragstream's full state field or one item of it
+//                                  (the card of an old answer's [n], beyond what runs emit)
 //   GET /api/documents             ragstream's GET /documents (names for the document filter)
 //   everything else                the built app (dist/), index.html for unknown paths
 //
@@ -99,8 +101,8 @@ const server = createServer(async (req, res) => {
   }
   if (req.method !== "GET" && req.method !== "HEAD") return send(res, 405, { error: "method not allowed" });
   if (url.pathname === "/api/config") return send(res, 200, { stateKey: STATE_KEY, runtimeUrl: BASE_PATH });
-  const thread = url.pathname.match(/^\/api\/threads\/([^/]+)$/);
-  if (thread) return proxyGet(res, `/threads/${thread[1]}`);
+  const thread = url.pathname.match(/^\/api\/threads\/([^/]+)(\/state\/[^/]+(?:\/[^/]+)?)?$/);
+  if (thread) return proxyGet(res, `/threads/${thread[1]}${thread[2] ?? ""}`);
   if (url.pathname === "/api/documents") return proxyGet(res, `/documents${url.search}`);
   if (url.pathname.startsWith("/api/")) return send(res, 404, { error: "not found" });
   return serveStatic(res, url.pathname);

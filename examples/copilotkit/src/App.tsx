@@ -78,7 +78,6 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
   const [progress, setProgress] = useState<Record<string, Progress>>({});
   const [notice, setNotice] = useState<Notice | null>(null);
   const [confirmedFilter, setConfirmedFilter] = useState<string[]>([]);
-  const [active, setActive] = useState<string | null>(null);
   const stopping = useRef<string | null>(null);
   const failure = useRef<string | null>(null);
 
@@ -127,18 +126,12 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
   }, [agent, copilotkit]);
 
   const rag = ragState(agent.state, stateKey);
-  const citations = rag.citations ?? {};
-  const open = useCallback((index: string) => {
-    setActive(index);
-    const card = document.getElementById(`source-${index}`);
-    card?.scrollIntoView({ block: "nearest", behavior: "smooth" });
-    card?.focus({ preventScroll: true });
-  }, []);
-  const citationsValue = useMemo(() => ({ citations, active, open }), [citations, active, open]);
+  const citations = useMemo(() => rag.citations ?? {}, [rag.citations]);
+  const showError = useCallback((text: string) => setNotice({ kind: "error", text }), []);
   const messageView = useMemo(() => ({ assistantMessage: { markdownRenderer: CitedMarkdown } }), []);
 
   return (
-    <CitationsProvider value={citationsValue}>
+    <CitationsProvider threadId={threadId} citations={citations} onError={showError}>
       <ProgressProvider value={progress}>
         <div className="app">
           <header className="topbar">
@@ -170,7 +163,7 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
               confirmed={confirmedFilter}
               onChange={(names) => agent.setState(withDocumentFilter(agent.state, stateKey, names))}
             />
-            <Sources state={rag} />
+            <Sources />
           </aside>
         </div>
       </ProgressProvider>

@@ -16,7 +16,7 @@ export interface Citation {
 export interface RagState {
   /** Document names that restrict every tool (client-owned: the page writes it). */
   document_filter?: string[];
-  /** The thread's citation cards by index (server-owned). */
+  /** The thread's most recently cited cards by index (server-owned; older ones on request). */
   citations?: Record<string, Citation>;
 }
 
@@ -51,11 +51,6 @@ export function withDocumentFilter(state: AgentState, stateKey: string | null, n
   const current = { ...(state ?? {}) };
   if (!stateKey) return { ...current, document_filter: names };
   return { ...current, [stateKey]: { ...ragState(state, stateKey), document_filter: names } };
-}
-
-/** The citations ordered by index. */
-export function orderedCitations(state: RagState): Citation[] {
-  return Object.values(state.citations ?? {}).sort((a, b) => a.index - b.index);
 }
 
 /** "page 3", "Backups › Retention", or both. */
