@@ -275,3 +275,37 @@ async def test_the_runtime_sends_ragstreams_token(scenario_config: Any) -> None:
             assert (await client.get(f"/api/threads/{thread}")).status_code == 401
             assert (await client.get("/api/copilotkit/info")).status_code == 200
             assert runtime.alive, runtime.log()
+
+
+async def test_a_failed_turn_leaves_the_thread_as_it_was(browser: Browser, scenario_config: Any) -> None:
+    """RUN_ERROR: the page says so in the server's (sanitised) words and drops the unsaved turn."""
+    app = ragstream_app(scenario_config, scenario=True, state_key=None)
+    async with serve(app) as ragstream, example_server(ragstream) as runtime:
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        page = CopilotKitPage(await context.new_page(), runtime.url, "error")
+        await page.open()
+        await page.ask("nightly backups")
+        saved = await page.server_view(ragstream)
+        shown = await page.transcript()
+
+        await page.type_question("fail now")
+        notice = page.page.locator("#notice")
+        await expect(notice).to_contain_text("internal error (reference")
+        await expect(notice).to_contain_text("This turn (“fail now”) was not saved.")
+        await page.wait_idle()
+        await expect(page.questions()).to_have_count(1)
+        assert await page.transcript() == shown
+        assert "hunter2" not in await page.page.content()
+        after = await page.server_view(ragstream)
+        assert (after["messages"], after["state"]) == (saved["messages"], saved["state"])
+        await assert_citations_match(page, ragstream, None)
+
+        # CopilotKit reports the run error on the console; that is all it reports
+        assert page.problems, "expected CopilotKit to log the RUN_ERROR"
+        assert all("internal error" in p for p in page.problems), page.problems
+        page.problems.clear()
+
+        assert (await page.ask("bakery food safety")).startswith("Found it in Harbor Street Bakery")
+        assert runtime.alive, runtime.log()
+        page.assert_clean()
+        await context.close()
