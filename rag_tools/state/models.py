@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,6 +37,7 @@ __all__ = [
     "SearchHitSummary",
     "SearchRecord",
     "SearchState",
+    "SessionContext",
     "SessionState",
     "prepare_context",
 ]
@@ -48,8 +49,8 @@ QA_NAMESPACE = "rag.qa"
 REGISTRY_LIMIT = 10_000
 PENDING_LIMIT = 500
 PASSAGE_CHARS = 1200
-EXCERPT_CHARS = 320
-ANSWER_SUMMARY_CHARS = 240
+EXCERPT_CHARS = 160
+ANSWER_SUMMARY_CHARS = 160
 _CITATION_MARK = re.compile(r"\[(\d{1,6})\]")
 _SENTENCE = re.compile(r"[^.!?]*[.!?]?")
 
@@ -85,7 +86,19 @@ class Citation(BaseModel):
     uri: str
     headings: tuple[str, ...] = ()
     page: int | None = None
-    passage: str = Field(description="The cited text; once shown, an excerpt around what the answer quoted.")
+    passage: str = Field(description="The cited text.")
+    excerpt: str | None = Field(
+        default=None, description="What the client is shown of the passage: around what the answer quoted."
+    )
+
+    def emitted(self) -> dict[str, Any]:
+        """The card as the client gets it: the excerpt in place of the whole passage, and the heading
+        path without a first heading that only repeats the title."""
+        data = self.model_dump(mode="json", exclude_none=True, exclude={"excerpt"})
+        data["passage"] = self.excerpt if self.excerpt is not None else _excerpt(self.passage, ())
+        if self.headings and self.headings[0] == self.title:
+            data["headings"] = list(self.headings[1:])
+        return data
 
 
 class SessionState(StateModel):
@@ -152,25 +165,34 @@ class SessionState(StateModel):
         return index
 
     def _show(self, card: Citation, limit: int) -> None:
-        self.pending_citations.pop(str(card.index), None)
-        self.citations[str(card.index)] = card
+        key = str(card.index)
+        self.pending_citations.pop(key, None)
+        self.citations.pop(key, None)  # (re)inserted last: the most recently cited come last
+        self.citations[key] = card
         while len(self.citations) > limit:
             del self.citations[next(iter(self.citations))]
 
     def promote(self, indices: Iterable[int], *, limit: int = 200, text: str = "") -> list[int]:
-        """Show the cards of ``indices`` (cited by an answer); returns those that became visible.
+        """Show the cards of ``indices`` (cited by an answer); returns those shown or brought forward.
 
         A shown card carries an excerpt of its passage, centred on what ``text`` (the answer)
-        quoted from it when that can be found, so the client gets what it renders.
+        quoted from it when that can be found, so the client gets what it renders. A card cited
+        again moves to the end, where the state's emit window (the latest cards) keeps it.
         """
         shown = []
         for index in dict.fromkeys(indices):
-            card = self.pending_citations.get(str(index))
+            key = str(index)
+            if key in self.citations:
+                if next(reversed(self.citations)) != key:
+                    self.citations[key] = self.citations.pop(key)
+                    shown.append(index)
+                continue
+            card = self.pending_citations.get(key)
             if card is None:
                 continue
             marker = f"[{index}]"
             quoted = [_CITATION_MARK.sub("", s) for s in _SENTENCE.findall(text) if marker in s]
-            self._show(card.model_copy(update={"passage": _excerpt(card.passage, quoted)}), limit)
+            self._show(card.model_copy(update={"excerpt": _excerpt(card.passage, quoted)}), limit)
             shown.append(index)
         return shown
 
@@ -204,6 +226,12 @@ class SearchRecord(BaseModel):
     documents: tuple[str, ...] = ()
     hits: tuple[SearchHitSummary, ...] = ()
     at: datetime = Field(default_factory=_now)
+
+    def emitted(self) -> dict[str, Any]:
+        """The record as the client gets it: no timestamp, no empty document list (read it by id)."""
+        return self.model_dump(
+            mode="json", exclude_none=True, exclude={"at"} if self.documents else {"at", "documents"}
+        )
 
 
 class SearchState(StateModel):
@@ -243,17 +271,35 @@ class QAEntry(BaseModel):
     recalled_from: str | None = Field(default=None, description="Id of the earlier answer this one reused.")
     at: datetime = Field(default_factory=_now)
 
+    def emitted(self) -> dict[str, Any]:
+        """The entry as the client gets it: the answer's opening (the whole answer is a message), no
+        timestamp; the whole entry is read by id."""
+        data = self.model_dump(mode="json", exclude_none=True, exclude={"at"})
+        if len(self.answer) > ANSWER_SUMMARY_CHARS:
+            data["answer"] = self.answer[: ANSWER_SUMMARY_CHARS - 1].rstrip() + "…"
+        return data
+
+
+class SessionContext(BaseModel):
+    """What the session has been about: a short summary, refreshed in the background after answers."""
+
+    model_config = ConfigDict(frozen=True)
+
+    summary: str
+    last_updated: datetime = Field(default_factory=_now)
+
 
 class QASessionState(StateModel):
-    """The thread's QA history; question embeddings stay on the server."""
+    """The thread's QA history and session summary; question embeddings stay on the server.
 
-    server_only_fields: ClassVar[frozenset[str]] = frozenset(
-        {"question_embeddings", "next_qa", "session_summary"}
-    )
+    ``session_context`` is server-owned: a client's copy never replaces the server's.
+    """
+
+    server_only_fields: ClassVar[frozenset[str]] = frozenset({"question_embeddings", "next_qa"})
 
     qa_history: list[QAEntry] = Field(default_factory=list)
     question_embeddings: dict[str, list[float]] = Field(default_factory=dict)
-    session_summary: str | None = None
+    session_context: SessionContext | None = None
     next_qa: int = 1
 
     def add_entry(
