@@ -8,12 +8,15 @@ HTML is converted to Markdown (``markdownify``) and then read as Markdown; PDF t
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 __all__ = [
+    "MEDIA_TYPES",
     "SUPPORTED_SUFFIXES",
+    "BinaryContentError",
     "ParsedDocument",
     "Section",
     "UnsupportedFormatError",
@@ -33,9 +36,25 @@ SUPPORTED_SUFFIXES: dict[str, DocumentFormat] = {
     ".pdf": "pdf",
 }
 
+MEDIA_TYPES: dict[DocumentFormat, str] = {
+    "text": "text/plain",
+    "markdown": "text/markdown",
+    "html": "text/html",
+    "pdf": "application/pdf",
+}
+
+# Share of control characters (other than tab, newlines, form feed) above which "text" is binary.
+_CONTROL_RATIO = 0.05
+_SNIFF_BYTES = 64 * 1024
+_CONTROLS = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+
 
 class UnsupportedFormatError(ValueError):
     """The source is not one of the formats the knowledge base can read."""
+
+
+class BinaryContentError(UnsupportedFormatError):
+    """A file named as text (``.md``, ``.txt``, ``.html``) holds binary data."""
 
 
 @dataclass
@@ -72,7 +91,7 @@ def parse_document(data: bytes, *, name: str, format: DocumentFormat | None = No
     fallback_title = Path(name).stem.replace("_", " ").replace("-", " ").strip() or name
     if fmt == "pdf":
         return _parse_pdf(data, fallback_title)
-    text = _decode(data)
+    text = _decode(data, fmt)
     if fmt == "html":
         title, markdown = _html_to_markdown(text)
         doc = _parse_markdown(markdown, title or fallback_title)
@@ -82,11 +101,32 @@ def parse_document(data: bytes, *, name: str, format: DocumentFormat | None = No
     return ParsedDocument(fallback_title, "text", text, [Section(text)] if text.strip() else [])
 
 
-def _decode(data: bytes) -> str:
+def _decode(data: bytes, fmt: DocumentFormat) -> str:
+    """The text of a text-format file; binary content is refused rather than indexed as garbage."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError:
+            pass
+    head = data[:_SNIFF_BYTES]
+    if head.startswith(b"%PDF-"):
+        raise BinaryContentError(f"this is a PDF file, not {fmt}: give it a .pdf name to ingest it")
+    if b"\x00" in data:
+        raise BinaryContentError(f"this is a binary file (it contains NUL bytes), not {fmt} text")
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        return data.decode("latin-1")
+        try:
+            text = data.decode("cp1252")
+        except UnicodeDecodeError:
+            text = data.decode("latin-1")
+    sample = text[:_SNIFF_BYTES]
+    controls = len(_CONTROLS.findall(sample))
+    if sample and controls / len(sample) > _CONTROL_RATIO:
+        raise BinaryContentError(
+            f"this is a binary file ({controls / len(sample):.0%} control characters), not {fmt} text"
+        )
+    return text
 
 
 def _parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
