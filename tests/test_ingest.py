@@ -108,7 +108,7 @@ async def test_progress_moves_per_chunk_through_a_long_pdf(tmp_path: Path) -> No
     done = [e.chunks_done for e in events]
     assert done == sorted(done)  # never goes back
     pdf_outcome = next(i for i, e in enumerate(events) if e.outcome and e.outcome.source == str(pdf))
-    moving = {e.chunks_done for e in events[:pdf_outcome] if 0 < e.chunks_done}
+    moving = {e.chunks_done for e in events[:pdf_outcome] if e.chunks_done > 0}
     assert len(moving) >= chunks // 32 - 1, "the bar should move many times while the PDF is embedded"
     last = events[-1]
     assert (last.chunks_done, last.chunks_total, last.chunks_total_final) == (chunks, chunks, True)
@@ -330,7 +330,7 @@ async def test_a_newer_format_is_a_clear_error(tmp_path: Path) -> None:
         ],
         mode="overwrite",
     )
-    with pytest.raises(KnowledgeBaseFormatError, match="storage format 99.*upgrade ragstream, or re-ingest"):
+    with pytest.raises(KnowledgeBaseFormatError, match=r"storage format 99.*upgrade ragstream, or re-ingest"):
         async with KnowledgeBase(tmp_path / "kb", embedder=embedder):
             pass
 
