@@ -102,14 +102,26 @@ async def test_progress_moves_per_chunk_through_a_long_pdf(tmp_path: Path) -> No
     async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel(), chunk_max_chars=200) as kb:
         report = await kb.ingest_paths([pdf, small], on_progress=events.append)
         chunks = await kb.count_chunks()
+        pdf_id = report.outcomes[0].document_id or ""
+        pdf_chunks = await kb.get_chunks(pdf_id)
+        pdf_doc = await kb.get_document_by_id(pdf_id, with_content=True)
     assert [o.status for o in report.outcomes] == ["added", "added"]
     assert chunks > 100
+    # parsed in steps, the PDF is still one document numbered as a whole
+    assert [c.position for c in pdf_chunks] == list(range(len(pdf_chunks)))
+    assert [c.page for c in pdf_chunks] == sorted(c.page or 0 for c in pdf_chunks)
+    assert {c.page for c in pdf_chunks} == set(range(1, 61))
+    assert pdf_doc is not None and pdf_doc.title == "Runbook" and pdf_doc.chunk_count == len(pdf_chunks)
+    assert pdf_doc.content is not None and "[page 60]" in pdf_doc.content
 
     done = [e.chunks_done for e in events]
     assert done == sorted(done)  # never goes back
     pdf_outcome = next(i for i, e in enumerate(events) if e.outcome and e.outcome.source == str(pdf))
     moving = {e.chunks_done for e in events[:pdf_outcome] if e.chunks_done > 0}
     assert len(moving) >= chunks // 32 - 1, "the bar should move many times while the PDF is embedded"
+    # its first pages were embedded while later pages were still being parsed
+    first_embedded = next(i for i, e in enumerate(events) if e.chunks_done > 0)
+    assert events[first_embedded].chunks_total < len(pdf_chunks)
     last = events[-1]
     assert (last.chunks_done, last.chunks_total, last.chunks_total_final) == (chunks, chunks, True)
     assert (last.files_done, last.files_total) == (2, 2)

@@ -10,23 +10,32 @@ written last: it carries the content hash, so an interrupted write is redone by 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pyarrow as pa
 
-from .chunking import chunk_document
+from .chunking import ChunkDraft, chunk_document, chunk_sections
 from .filters import sql_literal
 from .models import IngestOutcome
-from .readers import MEDIA_TYPES, detect_format, parse_document
+from .readers import MEDIA_TYPES, PdfPages, Section, detect_format, parse_document, pdf_content
 from .sources import Source
 from .tables import CHUNKING_VERSION, FTS_COLUMN, Tables, chunks_schema, documents_schema, files_schema
 
-__all__ = ["Known", "PreparedDocument", "known_documents", "prepare", "search_text", "write_batch"]
+__all__ = [
+    "PDF_PAGES_PER_STEP",
+    "Known",
+    "PreparedDocument",
+    "known_documents",
+    "prepare",
+    "search_text",
+    "write_batch",
+]
 
+PDF_PAGES_PER_STEP = 16
 _LOOKUP_BATCH = 500
 
 
@@ -41,7 +50,11 @@ class Known:
 
 @dataclass
 class PreparedDocument:
-    """A parsed and chunked source waiting for its vectors, then for its write."""
+    """A parsed and chunked source waiting for its vectors, then for its write.
+
+    A PDF arrives with its first pages' chunks only: ``rest`` yields the chunks of the following
+    pages (the pipeline calls ``next_rows`` in a worker thread) until the document is complete.
+    """
 
     source: Source
     updated: bool
@@ -49,6 +62,8 @@ class PreparedDocument:
     file_row: dict[str, Any]
     chunk_rows: list[dict[str, Any]]
     vectors: list[list[float]] = field(default_factory=list)
+    rest: Iterator[list[dict[str, Any]]] | None = None
+    error: str | None = None
 
     @property
     def texts(self) -> list[str]:
@@ -56,10 +71,22 @@ class PreparedDocument:
         return [row[FTS_COLUMN] for row in self.chunk_rows]
 
     @property
+    def pending(self) -> int:
+        """Chunks parsed but not embedded yet."""
+        return len(self.chunk_rows) - len(self.vectors)
+
+    @property
     def embedded(self) -> bool:
-        return len(self.vectors) == len(self.chunk_rows)
+        """Complete, and every chunk has its vector: ready to write."""
+        return self.rest is None and self.error is None and self.pending == 0
+
+    def next_rows(self) -> list[dict[str, Any]] | None:
+        """The chunks of the next pages, or ``None`` once the document is complete (blocking)."""
+        return next(self.rest, None) if self.rest is not None else None
 
     def outcome(self) -> IngestOutcome:
+        if self.error is not None:
+            return IngestOutcome(source=self.source.label, status="error", error=self.error)
         return IngestOutcome(
             source=self.source.label,
             status="updated" if self.updated else "added",
@@ -96,7 +123,8 @@ def prepare(source: Source, known: Known | None, *, max_chars: int) -> IngestOut
     """Read, check, parse and chunk ``source`` (blocking: run it in a worker thread).
 
     Returns an outcome when there is nothing to embed: the source is unchanged, or it cannot be
-    ingested (missing, unreadable, unsupported, binary, broken), with the reason.
+    ingested (missing, unreadable, unsupported, binary, broken), with the reason. A PDF comes back
+    with no chunks yet and its pages to parse in ``rest``.
     """
     try:
         fmt = detect_format(source.name)
@@ -110,47 +138,90 @@ def prepare(source: Source, known: Known | None, *, max_chars: int) -> IngestOut
                 title=known.title,
                 chunks=known.chunk_count,
             )
-        parsed = parse_document(data, name=source.name, format=fmt)
+        if fmt == "pdf":
+            pages = PdfPages(data)
+        else:
+            parsed = parse_document(data, name=source.name, format=fmt)
     except (OSError, ValueError, UnicodeError) as exc:
         message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return IngestOutcome(source=source.label, status="error", error=message)
+    doc_row = {
+        "document_id": source.document_id,
+        "uri": source.display,
+        "title": source.title or "",
+        "format": fmt,
+        "content_hash": content_hash,
+        "chunk_count": 0,
+        "size_chars": 0,
+        "updated_at": datetime.now(UTC),
+        "content": "",
+        "origin": source.origin,
+    }
+    file_row = {
+        "document_id": source.document_id,
+        "filename": PurePosixPath(source.name).name,
+        "media_type": MEDIA_TYPES[fmt],
+        "data": data,
+    }
+    doc = PreparedDocument(source, known is not None, doc_row, file_row, [])
+    if fmt == "pdf":
+        fallback = Path(source.name).stem.replace("_", " ").replace("-", " ").strip() or source.name
+        doc.rest = _pdf_rows(pages, doc_row, max_chars, fallback)
+        return doc
     if source.title:
         parsed.title = source.title
-    document_id = source.document_id
-    chunk_rows = [
+    doc.chunk_rows = _rows(doc_row, parsed.title, chunk_document(parsed, max_chars=max_chars))
+    doc_row.update(title=parsed.title, chunk_count=len(doc.chunk_rows), size_chars=len(parsed.content))
+    doc_row["content"] = parsed.content
+    return doc
+
+
+def _rows(doc_row: dict[str, Any], title: str, drafts: Sequence[ChunkDraft]) -> list[dict[str, Any]]:
+    document_id, content_hash = doc_row["document_id"], doc_row["content_hash"]
+    return [
         {
             "chunk_id": f"{document_id}:{content_hash[:12]}:{draft.position}",
             "document_id": document_id,
-            "title": parsed.title,
-            "uri": source.display,
+            "title": title,
+            "uri": doc_row["uri"],
             "position": draft.position,
             "section": draft.section,
             "headings": draft.headings,
             "page": draft.page,
             "text": draft.text,
-            FTS_COLUMN: search_text(parsed.title, draft.headings, draft.text),
+            FTS_COLUMN: search_text(title, draft.headings, draft.text),
         }
-        for draft in chunk_document(parsed, max_chars=max_chars)
+        for draft in drafts
     ]
-    doc_row = {
-        "document_id": document_id,
-        "uri": source.display,
-        "title": parsed.title,
-        "format": parsed.format,
-        "content_hash": content_hash,
-        "chunk_count": len(chunk_rows),
-        "size_chars": len(parsed.content),
-        "updated_at": datetime.now(UTC),
-        "content": parsed.content,
-        "origin": source.origin,
-    }
-    file_row = {
-        "document_id": document_id,
-        "filename": PurePosixPath(source.name).name,
-        "media_type": MEDIA_TYPES[fmt],
-        "data": data,
-    }
-    return PreparedDocument(source, known is not None, doc_row, file_row, chunk_rows)
+
+
+def _pdf_rows(
+    pages: PdfPages, doc_row: dict[str, Any], max_chars: int, fallback_title: str
+) -> Iterator[list[dict[str, Any]]]:
+    """The chunk rows of a PDF, ``PDF_PAGES_PER_STEP`` pages at a time; completes ``doc_row`` at the end.
+
+    The title (given, else the metadata's, else the first line of the first page with text) goes
+    into every chunk's embedded text, so chunks are held back until the first page with text.
+    """
+    title: str | None = doc_row["title"] or pages.metadata_title
+    sections: list[Section] = []
+    chunked = position = 0
+    for start in range(0, pages.count, PDF_PAGES_PER_STEP):
+        sections.extend(pages.sections(start, start + PDF_PAGES_PER_STEP))
+        if title is None:
+            if not sections:
+                continue
+            title = pages.title(sections, "")
+        drafts = chunk_sections(
+            sections[chunked:], markdown=False, max_chars=max_chars, position=position, section=chunked
+        )
+        chunked, position = len(sections), position + len(drafts)
+        if drafts:
+            yield _rows(doc_row, title, drafts)
+    content = pdf_content(sections)
+    doc_row.update(
+        title=title or fallback_title, chunk_count=position, content=content, size_chars=len(content)
+    )
 
 
 async def write_batch(

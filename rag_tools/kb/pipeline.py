@@ -3,8 +3,9 @@
 Three asyncio stages run at once:
 
 1. prepare: one worker thread reads, checks, parses and chunks the sources in order
-   (``ingestion.prepare``); it stops while ``PREPARED_AHEAD_CHUNKS`` chunks wait for the embedder
-   (a larger document is still let through when nothing waits).
+   (``ingestion.prepare``), a PDF ``PDF_PAGES_PER_STEP`` pages at a time so that its first pages
+   are embedded while later ones parse. It pauses while ``PREPARED_AHEAD_CHUNKS`` chunks wait
+   for the embedder (a larger step is still let through when nothing waits).
 2. embed: chunk texts go to the embedder in batches of ``EMBED_BATCH``, filled across documents
    so that many small files still make full batches; a batch never waits for more input while
    the embedder would idle. A failed batch is retried document by document, so one bad document
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 
 from .ingestion import Known, PreparedDocument, prepare
@@ -41,27 +41,22 @@ _Item = tuple[int, PreparedDocument]
 
 
 class _Ahead:
-    """How many prepared chunks wait for the embedder; ``admit`` waits while that is over the limit."""
+    """How many parsed chunks wait for the embedder; ``admit`` waits while that is over the limit."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.count = 0
         self._changed = asyncio.Condition()
 
-    async def admit(self, doc: PreparedDocument) -> None:
-        size = _weight(doc)
+    async def admit(self, chunks: int) -> None:
         async with self._changed:
-            await self._changed.wait_for(lambda: self.count == 0 or self.count + size <= self.limit)
-            self.count += size
+            await self._changed.wait_for(lambda: self.count == 0 or self.count + chunks <= self.limit)
+            self.count += chunks
 
-    async def release(self, doc: PreparedDocument) -> None:
+    async def release(self, chunks: int) -> None:
         async with self._changed:
-            self.count -= _weight(doc)
+            self.count -= chunks
             self._changed.notify_all()
-
-
-def _weight(doc: PreparedDocument) -> int:
-    return max(1, len(doc.chunk_rows))
 
 
 class _Run:
@@ -125,15 +120,33 @@ async def _prepare_stage(
     ahead: _Ahead,
     run: _Run,
 ) -> None:
+    """Prepare each source; each put on ``out`` is a new document or more chunks of the last one."""
     for index, source in todo:
-        result = await asyncio.to_thread(prepare, source, known.get(source.document_id), max_chars=max_chars)
-        if isinstance(result, IngestOutcome):
-            run.finish(index, result)
+        doc = await asyncio.to_thread(prepare, source, known.get(source.document_id), max_chars=max_chars)
+        if isinstance(doc, IngestOutcome):
+            run.finish(index, doc)
             continue
-        run.progress.chunks_total += len(result.chunk_rows)
-        run.emit()
-        await ahead.admit(result)
-        await out.put((index, result))
+        rows = doc.chunk_rows
+        doc.chunk_rows = []
+        while True:
+            run.progress.chunks_total += len(rows)
+            run.emit()
+            await ahead.admit(len(rows))
+            doc.chunk_rows.extend(rows)
+            await out.put((index, doc))
+            if doc.rest is None or doc.error is not None:
+                break  # complete, or its embedding failed: no use parsing further
+            try:
+                more = await asyncio.to_thread(doc.next_rows)
+            except (OSError, ValueError, UnicodeError) as exc:
+                doc.rest, doc.error = None, str(exc)
+                await out.put((index, doc))
+                break
+            if more is None or doc.error is not None:
+                doc.rest = None
+                await out.put((index, doc))
+                break
+            rows = more
     run.progress.chunks_total_final = True
     run.emit()
     await out.put(None)
@@ -146,13 +159,14 @@ async def _embed_stage(
     embed: Embed,
     run: _Run,
 ) -> None:
-    waiting: deque[_Item] = deque()  # documents whose chunks are not all embedded, in order
-    queued = 0  # chunks in ``waiting`` still to embed
+    waiting: list[_Item] = []  # documents not passed on yet, in source order
+    gone: set[int] = set()  # documents passed on or dropped: later puts of them are ignored
     ended = False
     while True:
-        while not ended and queued < EMBED_BATCH:
-            if queued == 0 and not waiting:
-                item = await inbox.get()
+        while not ended and sum(doc.pending for _, doc in waiting) < EMBED_BATCH:
+            idle = not any(doc.pending or doc.embedded or doc.error for _, doc in waiting)
+            if idle:
+                item = await inbox.get()  # nothing to do until a document or its next pages arrive
             else:
                 try:
                     item = inbox.get_nowait()
@@ -160,49 +174,54 @@ async def _embed_stage(
                     break  # embed what there is rather than let the embedder idle
             if item is None:
                 ended = True
-            else:
+            elif item[0] not in gone and all(doc is not item[1] for _, doc in waiting):
                 waiting.append(item)
-                queued += len(item[1].chunk_rows)
-        while waiting and waiting[0][1].embedded:
-            await ahead.release(waiting[0][1])
-            await out.put(waiting.popleft())
-        if not waiting:
-            if ended:
+        for item in [item for item in waiting if item[1].error is not None]:
+            waiting.remove(item)
+            gone.add(item[0])
+            await _drop(item, ahead, run)
+        for item in [item for item in waiting if item[1].embedded]:
+            waiting.remove(item)
+            gone.add(item[0])
+            await out.put(item)
+        if not any(doc.pending for _, doc in waiting):
+            if ended and not waiting:
                 break
             continue
         segments = _take(waiting, EMBED_BATCH)
         texts = [text for doc, start, stop in segments for text in doc.texts[start:stop]]
         try:
-            vectors = await embed(texts)
+            vectors: list[list[float]] | None = await embed(texts)
         except Exception:
             vectors = None
-        if vectors is not None:
-            offset = 0
-            for doc, start, stop in segments:
-                doc.vectors.extend(vectors[offset : offset + stop - start])
-                offset += stop - start
-        else:
-            for doc, start, stop in segments:
+        done = 0
+        for doc, start, stop in segments:
+            if vectors is not None:
+                doc.vectors.extend(vectors[done : done + stop - start])
+            else:
                 try:
                     doc.vectors.extend(await embed(doc.texts[start:stop]))
                 except Exception as exc:
-                    failed = next(item for item in waiting if item[1] is doc)
-                    waiting.remove(failed)
-                    await ahead.release(doc)
-                    queued -= len(doc.chunk_rows) - start
-                    run.progress.chunks_total -= len(doc.chunk_rows)
-                    run.progress.chunks_done -= start
-                    run.finish(failed[0], _failure(doc, f"embedding failed: {exc}"))
-                    continue
-        done = sum(stop - start for doc, start, stop in segments if any(item[1] is doc for item in waiting))
-        queued -= done
+                    doc.error = f"embedding failed: {exc}"
+                    continue  # dropped (with its pending chunks) on the next round
+            done += stop - start
+        await ahead.release(done)
         run.progress.chunks_done += done
         run.emit()
     await out.put(None)
 
 
-def _take(waiting: deque[_Item], size: int) -> list[tuple[PreparedDocument, int, int]]:
-    """Up to ``size`` chunk positions still to embed, from the front documents: (doc, start, stop)."""
+async def _drop(item: _Item, ahead: _Ahead, run: _Run) -> None:
+    """Report a document that failed after it was parsed; its chunks leave the counts."""
+    index, doc = item
+    await ahead.release(doc.pending)
+    run.progress.chunks_total -= len(doc.chunk_rows)
+    run.progress.chunks_done -= len(doc.vectors)
+    run.finish(index, doc.outcome())
+
+
+def _take(waiting: list[_Item], size: int) -> list[tuple[PreparedDocument, int, int]]:
+    """Up to ``size`` chunk positions still to embed, from the first documents: (doc, start, stop)."""
     segments: list[tuple[PreparedDocument, int, int]] = []
     for _, doc in waiting:
         start = len(doc.vectors)
@@ -213,10 +232,6 @@ def _take(waiting: deque[_Item], size: int) -> list[tuple[PreparedDocument, int,
         if size == 0:
             break
     return segments
-
-
-def _failure(doc: PreparedDocument, message: str) -> IngestOutcome:
-    return IngestOutcome(source=doc.source.label, status="error", error=message)
 
 
 async def _write_stage(inbox: asyncio.Queue[_Item | None], write: Write, run: _Run) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -18,10 +20,12 @@ __all__ = [
     "SUPPORTED_SUFFIXES",
     "BinaryContentError",
     "ParsedDocument",
+    "PdfPages",
     "Section",
     "UnsupportedFormatError",
     "detect_format",
     "parse_document",
+    "pdf_content",
 ]
 
 DocumentFormat = Literal["text", "markdown", "html", "pdf"]
@@ -174,21 +178,50 @@ def _html_to_markdown(html: str) -> tuple[str | None, str]:
 
 
 def _parse_pdf(data: bytes, fallback_title: str) -> ParsedDocument:
-    from pypdf import PdfReader
+    pages = PdfPages(data)
+    sections = pages.sections(0, pages.count)
+    return ParsedDocument(pages.title(sections, fallback_title), "pdf", pdf_content(sections), sections)
+
+
+class PdfPages:
+    """A PDF read page by page, so that ingestion can embed the first pages while later ones parse."""
+
+    def __init__(self, data: bytes) -> None:
+        from pypdf import PdfReader
+
+        with _pdf_errors():
+            self._reader = PdfReader(io.BytesIO(data))
+            self.count = len(self._reader.pages)
+        try:
+            meta_title = self._reader.metadata.title if self._reader.metadata else None
+        except Exception:  # a broken info dictionary is not worth failing the document for
+            meta_title = None
+        self.metadata_title: str | None = (meta_title or "").strip() or None
+
+    def sections(self, start: int, stop: int) -> list[Section]:
+        """The pages ``start`` to ``stop`` (0-based, ``stop`` excluded) that hold text, numbered from 1."""
+        with _pdf_errors():
+            texts = [
+                (self._reader.pages[i].extract_text() or "") for i in range(start, min(stop, self.count))
+            ]
+        return [Section(text.strip(), [], start + k + 1) for k, text in enumerate(texts) if text.strip()]
+
+    def title(self, sections: list[Section], fallback: str) -> str:
+        """The metadata title, else the first line of the first page with text, else ``fallback``."""
+        first_line = next((s.text.splitlines()[0].strip() for s in sections), None)
+        return self.metadata_title or first_line or fallback
+
+
+def pdf_content(sections: list[Section]) -> str:
+    """A PDF's stored text: its pages with text, each under a ``[page N]`` marker."""
+    return "\n\n".join(f"[page {s.page}]\n{s.text}" for s in sections)
+
+
+@contextmanager
+def _pdf_errors() -> Iterator[None]:
     from pypdf.errors import PdfReadError
 
     try:
-        reader = PdfReader(io.BytesIO(data))
-        pages = [(page.extract_text() or "") for page in reader.pages]
+        yield
     except (PdfReadError, ValueError, KeyError) as exc:
         raise ValueError(f"not a readable PDF: {exc}") from exc
-    meta_title = None
-    try:
-        meta_title = reader.metadata.title if reader.metadata else None
-    except Exception:  # a broken info dictionary is not worth failing the document for
-        meta_title = None
-    sections = [Section(text.strip(), [], number) for number, text in enumerate(pages, 1) if text.strip()]
-    first_line = next((s.text.splitlines()[0].strip() for s in sections), None)
-    title = (meta_title or "").strip() or first_line or fallback_title
-    content = "\n\n".join(f"[page {s.page}]\n{s.text}" for s in sections)
-    return ParsedDocument(title, "pdf", content, sections)
