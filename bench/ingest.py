@@ -84,9 +84,15 @@ def _build_corpus(folder: Path, chunks: int, seed: int) -> None:
 
 
 def _prepared(folder: Path, max_chars: int) -> list[PreparedDocument]:
-    sources = [s for s in expand_sources([folder]) if isinstance(s, Source)]
-    docs = [prepare(s, None, max_chars=max_chars) for s in sources]
-    return [d for d in docs if isinstance(d, PreparedDocument)]
+    """Every document of ``folder`` as ingestion prepares it, with all its chunks (PDFs parsed through)."""
+    docs = []
+    for source in expand_sources([folder]):
+        doc = prepare(source, None, max_chars=max_chars) if isinstance(source, Source) else source
+        if isinstance(doc, PreparedDocument):
+            while (rows := doc.next_rows()) is not None:
+                doc.chunk_rows.extend(rows)
+            docs.append(doc)
+    return docs
 
 
 class _Precomputed(VectorEmbeddingModel):
