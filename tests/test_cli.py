@@ -36,7 +36,8 @@ def test_ingest_reports_progress_errors_and_a_summary(tmp_path: Path) -> None:
     assert result.returncode == 1  # some sources failed
     assert "error: " + str(tmp_path / "missing.md") + ": no such file or directory" in result.stderr
     assert "no files match this pattern" in result.stderr
-    assert "ingesting" in result.stderr  # the progress bar
+    assert "ingesting (4/4 files)" in result.stderr  # the progress bar: files done, chunks embedded
+    assert "2/2 [" in result.stderr and "chunk/s" in result.stderr
     assert result.stdout.strip() == "2 added, 0 updated, 0 unchanged, 2 failed; 2 chunks written"
     again = cli("ingest", str(docs), "--no-progress", data=tmp_path / "data")
     assert again.returncode == 0
