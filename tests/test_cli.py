@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.conftest import ROOT
 from tests.protocol import check_stream, parse_sse
@@ -36,7 +37,8 @@ def test_ingest_reports_progress_errors_and_a_summary(tmp_path: Path) -> None:
     assert result.returncode == 1  # some sources failed
     assert "error: " + str(tmp_path / "missing.md") + ": no such file or directory" in result.stderr
     assert "no files match this pattern" in result.stderr
-    assert "ingesting" in result.stderr  # the progress bar
+    assert "ingesting (4/4 files)" in result.stderr  # the progress bar: files done, chunks embedded
+    assert "2/2 [" in result.stderr and "chunk/s" in result.stderr
     assert result.stdout.strip() == "2 added, 0 updated, 0 unchanged, 2 failed; 2 chunks written"
     again = cli("ingest", str(docs), "--no-progress", data=tmp_path / "data")
     assert again.returncode == 0
@@ -51,7 +53,7 @@ def test_search_and_documents(corpus_kb_template: Path, tmp_path: Path) -> None:
     lines = found.stdout.splitlines()
     assert lines[0].startswith("1. [")
     assert "Kiteline Cloud Operations Handbook — page 2" in lines[0]
-    assert lines[1].strip().endswith("/examples/corpus/operations-handbook.pdf")
+    assert lines[1].strip() == "operations-handbook.pdf"  # the path within the corpus, not the server's
     assert sum(line[:3] in ("1. ", "2. ") for line in lines) == 2
     restricted = cli(
         "search", "how long are backups kept", "--document", "deployment", "--mode", "text", data=data
@@ -64,6 +66,25 @@ def test_search_and_documents(corpus_kb_template: Path, tmp_path: Path) -> None:
     mismatch = cli("search", "x", "--embedder", "local:wordllama", data=data)
     assert mismatch.returncode == 1
     assert "was built with embedder 'local:all-minilm-l6-v2'" in mismatch.stderr
+
+
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [
+        ("nonsense:foo", "is not a model pydantic-ai knows; use a provider:model string"),
+        ("openai:gpt-4o-mini", "Set the `OPENAI_API_KEY` environment variable"),
+    ],
+)
+def test_serve_refuses_an_unusable_model_in_one_line_before_serving(
+    tmp_path: Path, model: str, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    result = cli("serve", "--model", model, "--port", str(free_port()), data=tmp_path / "data")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr  # no traceback
+    assert model in lines[0] and says in lines[0]
+    assert "serving on" not in result.stdout
 
 
 def test_serve_with_several_workers_needs_redis(tmp_path: Path) -> None:
