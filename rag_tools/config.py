@@ -33,7 +33,10 @@ class RagConfig(BaseModel):
     )
     embedder: str = Field(
         default=DEFAULT_EMBEDDER,
-        description="Embedding model: local:all-minilm-l6-v2, local:wordllama or any pydantic-ai embedder.",
+        description=(
+            "Embedding model: local:all-minilm-l6-v2, local:all-minilm-l6-v2-int8 (faster, its own "
+            "vectors), local:wordllama or any pydantic-ai embedder."
+        ),
     )
     model: str | None = Field(
         default=None,
