@@ -7,7 +7,12 @@ answers) runs through the real server over HTTP: each turn the
 model calls ``search`` and ``ask`` in parallel, then streams, word by word, the answer ``ask``
 produced followed by one cited line per top-3 source (what a research assistant writes). Every SSE byte is counted. The comparison strategy is computed from the same stream: each
 state event is replaced by a STATE_SNAPSHOT of the whole state at that point (what a server that
-does not diff would send). Target (issue 5): state events under 10% of the streamed bytes.
+does not diff would send). Every run opens with a STATE_SNAPSHOT of its baseline (issue 18: a
+consumer that folds one run from ``{}``, like CopilotKit's runtime, must reach the server's state;
+the bench folds each run that way and checks it), so the emitted state is bounded (only the latest
+citations, searches and QA entries); the same session without the bound shows what it saves.
+Target (issue 18): state events at most 15% of the streamed bytes, and state bytes per run that
+stop growing once the bound is reached.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from rag_tools import ChatDeps, build_chat_toolkit
+from server.agui.encoding import encode_event
+from server.agui.sse import sse_frame
 from server.app import create_app
 from server.config import AppConfig
-from server.runs.encoding import encode_event, sse_frame
 from tests.protocol import parse_sse
 from tests.servers import serve
 
@@ -88,6 +94,64 @@ def _plain(content: Any) -> dict[str, Any]:
     return content.model_dump() if hasattr(content, "model_dump") else content
 
 
+async def _session(config: AppConfig, questions: list[str]) -> list[dict[str, Any]]:
+    """Run the research session through the real server; per turn: bytes, state bytes, baseline bytes.
+
+    Each run's events are folded from ``{}`` with ``jsonpatch`` (what CopilotKit's runtime does at
+    the end of every run): the fold must reach the server's state, or the bench stops.
+    """
+    toolkit = build_chat_toolkit(config)
+    agent = Agent(
+        FunctionModel(stream_function=_research, model_name="research"),
+        deps_type=ChatDeps,
+        output_type=[str, DeferredToolRequests],
+        toolsets=toolkit.toolsets,
+        capabilities=toolkit.capabilities,
+    )
+    turns = []
+    client_state: Any = {}
+    async with (
+        serve(create_app(config, agent=agent, toolkit=toolkit)) as url,
+        httpx.AsyncClient(base_url=url, timeout=120) as http,
+    ):
+        for turn, question in enumerate(questions, 1):
+            body = {
+                "threadId": "research",
+                "runId": f"r{turn}",
+                "state": client_state,
+                "tools": [],
+                "context": [],
+                "forwardedProps": {},
+                "protocolVersion": "1.0",
+                "messages": [{"id": f"u{turn}", "role": "user", "content": question}],
+            }
+            response = await http.post("/agui", json=body)
+            row = {"bytes": len(response.content), "state": 0, "baseline": 0, "alt": 0}
+            folded: Any = {}  # this run alone, from nothing
+            for block in response.text.split("\n\n"):
+                frames = parse_sse(block + "\n\n") if block.strip() else []
+                if not frames:
+                    continue
+                seq, event = frames[0]
+                size = len(block.encode()) + 2
+                if event["type"] == "STATE_DELTA":
+                    folded = jsonpatch.apply_patch(folded, event["delta"])
+                elif event["type"] == "STATE_SNAPSHOT":
+                    folded = event["snapshot"]
+                    row["baseline"] = row["baseline"] or size
+                else:
+                    continue
+                row["state"] += size
+                row["alt"] += len(sse_frame(seq or 0, encode_event(StateSnapshotEvent(snapshot=folded))))
+            client_state = folded
+            server = (await http.get("/threads/research")).json()["state"]
+            assert folded == server, (
+                f"turn {turn}: folding the run from {{}} did not reach the server's state"
+            )
+            turns.append(row)
+    return turns
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -97,88 +161,73 @@ async def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="ragstream-state-bytes-"))
     try:
         (await build_corpus_kb(work / "data" / "kb")).close()
-        config = AppConfig(data_dir=work / "data")
-        toolkit = build_chat_toolkit(config)
-        agent = Agent(
-            FunctionModel(stream_function=_research, model_name="research"),
-            deps_type=ChatDeps,
-            output_type=[str, DeferredToolRequests],
-            toolsets=toolkit.toolsets,
-            capabilities=toolkit.capabilities,
-        )
         questions = RESEARCH[: args.turns]
-        rows = []
-        total = state = alt_state = 0
-        client_state: Any = {}
-        async with (
-            serve(create_app(config, agent=agent, toolkit=toolkit)) as url,
-            httpx.AsyncClient(base_url=url, timeout=120) as http,
-        ):
-            for turn, question in enumerate(questions, 1):
-                body = {
-                    "threadId": "research",
-                    "runId": f"r{turn}",
-                    "state": client_state,
-                    "tools": [],
-                    "context": [],
-                    "forwardedProps": {},
-                    "protocolVersion": "1.0",
-                    "messages": [{"id": f"u{turn}", "role": "user", "content": question}],
-                }
-                response = await http.post("/agui", json=body)
-                turn_total = len(response.content)
-                turn_state = turn_alt = 0
-                for block in response.text.split("\n\n"):
-                    if not block.strip():
-                        continue
-                    frames = parse_sse(block + "\n\n")
-                    if not frames:
-                        continue
-                    seq, event = frames[0]
-                    size = len(block.encode()) + 2
-                    if event["type"] == "STATE_DELTA":
-                        client_state = jsonpatch.apply_patch(client_state, event["delta"])
-                    elif event["type"] == "STATE_SNAPSHOT":
-                        client_state = event["snapshot"]
-                    else:
-                        continue
-                    turn_state += size
-                    turn_alt += len(
-                        sse_frame(seq or 0, encode_event(StateSnapshotEvent(snapshot=client_state)))
-                    )
-                total, state, alt_state = total + turn_total, state + turn_state, alt_state + turn_alt
-                alt_total = turn_total - turn_state + turn_alt
-                rows.append(
-                    (
-                        turn,
-                        turn_total,
-                        turn_state,
-                        f"{turn_state / turn_total:.1%}",
-                        alt_total,
-                        f"{turn_alt / alt_total:.1%}",
-                    )
-                )
-            view = (await http.get("/threads/research")).json()
-        assert view["state"] == client_state, "the client's copy diverged from the server"
-        alt_total = total - state + alt_state
-        rows.append(("all", total, state, f"{state / total:.1%}", alt_total, f"{alt_state / alt_total:.1%}"))
-        print(f"{len(questions)} turns, final state {len(json.dumps(client_state))} bytes\n")
-        print(
-            table(
-                [
-                    "turn",
-                    "bytes (deltas)",
-                    "state bytes",
-                    "state share",
-                    "bytes (snapshot per change)",
-                    "state share",
-                ],
-                rows,
-            )
+        bounded = await _session(AppConfig(data_dir=work / "data"), questions)
+        unbounded_config = AppConfig(
+            data_dir=work / "unbounded",
+            citations_emitted=10**6,
+            searches_emitted=10**6,
+            qa_history_emitted=10**6,
         )
-        print(f"\nSnapshot-per-change would send {alt_total / total:.2f}x the bytes of this server.")
+        shutil.copytree(work / "data" / "kb", work / "unbounded" / "kb")
+        unbounded = await _session(unbounded_config, questions)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+    def share(state: int, total: int) -> str:
+        return f"{state / total:.1%}"
+
+    rows = []
+    for turn, (b, u) in enumerate(zip(bounded, unbounded, strict=True), 1):
+        alt_total = b["bytes"] - b["state"] + b["alt"]
+        rows.append(
+            (
+                turn,
+                b["bytes"],
+                b["baseline"],
+                b["state"],
+                share(b["state"], b["bytes"]),
+                u["state"],
+                share(u["state"], u["bytes"]),
+                share(b["alt"], alt_total),
+            )
+        )
+    total = {k: sum(r[k] for r in bounded) for k in ("bytes", "state", "baseline", "alt")}
+    u_total = {k: sum(r[k] for r in unbounded) for k in ("bytes", "state")}
+    alt_total = total["bytes"] - total["state"] + total["alt"]
+    rows.append(
+        (
+            "all",
+            total["bytes"],
+            total["baseline"],
+            total["state"],
+            share(total["state"], total["bytes"]),
+            u_total["state"],
+            share(u_total["state"], u_total["bytes"]),
+            share(total["alt"], alt_total),
+        )
+    )
+    print(f"{len(questions)} turns; every run opens with a STATE_SNAPSHOT (its baseline), deltas follow\n")
+    print(
+        table(
+            [
+                "turn",
+                "bytes",
+                "baseline snapshot B",
+                "state B per run",
+                "state share",
+                "state B per run, no bound",
+                "state share, no bound",
+                "state share, snapshot per change",
+            ],
+            rows,
+        )
+    )
+    print(
+        f"\nState events: {share(total['state'], total['bytes'])} of the streamed bytes (target: at most 15%); "
+        f"without the emit bound {share(u_total['state'], u_total['bytes'])}; "
+        f"a snapshot per change {share(total['alt'], alt_total)}."
+    )
 
 
 if __name__ == "__main__":

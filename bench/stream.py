@@ -233,11 +233,11 @@ async def _agent_loop_ceiling(tokens: int) -> float:
     from pydantic_ai.ui.ag_ui import AGUIAdapter
 
     from rag_tools import AgentDeps, ToolContext
-    from server.runs import fastlocks
+    from server.agui._upstream import install_fast_stream_locks
 
     from .stream_servers import bench_agent
 
-    fastlocks.install()
+    install_fast_stream_locks()
     agent = bench_agent(AgentDeps)
     rates = []
     for trial in range(3):

@@ -63,8 +63,34 @@ class RagConfig(BaseModel):
         default=20, ge=1, description="Searches kept per thread (oldest evicted)."
     )
     citations_limit: int = Field(
-        default=200, ge=1, description="Citations kept in the emitted state per thread (oldest evicted)."
+        default=200, ge=1, description="Citation cards kept per thread (oldest evicted); readable by index."
     )
+    citations_emitted: int = Field(
+        default=8,
+        ge=0,
+        description="Citation cards the AG-UI state carries: the most recently cited ones.",
+    )
+    searches_emitted: int = Field(
+        default=2, ge=0, description="Searches the AG-UI state carries: the latest ones."
+    )
+    qa_history_emitted: int = Field(
+        default=3, ge=0, description="QA entries the AG-UI state carries: the latest ones."
+    )
+    state_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="Put the whole AG-UI state under this key (e.g. ragstream); unset: flat.",
+    )
+
+    @property
+    def emit_limits(self) -> dict[str, int]:
+        """How many of their latest items the growing state fields carry to the client."""
+        return {
+            "citations": self.citations_emitted,
+            "searches": self.searches_emitted,
+            "qa_history": self.qa_history_emitted,
+        }
 
     @property
     def resolved_kb_uri(self) -> str:

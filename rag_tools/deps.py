@@ -2,10 +2,13 @@
 
 ``AgentDeps`` implements pydantic-ai's ``StateHandler`` protocol. When the AG-UI adapter hands it
 the client's ``state`` at the start of a run, the setter applies the client's proposal (client-owned
-fields only; an invalid proposal is ignored and recorded, never raised, so no adapter answers 500),
-and keeps the client's copy as the run's single delta baseline. After every tool call that changed
-the context, ``emit_state_update`` sends one STATE_DELTA against that baseline (or a STATE_SNAPSHOT
-when that is smaller) through ``ctx.emit``, so it works under any pydantic-ai AG-UI integration.
+fields only; an invalid proposal is ignored and recorded, never raised, so no adapter answers 500).
+Every run carries its own baseline: the first state event of a run is a STATE_SNAPSHOT, and after
+every later tool call that changed the context, ``emit_state_update`` sends one STATE_DELTA against
+the run's single baseline (or a snapshot when that is smaller) through ``ctx.emit``, so it works
+under any pydantic-ai AG-UI integration, and a consumer that folds one run's events from ``{}``
+(CopilotKit's runtime, a logger, a replay) reaches the server's state. A server that sends the
+snapshot itself at the start of the run says so with ``begin_run``.
 
 Create deps per run: pydantic-ai writes ``deps.state`` in place.
 """
@@ -13,7 +16,7 @@ Create deps per run: pydantic-ai writes ``deps.state`` in place.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,7 +43,11 @@ class AGUIEvent(CustomEvent, name="ragstream_agui_event"):
 
 
 class TaskTracker(Protocol):
-    """Something that owns background tasks (the server's cache entry does, per thread)."""
+    """Something that owns background tasks (the server's cache entry does, per thread).
+
+    It may also offer ``async apply(change)``: apply a late change to the thread's context and
+    save it (see ``AgentDeps.apply_later``).
+    """
 
     def track(self, task: asyncio.Task[Any]) -> None: ...
 
@@ -64,8 +71,8 @@ class AgentDeps:
     tool_context: ToolContext
     tasks: TaskTracker = field(default_factory=_LocalTasks, repr=False)
     tracker: StateTracker | None = field(default=None, repr=False)
-    client_diverged: bool = False
     rejected_state: ValidationError | None = field(default=None, repr=False)
+    _run_baseline: Any = field(default=None, repr=False)
     _emitted_version: int = field(default=-1, repr=False)
 
     @property
@@ -75,28 +82,41 @@ class AgentDeps:
 
     @state.setter
     def state(self, value: Any) -> None:
+        if value is not None and value is self._run_baseline:
+            return  # the baseline ``begin_run`` set, handed back by the adapter: already applied
         self.receive_client_state(value)
 
-    def receive_client_state(self, value: Any) -> bool:
-        """Apply the client's proposal and start the run's delta baseline at the client's copy.
+    def receive_client_state(self, value: Any) -> None:
+        """Apply the client's proposal (client-owned fields only) and start the run without a baseline.
 
-        Returns whether the client's copy differs from the server's state (then a snapshot is due).
+        An invalid proposal is recorded in ``rejected_state`` and ignored, never raised. The run's
+        first state event will then be a STATE_SNAPSHOT (every run carries its own baseline).
         """
-        client_copy = value if isinstance(value, dict) else {}
         try:
-            self.client_diverged = self.tool_context.apply_client_proposal(client_copy)
+            self.tool_context.apply_client_proposal(value if isinstance(value, dict) else {})
             self.rejected_state = None
         except (ValidationError, TypeError) as exc:
             self.rejected_state = exc if isinstance(exc, ValidationError) else None
-            self.client_diverged = True
-        self.tracker = StateTracker(client_copy)
+        self.tracker = StateTracker()
+        self._run_baseline = None
         self._emitted_version = -1
-        return self.client_diverged
+
+    def begin_run(self, baseline: dict[str, Any]) -> None:
+        """Start a run whose client already received ``baseline`` (a STATE_SNAPSHOT sent by the caller).
+
+        Later state events are deltas against it; giving the same object back through the
+        ``state`` setter changes nothing.
+        """
+        self.tracker = StateTracker(baseline)
+        self._run_baseline = baseline
+        self._emitted_version = self.tool_context.version
 
     def state_update_events(self, *, force: bool = False) -> list[BaseEvent]:
         """The AG-UI events that bring the client's copy up to date (empty when it is).
 
-        ``force`` re-dumps every namespace first, catching in-place changes nobody marked.
+        The first of a run without a baseline is a STATE_SNAPSHOT; then STATE_DELTAs against it
+        (or a snapshot when that is smaller). ``force`` re-dumps every namespace first, catching
+        in-place changes nobody marked.
         """
         context = self.tool_context
         if self.tracker is None or (not force and context.version == self._emitted_version):
@@ -111,6 +131,19 @@ class AgentDeps:
         if update.kind == "snapshot":
             return [StateSnapshotEvent(snapshot=update.snapshot)]
         return []
+
+    async def apply_later(self, change: Callable[[ToolContext], Any]) -> None:
+        """Apply a change that a background task produced after the run, and keep it.
+
+        With a tracker that can save (the server's cache entry), the change is applied under the
+        thread's lock and saved, even when the run that started the task committed long ago;
+        otherwise it is applied to this context. ``change`` marks the namespaces it changes.
+        """
+        persist = getattr(self.tasks, "apply", None)
+        if persist is not None:
+            await persist(change)
+        else:
+            change(self.tool_context)
 
     def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Start a background task owned by this thread (cancelled when the thread is evicted)."""

@@ -1,7 +1,7 @@
-"""Progress reports from tools while they run, as AG-UI CUSTOM events named ``progress``.
+"""Progress reports from tools while they run, as AG-UI CUSTOM events named ``ragstream.progress``.
 
 A tool calls ``await report_progress(ctx, "Searching 12 documents", done=0, total=2)``; the client
-receives ``{"type": "CUSTOM", "name": "progress", "value": {"toolCallId": ..., "tool": ..., ...}}``
+receives ``{"type": "CUSTOM", "name": "ragstream.progress", "value": {"toolCallId": ..., "tool": ..., ...}}``
 between the tool call's TOOL_CALL_END and its TOOL_CALL_RESULT. Outside an AG-UI run the event
 goes to the run's event stream and is otherwise ignored.
 """
@@ -17,7 +17,7 @@ from .deps import AGUIEvent
 
 __all__ = ["PROGRESS_EVENT", "report_progress"]
 
-PROGRESS_EVENT = "progress"
+PROGRESS_EVENT = "ragstream.progress"
 
 
 async def report_progress(

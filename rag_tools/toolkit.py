@@ -41,6 +41,8 @@ class Toolkit:
     """Extra state namespaces that tools added to the toolkit keep (name to model type)."""
     capabilities: list[AbstractCapability[Any]] = field(default_factory=list)
     """Capabilities to give the agent with the toolsets (citation cards of the final answer)."""
+    emit_limits: dict[str, int] = field(default_factory=dict)
+    """How many of their latest items growing state fields carry to the client (``ToolContext``)."""
 
     def create_context(self, state_key: str | None = None) -> ToolContext:
         """A fresh ``ToolContext`` with the namespaces these features use."""
@@ -51,6 +53,8 @@ class Toolkit:
         prepare_context(context, self.features, state_key or self.state_key)
         for namespace, model_type in self.namespaces.items():
             context.get_or_create(namespace, model_type)
+        if self.emit_limits and context.emit_limits != self.emit_limits:
+            context.set_emit_limits(self.emit_limits)
         return context
 
 
@@ -92,7 +96,8 @@ def build_toolkit(
         toolsets=toolsets,
         prompt=build_tools_prompt(chosen),
         features=chosen,
-        state_key=state_key,
+        state_key=state_key if state_key is not None else config.state_key,
         namespaces=dict(namespaces or {}),
         capabilities=[citation_hooks(config.citations_limit)],
+        emit_limits=config.emit_limits,
     )

@@ -1,4 +1,9 @@
-"""``create_app``: the Starlette application serving AG-UI runs, threads and documents."""
+"""``create_app``: the Starlette application serving AG-UI runs, threads and documents.
+
+The route table below is the whole HTTP surface. Two decisions are made here for every route at
+once, so a new route is covered by default: authentication (every route needs a principal except
+the ones listed as public) and the request body limit (the default unless a route is given its own).
+"""
 
 from __future__ import annotations
 
@@ -10,20 +15,32 @@ from typing import Any
 from pydantic_ai import Agent
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from rag_tools import Toolkit
 from rag_tools.state import ThreadStore
 
+from .agui._upstream import install_fast_stream_locks
+from .agui.route import agui
+from .auth import TokenBackend, unauthorized
 from .config import AppConfig
 from .errors import exception_handlers
-from .routes.agui import agui
+from .middleware import BodyLimitMiddleware
 from .routes.documents import list_documents, upload_documents
 from .routes.meta import capabilities, health
 from .routes.static import static_routes
-from .routes.threads import get_thread, list_all, put_approval_policy, remove_thread, run_events, stop_run
-from .runs import fastlocks
+from .routes.threads import (
+    POLICY_BODY_LIMIT,
+    get_state_item,
+    get_thread,
+    list_all,
+    put_approval_policy,
+    remove_thread,
+    run_events,
+    stop_run,
+)
 from .services import Services
 
 __all__ = ["create_app", "create_served_app"]
@@ -36,19 +53,22 @@ def create_app(
     toolkit: Toolkit | None = None,
     store: ThreadStore | None = None,
     freeze_gc: bool = False,
+    fast_stream_locks: bool = False,
     **backends: Any,
 ) -> Starlette:
     """The ragstream ASGI app; services start in its lifespan.
 
     ``agent``, ``toolkit`` and ``store`` replace the configured defaults (tests, embedding apps).
-    ``freeze_gc`` moves everything alive after startup (models, tables, schemas) out of the garbage
-    collector's scans with ``gc.freeze()``: full collections then take a few milliseconds instead of
-    pausing every stream for hundreds. It changes the whole process, so only ``ragstream serve``
-    (``create_served_app``) turns it on. Creating an app also makes pydantic-ai's per-event stream
-    locks skip their event-loop yield (``runs.fastlocks``).
+    Two process-wide tunings are off by default and on in ``ragstream serve``
+    (``create_served_app``), since they change the whole process, not just this app:
+    ``freeze_gc`` moves everything alive after startup (models, tables, schemas) out of the
+    garbage collector's scans with ``gc.freeze()``, so full collections take milliseconds instead
+    of pausing every stream; ``fast_stream_locks`` patches pydantic-ai's per-event stream locks
+    (``agui._upstream``).
     """
     config = config or AppConfig()
-    fastlocks.install()
+    if fast_stream_locks:
+        install_fast_stream_locks()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -62,20 +82,26 @@ def create_app(
         finally:
             await services.close()
 
-    routes = [
+    upload = Route("/documents", upload_documents, methods=["POST"])
+    policy = Route("/threads/{thread_id}/approval-policy", put_approval_policy, methods=["PUT"])
+    public: list[BaseRoute] = [
+        Route("/health", health, methods=["GET"]),
+        Route("/capabilities", capabilities, methods=["GET"]),
+        *static_routes(),  # the chat page asks for a token itself
+    ]
+    routes: list[BaseRoute] = [
         Route("/agui", agui, methods=["POST"]),
         Route("/threads", list_all, methods=["GET"]),
         Route("/threads/{thread_id}", get_thread, methods=["GET"]),
         Route("/threads/{thread_id}", remove_thread, methods=["DELETE"]),
-        Route("/threads/{thread_id}/approval-policy", put_approval_policy, methods=["PUT"]),
+        Route("/threads/{thread_id}/state/{field}", get_state_item, methods=["GET"]),
+        Route("/threads/{thread_id}/state/{field}/{key}", get_state_item, methods=["GET"]),
+        policy,
         Route("/threads/{thread_id}/runs/{run_id}/stop", stop_run, methods=["POST"]),
         Route("/threads/{thread_id}/runs/{run_id}/events", run_events, methods=["GET"]),
         Route("/documents", list_documents, methods=["GET"]),
-        Route("/documents", upload_documents, methods=["POST"]),
-        Route("/health", health, methods=["GET"]),
-        Route("/capabilities", capabilities, methods=["GET"]),
-        # the chat page last: the API routes keep precedence
-        *static_routes(),
+        upload,
+        *public,  # last: the chat page's catch-alls must not shadow the API
     ]
     middleware = []
     if config.cors_origins:
@@ -88,11 +114,21 @@ def create_app(
                 expose_headers=["Content-Type"],
             )
         )
+    middleware += [
+        Middleware(
+            AuthenticationMiddleware, backend=TokenBackend(config.tokens, public), on_error=unauthorized
+        ),
+        Middleware(
+            BodyLimitMiddleware,
+            default=config.max_body_bytes,
+            limits=[(upload, config.max_upload_bytes), (policy, POLICY_BODY_LIMIT)],
+        ),
+    ]
     return Starlette(
         routes=routes, middleware=middleware, lifespan=lifespan, exception_handlers=exception_handlers
     )
 
 
 def create_served_app() -> Starlette:
-    """The app as ``ragstream serve`` runs it in each worker: configured from the environment."""
-    return create_app(freeze_gc=True)
+    """The app as ``ragstream serve`` runs it in each worker (see ``server.commands``)."""
+    return create_app(AppConfig.from_worker_payload(), freeze_gc=True, fast_stream_locks=True)

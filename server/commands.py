@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from rag_tools.kb import DocumentFilter, IngestOutcome, KnowledgeBase, KnowledgeBaseError
 
-from .config import AppConfig
+from .config import WORKER_CONFIG_ENV, AppConfig
 
 __all__ = ["cmd_documents", "cmd_ingest", "cmd_search", "cmd_serve", "ingest_with_progress"]
 
@@ -96,11 +96,8 @@ def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
                 return await ingest_with_progress(kb, args.ingest)
 
         asyncio.run(ingest())
-    # Workers are separate processes that build their own config: hand them the flags via the environment.
-    for name in ("data_dir", "embedder", "model", "redis_url"):
-        value = getattr(config, name)
-        if value is not None:
-            os.environ[f"RAGSTREAM_{name.upper()}"] = str(value)
+    # Workers are separate processes: hand them the whole validated configuration.
+    os.environ[WORKER_CONFIG_ENV] = config.to_worker_payload()
     print(
         f"ragstream serving on http://{config.host}:{config.port} (model: {config.model or 'offline extractive'})"
     )

@@ -1,16 +1,26 @@
-"""``AppConfig``: every setting of the server, read from ``RAGSTREAM_*`` variables and CLI flags."""
+"""``AppConfig``: every setting of the server, read from ``RAGSTREAM_*`` variables and CLI flags.
+
+``ragstream serve`` validates the configuration once (environment plus flags) and hands the whole
+validated object to its worker processes (``to_worker_payload`` / ``from_worker_payload``), so
+every field reaches every worker, whether it came from the environment or a flag.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rag_tools.config import RagConfig
 
-__all__ = ["AppConfig"]
+__all__ = ["WORKER_CONFIG_ENV", "AppConfig"]
+
+#: Where ``serve`` leaves the validated configuration for the worker processes it starts.
+WORKER_CONFIG_ENV = "RAGSTREAM_WORKER_CONFIG"
 
 
 class AppConfig(RagConfig, BaseSettings):
@@ -92,3 +102,17 @@ class AppConfig(RagConfig, BaseSettings):
         if self.disconnect_policy is not None:
             return self.disconnect_policy
         return "finish" if self.redis_url else "cancel"
+
+    def to_worker_payload(self) -> str:
+        """Every field, validated, as JSON (secrets included) for the server's own worker processes."""
+        data: dict[str, Any] = self.model_dump(mode="json")
+        data["tokens"] = {name: secret.get_secret_value() for name, secret in self.tokens.items()}
+        return json.dumps(data)
+
+    @classmethod
+    def from_worker_payload(cls, payload: str | None = None) -> AppConfig:
+        """The configuration ``serve`` validated (from ``WORKER_CONFIG_ENV``), else from the environment."""
+        payload = payload if payload is not None else os.environ.get(WORKER_CONFIG_ENV)
+        if payload is None:
+            return cls()
+        return cls.model_validate_json(payload)

@@ -1,33 +1,41 @@
-"""Errors the HTTP layer answers with, and the one JSON shape they all take.
+"""How the HTTP API answers errors: one JSON shape, and one table from domain errors to statuses.
 
 Every error response is ``{"error": {"status", "code", "message", "details"?}}`` with a 4xx or 503
-status. Exceptions that are not ``ApiError`` never reach a client as text: they are logged and
-answered with a generic 500 body carrying a reference to the log line.
+status. The layers below raise domain errors that say what happened (``RunConflict``,
+``ThreadNotFound``, ``InvalidRequest``, ``StoreError``, ...); ``ERROR_TABLE`` below is the only
+place that decides which status and code each gets. ``ApiError`` is for what only the web layer
+knows (content types, request bodies, query strings). Exceptions that are not in the table never
+reach a client as text: they are logged and answered with a generic 500 carrying a log reference.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
 from starlette.exceptions import HTTPException
+from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from rag_tools.kb import KnowledgeBaseError
 from rag_tools.state import StoreError
 
-from .runs.locks import BackendUnavailable
+from .access import ThreadNotFound
+from .runs import BackendUnavailable, FailureCode, RunConflict, RunNotFound
+from .threads import StateItemNotFound
+from .validation import InvalidRequest
 
-__all__ = ["ApiError", "error_response", "exception_handlers", "validation_details"]
+__all__ = ["ERROR_TABLE", "ApiError", "error_response", "exception_handlers", "too_large_message"]
 
 logger = logging.getLogger("ragstream.server")
 
 _CODES = {
     400: "bad_request",
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
@@ -39,7 +47,7 @@ _CODES = {
 
 
 class ApiError(Exception):
-    """An error with a status, a stable code and a message meant for the client."""
+    """An error only the web layer knows, with a status, a stable code and a message for the client."""
 
     def __init__(
         self,
@@ -58,6 +66,48 @@ class ApiError(Exception):
         self.headers = headers
 
 
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    code: str | None = None  # None: the error's own ``code`` attribute, else the status's code
+    message: str | None = None  # None: ``str(error)``, which the raising layer wrote for the client
+    log: bool = False
+
+
+#: Domain error type -> how the API answers it. Checked in order; the first matching type wins.
+ERROR_TABLE: tuple[tuple[type[Exception], _Answer], ...] = (
+    (InvalidRequest, _Answer(422)),
+    (ThreadNotFound, _Answer(404)),
+    (RunNotFound, _Answer(404)),
+    (StateItemNotFound, _Answer(404)),
+    (RunConflict, _Answer(409)),
+    (
+        BackendUnavailable,
+        _Answer(503, "unavailable", "the shared backend is unavailable; retry shortly", log=True),
+    ),
+    (
+        StoreError,
+        _Answer(
+            503, FailureCode.STORE_UNAVAILABLE, "the thread store is unavailable; retry shortly", log=True
+        ),
+    ),
+    (
+        KnowledgeBaseError,
+        _Answer(
+            503,
+            FailureCode.KNOWLEDGE_BASE_UNAVAILABLE,
+            "the knowledge base is unavailable; retry shortly",
+            log=True,
+        ),
+    ),
+)
+
+
+def too_large_message(limit: int) -> str:
+    """What a 413 says."""
+    return f"request body is larger than the limit of {limit} bytes"
+
+
 def error_response(
     status: int,
     message: str,
@@ -66,18 +116,11 @@ def error_response(
     details: Any = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
+    """The JSON error response every failure takes."""
     body: dict[str, Any] = {"status": status, "code": code or _CODES.get(status, "error"), "message": message}
     if details is not None:
         body["details"] = details
     return JSONResponse({"error": body}, status_code=status, headers=headers)
-
-
-def validation_details(error: ValidationError, prefix: tuple[str | int, ...] = ()) -> list[dict[str, Any]]:
-    """Field errors without echoing the input back: where, what kind, and the message."""
-    return [
-        {"loc": [*prefix, *e["loc"]], "type": e["type"], "message": e["msg"]}
-        for e in error.errors(include_url=False, include_input=False, include_context=False)
-    ]
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
@@ -85,9 +128,25 @@ async def _api_error(request: Request, exc: Exception) -> Response:
     return error_response(exc.status, exc.message, code=exc.code, details=exc.details, headers=exc.headers)
 
 
+async def _domain_error(request: Request, exc: Exception) -> Response:
+    answer = next(answer for kind, answer in ERROR_TABLE if isinstance(exc, kind))
+    if answer.log:
+        logger.warning("%s on %s %s: %s", type(exc).__name__, request.method, request.url.path, exc)
+    code = answer.code or getattr(exc, "code", None)
+    return error_response(
+        answer.status,
+        answer.message or str(exc),
+        code=str(code) if code else None,
+        details=getattr(exc, "details", None),
+    )
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    message = exc.detail if isinstance(exc.detail, str) and exc.detail else "request failed"
+    if exc.status_code == 413 and MAX_BODY_SIZE_SCOPE_KEY in request.scope:
+        message = too_large_message(request.scope[MAX_BODY_SIZE_SCOPE_KEY])
+    else:
+        message = exc.detail if isinstance(exc.detail, str) and exc.detail else "request failed"
     return error_response(exc.status_code, message, headers=getattr(exc, "headers", None))
 
 
@@ -99,23 +158,9 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return error_response(500, f"internal error (reference {reference})", code="internal_error")
 
 
-async def _unavailable(request: Request, exc: Exception) -> Response:
-    logger.warning("backend unavailable on %s %s: %s", request.method, request.url.path, exc)
-    return error_response(503, "the thread store is unavailable; retry shortly", code="unavailable")
-
-
-async def _knowledge_base_unavailable(request: Request, exc: Exception) -> Response:
-    logger.warning("knowledge base unavailable on %s %s: %s", request.method, request.url.path, exc)
-    return error_response(
-        503, "the knowledge base is unavailable; retry shortly", code="knowledge_base_unavailable"
-    )
-
-
 exception_handlers: dict[Any, Any] = {
     ApiError: _api_error,
     HTTPException: _http_error,
-    StoreError: _unavailable,
-    BackendUnavailable: _unavailable,
-    KnowledgeBaseError: _knowledge_base_unavailable,
+    **{kind: _domain_error for kind, _ in ERROR_TABLE},
     Exception: _unexpected,
 }

@@ -1,7 +1,10 @@
-"""Everything a running server holds: knowledge base, thread cache and store, agent, runs.
+"""Everything a running server holds, wired once at startup: knowledge base, threads, engine, binding.
 
-``Services.start`` opens them in order and ``close`` releases them in reverse; ``create_app``
-does both in the app's lifespan. Tests and embedders may pass their own agent, toolkit or store.
+``Services.start`` opens the parts in order and ``close`` releases them in reverse; ``create_app``
+does both in the app's lifespan. This is the composition root: it picks the storage backends
+(memory, SQLite, Redis) behind their interfaces, builds the protocol-neutral run engine
+(``server.runs``) and the AG-UI binding on top of it (``server.agui``). Tests and embedding apps
+may pass their own agent, toolkit, store, locks or event log.
 """
 
 from __future__ import annotations
@@ -13,8 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import Agent
-from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.toolsets import AbstractToolset
 
 from rag_tools import Toolkit, build_chat_toolkit, create_chat_agent
 from rag_tools.kb import KnowledgeBase
@@ -22,11 +23,20 @@ from rag_tools.state import SQLiteThreadStore, ThreadStore, ToolContextCache
 from rag_tools.state.redis_store import RedisThreadStore
 from rag_tools.tools import ToolSystem
 
+from .agui.encoding import encode_failure
+from .agui.factory import AGUIRunFactory
 from .config import AppConfig
-from .redis_backend import RedisEventLog, RedisRunLocks, RedisStopBus, redis_client
-from .runs.eventlog import EventLog, MemoryEventLog
-from .runs.locks import MemoryRunLocks, RunLocks
-from .runs.manager import RunManager
+from .runs import (
+    EventLog,
+    FailureCode,
+    MemoryEventLog,
+    MemoryRunLocks,
+    RunFailure,
+    RunLocks,
+    RunManager,
+    StopBus,
+)
+from .runs.redis import RedisEventLog, RedisRunLocks, RedisStopBus, redis_client
 
 __all__ = ["Services"]
 
@@ -46,9 +56,8 @@ class Services:
     toolkit: Toolkit
     agent: Agent[Any, Any]
     runs: RunManager
+    agui: AGUIRunFactory
     tools: ToolSystem
-    run_toolsets: list[AbstractToolset[Any]]
-    run_capabilities: list[AbstractCapability[Any]]
     _background: list[asyncio.Task[Any]] = field(default_factory=list)
 
     @classmethod
@@ -72,7 +81,8 @@ class Services:
         # Preflight: a user tool must not shadow a toolkit tool (raises, naming both origins).
         tools.toolsets(extra={f"rag toolkit ({t.id or t.label})": t for t in toolkit.toolsets})
         toolkit.namespaces.update(tools.namespaces)
-        stop_bus = None
+
+        stop_bus: StopBus | None = None
         if config.redis_url:
             client = redis_client(config.redis_url)
             store = store or RedisThreadStore(client, prefix=config.redis_prefix)
@@ -84,6 +94,7 @@ class Services:
                 prefix=config.redis_prefix,
                 ttl_seconds=config.event_log_ttl_seconds,
                 liveness_seconds=min(5.0, config.run_lock_ttl_seconds / 2),
+                worker_lost_event=encode_failure(RunFailure(FailureCode.WORKER_LOST)),
             )
             stop_bus = RedisStopBus(client, config.redis_prefix)
         store = store or SQLiteThreadStore(config.data_dir / "threads.sqlite3")
@@ -96,24 +107,26 @@ class Services:
         runs = RunManager(
             locks=locks or MemoryRunLocks(),
             logs=logs or MemoryEventLog(ttl_seconds=config.event_log_ttl_seconds),
+            encode_failure=encode_failure,
             lock_ttl=config.run_lock_ttl_seconds,
             disconnect_policy=config.effective_disconnect_policy,
             disconnect_grace=config.disconnect_grace_seconds,
             stop_bus=stop_bus,
         )
-        services = cls(
-            config,
-            kb,
-            store,
-            cache,
-            toolkit,
-            agent or create_chat_agent(config, toolkit),
-            runs,
-            tools,
+        agent = agent or create_chat_agent(config, toolkit)
+        binding = AGUIRunFactory(
+            runs=runs,
+            cache=cache,
+            agent=agent,
+            kb=kb,
+            config=config,
+            prepare=toolkit.prepare,
+            run_timeout=config.run_timeout,
             # given to every run, so an injected agent gets the tool system too
-            tools.toolsets(),
-            [tools.capability()],
+            toolsets=tools.toolsets(),
+            capabilities=[tools.capability()],
         )
+        services = cls(config, kb, store, cache, toolkit, agent, runs, binding, tools)
         services._background.append(asyncio.create_task(services._evict_idle_threads()))
         return services
 
@@ -129,8 +142,6 @@ class Services:
         for task in self._background:
             task.cancel()
         await self.runs.shutdown()
-        if self.runs.stop_bus is not None:
-            await self.runs.stop_bus.close()
         with contextlib.suppress(Exception):
             await self.cache.close()
         with contextlib.suppress(Exception):

@@ -1,8 +1,8 @@
-"""Threads as the HTTP API shows them: listing, the hydration view of one thread, deletion.
+"""Threads as the HTTP API shows them: listing, the hydration view of one thread, deletion, policy.
 
-A thread belongs to the principal that created it; to anyone else it does not exist (404).
-The hydration view is what a reloaded page needs to continue: the messages in AG-UI form, the
-state exactly as runs emit it, the interrupts still waiting for an answer and the active run.
+Access follows the one rule in ``server.access``: a thread that is not the caller's does not
+exist. The hydration view is what a reloaded page needs to continue: the messages in AG-UI form,
+the state exactly as runs emit it, the interrupts still waiting for an answer and the active run.
 """
 
 from __future__ import annotations
@@ -10,38 +10,27 @@ from __future__ import annotations
 from typing import Any
 
 from ag_ui.core import Interrupt
-from pydantic_ai.ui.ag_ui._interrupt import approval_to_interrupt  # what RUN_FINISHED carries, byte for byte
 
-from rag_tools.state import CacheEntry
 from rag_tools.tools import APPROVAL_NAMESPACE, ApprovalPolicy
 
-from .errors import ApiError
-from .history import agui_messages, stored_messages
+from .access import owned_entry
+from .agui._upstream import approval_to_interrupt
+from .agui.history import agui_messages, stored_messages
+from .runs import RunConflict
 from .services import Services
 
 __all__ = [
-    "check_thread_access",
+    "StateItemNotFound",
     "delete_thread",
     "list_threads",
-    "owned_entry",
     "set_approval_policy",
+    "state_item",
     "thread_view",
 ]
 
 
-async def owned_entry(services: Services, thread_id: str, principal: str) -> CacheEntry:
-    """The thread's cache entry if ``principal`` owns it; ``ApiError(404)`` otherwise."""
-    entry = await services.cache.get_entry(thread_id)
-    if entry.is_new or entry.record.owner != principal:
-        raise ApiError(404, f"thread {thread_id!r} not found")
-    return entry
-
-
-async def check_thread_access(services: Services, thread_id: str, principal: str) -> None:
-    """``ApiError(404)`` when the thread exists and belongs to someone else (new threads are fine)."""
-    entry = await services.cache.get_entry(thread_id)
-    if entry.record.owner is not None and entry.record.owner != principal:
-        raise ApiError(404, f"thread {thread_id!r} not found")
+class StateItemNotFound(LookupError):
+    """No such field in the thread's state, or no such item in it."""
 
 
 async def list_threads(services: Services, principal: str, limit: int) -> list[dict[str, Any]]:
@@ -53,7 +42,7 @@ async def list_threads(services: Services, principal: str, limit: int) -> list[d
 
 
 async def thread_view(services: Services, thread_id: str, principal: str) -> dict[str, Any]:
-    entry = await owned_entry(services, thread_id, principal)
+    entry = await owned_entry(services.cache, thread_id, principal)
     _, conversation = await stored_messages(entry.record.extras, thread_id)
     messages = await agui_messages(entry.record.extras, thread_id)
     interrupts: list[Interrupt] = []
@@ -75,10 +64,30 @@ async def thread_view(services: Services, thread_id: str, principal: str) -> dic
     }
 
 
-async def delete_thread(services: Services, thread_id: str, principal: str) -> None:
-    await owned_entry(services, thread_id, principal)
+async def state_item(
+    services: Services, thread_id: str, principal: str, field: str, key: str | None = None
+) -> Any:
+    """A state field in full (beyond what runs emit of it), or one of its items by key.
+
+    Runs emit only the latest items of growing fields (citations, searches, QA history); the rest
+    stays with the thread and is read here, e.g. the card of an old answer's ``[n]``.
+    """
+    entry = await owned_entry(services.cache, thread_id, principal)
+    try:
+        return entry.context.read_field(field) if key is None else entry.context.read_item(field, key)
+    except KeyError:
+        what = f"{field!r}" if key is None else f"{field}[{key!r}]"
+        raise StateItemNotFound(f"thread {thread_id!r} has no state item {what}") from None
+
+
+async def _check_idle(services: Services, thread_id: str, doing: str) -> None:
     if await services.runs.locks.holder(thread_id) is not None:
-        raise ApiError(409, f"thread {thread_id!r} has a run in progress; stop it first", code="thread_busy")
+        raise RunConflict(f"thread {thread_id!r} has a run in progress; {doing}", "thread_busy")
+
+
+async def delete_thread(services: Services, thread_id: str, principal: str) -> None:
+    await owned_entry(services.cache, thread_id, principal)
+    await _check_idle(services, thread_id, "stop it first")
     await services.cache.delete(thread_id)
 
 
@@ -86,13 +95,8 @@ async def set_approval_policy(
     services: Services, thread_id: str, principal: str, patterns: list[str]
 ) -> list[str]:
     """Replace the thread's list of tools (names or globs) that need approval; saved at once."""
-    await owned_entry(services, thread_id, principal)
-    if await services.runs.locks.holder(thread_id) is not None:
-        raise ApiError(
-            409,
-            f"thread {thread_id!r} has a run in progress; change its policy after it ends",
-            code="thread_busy",
-        )
+    await owned_entry(services.cache, thread_id, principal)
+    await _check_idle(services, thread_id, "change its policy after it ends")
     async with services.cache.transaction(thread_id) as entry:
         policy = entry.context.get_or_create(APPROVAL_NAMESPACE, ApprovalPolicy)
         policy.need_user_approve_tools = list(dict.fromkeys(patterns))

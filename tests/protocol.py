@@ -13,7 +13,15 @@ TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
 
 CLIENT_OWNED = frozenset({"document_filter"})
 SERVER_OWNED = frozenset(
-    {"citations", "searches", "qa_history", "archived", "need_user_approve_tools", "truncated_outputs"}
+    {
+        "citations",
+        "searches",
+        "qa_history",
+        "session_context",
+        "archived",
+        "need_user_approve_tools",
+        "truncated_outputs",
+    }
 )
 CHAT_STATE_KEYS = CLIENT_OWNED | SERVER_OWNED
 """Every key of the default chat server's state as a client sees it, and nothing else."""
@@ -37,8 +45,10 @@ def parse_sse(body: str) -> list[tuple[int | None, dict[str, Any]]]:
 def check_stream(events: list[dict[str, Any]], client_state: Any) -> Any:
     """Assert the stream's shape; apply its state events to ``client_state`` and return the result.
 
-    First event RUN_STARTED, exactly one terminal event and nothing after it, every STATE_DELTA
-    applies (without error) to the state before it.
+    First event RUN_STARTED, exactly one terminal event and nothing after it; the run carries its
+    own baseline (its first state event is a STATE_SNAPSHOT, so folding the run from ``{}``, as
+    CopilotKit's runtime does, reaches the same state); every STATE_DELTA applies, with
+    ``jsonpatch`` as the independent oracle, to the state before it.
     """
     types = [e["type"] for e in events]
     assert types, "empty stream"
@@ -46,6 +56,10 @@ def check_stream(events: list[dict[str, Any]], client_state: Any) -> Any:
     terminals = [i for i, t in enumerate(types) if t in TERMINAL]
     assert len(terminals) == 1, f"expected one terminal event, got {[types[i] for i in terminals]}"
     assert terminals[0] == len(types) - 1, f"events after the terminal one: {types[terminals[0] :]}"
+    state_events = [e["type"] for e in events if e["type"] in ("STATE_SNAPSHOT", "STATE_DELTA")]
+    assert not state_events or state_events[0] == "STATE_SNAPSHOT", (
+        f"a delta before the run's baseline: {types}"
+    )
     state = client_state
     for event in events:
         if event["type"] == "STATE_SNAPSHOT":

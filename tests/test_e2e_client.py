@@ -65,7 +65,13 @@ async def test_multi_turn_conversation_keeps_client_and_server_state_equal(
         assert "Found it in" in run["messages"][-1]["content"]
     view = await server_state(scenario_server, "multi")
     assert runs[-1]["state"] == view["state"]
-    assert len(view["state"]["searches"]) == 3
+    # the state carries the latest searches (the emit window); the thread keeps all three
+    assert list(view["state"]["searches"]) == ["s2", "s3"]
+    async with httpx.AsyncClient(base_url=scenario_server) as client:
+        searches = (await client.get("/threads/multi/state/searches")).json()["value"]
+        first = (await client.get("/threads/multi/state/searches/s1")).json()["value"]
+    assert list(searches) == ["s1", "s2", "s3"]
+    assert first["query"] == questions[0]
     # the same passage keeps its number: the third answer cites what the first cited
     first, third = runs[0]["messages"][-1]["content"], runs[2]["messages"][-1]["content"]
     assert first.split("[")[1] == third.split("[")[1]
@@ -156,9 +162,9 @@ async def test_reload_hydrates_a_fresh_client_that_continues(scenario_server: st
     ]
     assert hydrate["view"]["messages"][-1]["content"] == before["messages"][-1]["content"]
     state = assert_clean(after, hydrate["view"]["state"])
-    assert not any(
-        e["type"] == "STATE_SNAPSHOT" for e in after["events"][:2]
-    )  # the hydrated copy was current
+    # every run carries its own baseline; the hydrated copy was current, so it is that copy
+    assert after["events"][1] == {**after["events"][1], "type": "STATE_SNAPSHOT"}
+    assert after["events"][1]["snapshot"] == hydrate["view"]["state"]
     assert state == (await server_state(scenario_server, "reload"))["state"]
 
 

@@ -15,28 +15,28 @@ async def test_a_reader_gets_what_it_missed_then_the_live_tail_exactly_once() ->
     log = MemoryEventLog()
     await log.open(RunInfo("r", "t", "alice", "w"))
     for data in (b"a", b"b", b"c"):
-        await log.append("r", data)
-    reader = asyncio.create_task(_collect(log, "r", after=1))
+        await log.append("t/r", data)
+    reader = asyncio.create_task(_collect(log, "t/r", after=1))
     await asyncio.sleep(0)
-    await log.append("r", b"d")
-    await log.close("r", "finished")
+    await log.append("t/r", b"d")
+    await log.close("t/r", "finished")
     assert await asyncio.wait_for(reader, 5) == [(2, b"b"), (3, b"c"), (4, b"d")]
-    assert (await log.info("r")).status == "finished"  # type: ignore[union-attr]
+    assert (await log.info("t/r")).status == "finished"  # type: ignore[union-attr]
 
 
 async def test_closed_logs_expire_oldest_first_and_running_ones_never() -> None:
     log = MemoryEventLog(ttl_seconds=0.05)
     for run_id in ("old", "running"):
         await log.open(RunInfo(run_id, "t", "alice", "w"))
-        await log.append(run_id, b"x")
-    await log.close("old", "finished")
+        await log.append(f"t/{run_id}", b"x")
+    await log.close("t/old", "finished")
     await asyncio.sleep(0.1)
     await log.open(RunInfo("new", "t", "alice", "w"))  # opening a log expires the stale ones
-    assert await log.info("old") is None
-    assert await log.info("running") is not None
-    assert await _collect(log, "old") == []
+    assert await log.info("t/old") is None
+    assert await log.info("t/running") is not None
+    assert await _collect(log, "t/old") == []
 
-    await log.close("new", "finished")
+    await log.close("t/new", "finished")
     await log.open(RunInfo("newer", "t", "alice", "w"))  # "new" closed just now: kept for late readers
-    assert await _collect(log, "new") == []
-    assert await log.info("new") is not None
+    assert await _collect(log, "t/new") == []
+    assert await log.info("t/new") is not None

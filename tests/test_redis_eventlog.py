@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from server.redis_backend import RedisEventLog, RedisRunLocks, redis_client
+from server.runs import BackendUnavailable
 from server.runs.eventlog import RunInfo
-from server.runs.locks import BackendUnavailable
+from server.runs.redis import RedisEventLog, RedisRunLocks, redis_client
 from tests.redis_helpers import private_redis
 
 
@@ -41,19 +41,19 @@ async def test_a_burst_reaches_local_and_remote_readers_in_order_exactly_once(
     info = RunInfo("r1", "t1", "alice", "worker-a")
     await a.locks.acquire("t1", "r1", 30)
     await a.open(info)
-    local = asyncio.create_task(_collect(a, "r1"))
-    remote = asyncio.create_task(_collect(b, "r1"))
+    local = asyncio.create_task(_collect(a, "t1/r1"))
+    remote = asyncio.create_task(_collect(b, "t1/r1"))
     events = [b'{"n":%d}' % i for i in range(1, 1001)]
     for i, data in enumerate(events, 1):
-        assert await a.append("r1", data) == i  # sequence numbers are the SSE ids, assigned at once
-    late_remote = asyncio.create_task(_collect(b, "r1", after=990))  # a reconnect on the other worker
-    await a.close("r1", "finished")
+        assert await a.append("t1/r1", data) == i  # sequence numbers are the SSE ids, assigned at once
+    late_remote = asyncio.create_task(_collect(b, "t1/r1", after=990))  # a reconnect on the other worker
+    await a.close("t1/r1", "finished")
     expected = list(enumerate(events, 1))
     assert await asyncio.wait_for(local, 10) == expected
     assert await asyncio.wait_for(remote, 10) == expected
     assert await asyncio.wait_for(late_remote, 10) == expected[990:]
-    assert (await b.info("r1")).status == "finished"  # type: ignore[union-attr]
-    assert await _collect(b, "r1", after=500) == expected[500:]  # replay after the end, from Redis
+    assert (await b.info("t1/r1")).status == "finished"  # type: ignore[union-attr]
+    assert await _collect(b, "t1/r1", after=500) == expected[500:]  # replay after the end, from Redis
 
 
 async def test_redis_lost_mid_run_fails_an_append_and_close_writes_what_was_missed(
@@ -63,22 +63,22 @@ async def test_redis_lost_mid_run_fails_an_append_and_close_writes_what_was_miss
         url = f"redis://127.0.0.1:{port}/0"
         a = _worker_log(url, redis_prefix)
         await a.open(RunInfo("r1", "t1", "alice", "worker-a"))
-        local = asyncio.create_task(_collect(a, "r1"))
+        local = asyncio.create_task(_collect(a, "t1/r1"))
         for i in range(1, 11):
-            await a.append("r1", b"%d" % i)
-        while a._outboxes["r1"].writer is not None:  # written behind the run
+            await a.append("t1/r1", b"%d" % i)
+        while a._outboxes["t1/r1"].writer is not None:  # written behind the run
             await asyncio.sleep(0.01)
         process.kill()
         process.wait(10)
         with pytest.raises(BackendUnavailable):
             for i in range(11, 1000):  # the failed write surfaces on an append soon after
-                await a.append("r1", b"%d" % i)
+                await a.append("t1/r1", b"%d" % i)
                 await asyncio.sleep(0.01)
-        failed_at = a._outboxes["r1"].last_seq
+        failed_at = a._outboxes["t1/r1"].last_seq
         with private_redis(port):  # back (empty): close writes every event the failed writes missed
-            await a.close("r1", "error")
+            await a.close("t1/r1", "error")
             b = _worker_log(url, redis_prefix)
-            missed = await _collect(b, "r1", after=10)
+            missed = await _collect(b, "t1/r1", after=10)
             await b.aclose()
         assert missed == [(i, b"%d" % i) for i in range(11, failed_at + 1)]
         # the local reader (the client on this worker) saw every event, in order, then the end

@@ -185,11 +185,14 @@ async def test_empty_messages_restate_the_thread(scenario_config: Any) -> None:
         assert events[1]["messages"] == view["messages"]
         assert check_stream(events, {}) == state == view["state"]
         _, same = await run(client, {**run_body("restate", "r3", None), "state": state})
+        # a client that is current still gets the run's baseline: every run carries its own
         assert [e["type"] for e in same] == [
             "RUN_STARTED",
             "MESSAGES_SNAPSHOT",
+            "STATE_SNAPSHOT",
             "RUN_FINISHED",
-        ]  # client is current
+        ]
+        assert same[2]["snapshot"] == state
 
 
 async def test_run_timeout_is_a_run_error_and_saves_nothing(scenario_config: Any) -> None:

@@ -104,7 +104,9 @@ async def test_search_progress_reaches_the_client_before_the_result(
         i for i, e in enumerate(events) if e["type"] == "TOOL_CALL_RESULT" and e["toolCallId"] == call_id
     )
     progress = [
-        (i, e["value"]) for i, e in enumerate(events) if e["type"] == "CUSTOM" and e["name"] == "progress"
+        (i, e["value"])
+        for i, e in enumerate(events)
+        if e["type"] == "CUSTOM" and e["name"] == "ragstream.progress"
     ]
     assert [v["message"] for _, v in progress] == ["Searching for “nightly backups”", "Found 5 passages"]
     assert all(start < i < result for i, _ in progress)

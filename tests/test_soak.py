@@ -220,13 +220,15 @@ async def soak(url: str, result: SoakResult, *, concurrency: int, prefix: str = 
             thread_id = thread_name(prefix, index)
             state: Any = {}
             for run in range(runs):
+                carried = state
                 async with gate:
                     started = time.perf_counter()
                     state, events = await run_once(
                         client, thread_id, f"{thread_id}-r{run}", request_text(index, run), state
                     )
                     result.latencies[index * runs + run] = time.perf_counter() - started
-                if run and events[1]["type"] == "STATE_SNAPSHOT":
+                # every run opens with its baseline; the server must have found the carried copy current
+                if run and events[1].get("snapshot") != carried:
                     result.stale_client_copies += 1
             if thread_id in result.states:
                 result.states[thread_id] = digest(state)

@@ -1,4 +1,5 @@
-"""``EventStreamResponse`` on a real uvicorn server: frames in order, keep-alives, clients leaving."""
+"""SSE responses (``sse_starlette.EventSourceResponse`` via ``server.agui.sse``) on a real uvicorn
+server: frames in order with ``\n`` separators, keep-alive comments, clients leaving."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from server.sse import EventStreamResponse
+from server.agui.sse import sse_response
 from tests.conftest import scenario_app
 from tests.protocol import parse_sse, run_body
 from tests.servers import serve
@@ -20,38 +21,40 @@ from tests.servers import serve
 HANG_GUARD = 10.0  # seconds; only stops a broken test from hanging, the waits end far sooner
 
 
-def stream_app(frames: AsyncIterator[bytes], keepalive: float) -> Starlette:
+def stream_app(batches: AsyncIterator[list[tuple[int, bytes]]], keepalive: float) -> Starlette:
     async def endpoint(request: Request) -> Response:
         await request.body()
-        return EventStreamResponse(frames, keepalive=keepalive, headers={"Cache-Control": "no-store"})
+        return sse_response(batches, keepalive=keepalive)
 
     return Starlette(routes=[Route("/", endpoint, methods=["POST"])])
 
 
-async def test_frames_arrive_in_order_with_keepalives_only_in_the_quiet_gaps() -> None:
-    async def frames() -> AsyncIterator[bytes]:
+async def test_frames_arrive_in_order_with_keepalives_while_the_stream_is_quiet() -> None:
+    async def batches() -> AsyncIterator[list[tuple[int, bytes]]]:
         for i in range(3):
             await asyncio.sleep(0.2)
-            yield b'id: %d\ndata: {"n": %d}\n\n' % (i + 1, i)
+            yield [(i + 1, b'{"n": %d}' % i)]
+        yield [(4, b'{"n": 3}'), (5, b'{"n": 4}')]  # a batch of ready events: one write
 
-    async with serve(stream_app(frames(), keepalive=0.05)) as url, httpx.AsyncClient(base_url=url) as client:
+    async with serve(stream_app(batches(), keepalive=0.05)) as url, httpx.AsyncClient(base_url=url) as client:
         response = await client.post("/", json={})
     assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
     assert response.headers["cache-control"] == "no-store"
-    assert parse_sse(response.text) == [(1, {"n": 0}), (2, {"n": 1}), (3, {"n": 2})]
+    assert response.headers["x-accel-buffering"] == "no"
+    assert parse_sse(response.text) == [(i + 1, {"n": i}) for i in range(5)]
     assert response.text.startswith(": ping\n\n")  # the stream was quiet before its first frame
-    assert response.text.endswith(b'data: {"n": 2}\n\n'.decode())  # nothing after the last frame
+    assert "\r" not in response.text  # @ag-ui/client splits frames on "\n\n" only
 
 
 async def test_a_client_leaving_a_quiet_stream_closes_it_at_once() -> None:
     started, closed = asyncio.Event(), asyncio.Event()
 
-    async def frames() -> AsyncIterator[bytes]:
+    async def frames() -> AsyncIterator[list[tuple[int, bytes]]]:
         try:
-            yield b"data: {}\n\n"
+            yield [(1, b"{}")]
             started.set()
             await asyncio.sleep(3600)  # quiet: only the client leaving can end this
-            yield b"data: {}\n\n"
+            yield [(2, b"{}")]
         finally:
             closed.set()
 

@@ -1,4 +1,4 @@
-"""How a streamed run shares the event loop (``server.runs.fastlocks``), through the real server.
+"""How a streamed run shares the event loop (``server.agui._upstream.install_fast_stream_locks``), through the real server.
 
 pydantic-ai's per-event stream locks no longer yield to the loop when uncontended, so the checks
 here are the ones that change could break: each event still passes through the loop exactly where
@@ -19,7 +19,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from rag_tools import ChatDeps
-from server.runs import fastlocks
+from server.agui._upstream import install_fast_stream_locks
 from tests.protocol import last_user_text, parse_sse, run_body
 from tests.servers import serve
 
@@ -60,7 +60,7 @@ async def _loop_turns_per_event(tokens: int) -> float:
 
 
 async def test_each_streamed_event_passes_through_the_loop_once() -> None:
-    fastlocks.install()
+    install_fast_stream_locks()
     # the hand-off from the agent's task to the consumer: one send, one receive
     assert 1.9 <= await _loop_turns_per_event(2000) <= 2.1
 
@@ -69,7 +69,7 @@ async def test_an_unpaced_stream_neither_starves_other_runs_nor_ignores_a_stop(s
     from server.app import create_app
 
     scenario_config.tool_dirs = []
-    app = create_app(scenario_config, agent=_agent())
+    app = create_app(scenario_config, agent=_agent(), fast_stream_locks=True)
     long_tokens = 200_000
     async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=60) as client:
         long_events: list[dict[str, Any]] = []

@@ -203,7 +203,7 @@ function toolCallBlock(
   );
 }
 
-/** The tool's latest progress report (CUSTOM `progress` event), with a bar while it runs. */
+/** The tool's latest progress report (CUSTOM `ragstream.progress` event), with a bar while it runs. */
 function progressLine(progress: ToolProgress, running: boolean): HTMLElement {
   const { done, total } = progress;
   const bar = running && done !== undefined && total !== undefined;

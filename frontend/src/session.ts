@@ -33,7 +33,7 @@ export class ChatSession {
   /** Approval requests the thread waits for (the last run ended with outcome `interrupt`). */
   interrupts: Interrupt[] = [];
   /**
-   * The latest CUSTOM `progress` event of each tool call, by toolCallId. Progress is live only:
+   * The latest CUSTOM `ragstream.progress` event of each tool call, by toolCallId. Progress is live only:
    * the server does not keep it, so a reloaded page shows tool calls without it.
    */
   readonly progress = new Map<string, ToolProgress>();
@@ -83,7 +83,7 @@ export class ChatSession {
       onMessagesChanged: () => this.changed(),
       onStateChanged: () => this.changed(),
       onCustomEvent: ({ event }) => {
-        if (event.name === "progress" && isProgress(event.value)) {
+        if (event.name === "ragstream.progress" && isProgress(event.value)) {
           this.progress.set(event.value.toolCallId, event.value);
           this.changed();
         }

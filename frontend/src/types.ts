@@ -46,7 +46,7 @@ export interface RagState {
   [key: string]: unknown;
 }
 
-/** CUSTOM event `progress`: what a running tool is doing. */
+/** CUSTOM event `ragstream.progress`: what a running tool is doing. */
 export interface ToolProgress {
   toolCallId: string;
   tool: string;

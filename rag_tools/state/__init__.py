@@ -14,6 +14,7 @@ from .models import (
     SearchHitSummary,
     SearchRecord,
     SearchState,
+    SessionContext,
     SessionState,
     prepare_context,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "SearchHitSummary",
     "SearchRecord",
     "SearchState",
+    "SessionContext",
     "SessionState",
     "StateCollisionError",
     "StateModel",

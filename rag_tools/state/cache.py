@@ -39,6 +39,7 @@ class CacheEntry:
     last_used: float = 0.0
     dirty: bool = False
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    cache: ToolContextCache | None = field(default=None, repr=False)
 
     @property
     def is_new(self) -> bool:
@@ -53,6 +54,17 @@ class CacheEntry:
     def cancel_tasks(self) -> None:
         for task in list(self.tasks):
             task.cancel()
+
+    async def apply(self, change: Callable[[ToolContext], Any]) -> None:
+        """Apply and save a change that lands after the run that caused it (a background summary).
+
+        It waits for the thread's lock (a run in progress saves first), applies ``change`` to the
+        thread's current context (which marks what it changed) and saves it in its own transaction.
+        """
+        if self.cache is None:
+            raise RuntimeError("this entry belongs to no cache")
+        async with self.cache.transaction(self.thread_id) as entry:
+            change(entry.context)
 
 
 class Transaction:
@@ -255,7 +267,7 @@ class ToolContextCache:
         context = ToolContext.from_dump(record.state, state_key=self._state_key)
         if self._prepare is not None:
             self._prepare(context)
-        return CacheEntry(thread_id, context, record, lock=self.lock(thread_id))
+        return CacheEntry(thread_id, context, record, lock=self.lock(thread_id), cache=self)
 
     def _drop(self, thread_id: str) -> None:
         entry = self._entries.pop(thread_id, None)

@@ -10,6 +10,10 @@ under ``state_key``). Two rules keep that cheap and safe:
   are dumped once (without their ``None`` fields) and the same dict is reused in every later
   snapshot, so building a snapshot costs one pass over the items, and the delta engine skips
   unchanged items by identity. Snapshots are therefore read-only: copy before mutating.
+- Emit windows. A growing collection field may be emitted only in part: ``emit_limits`` maps a
+  field to how many of its latest items (dict insertion order, list order) the snapshot carries.
+  The rest stays in the model, persisted, and readable by id (``read_field`` / ``read_item``), so
+  the state a client receives stops growing once the window is full while nothing is forgotten.
 """
 
 from __future__ import annotations
@@ -63,8 +67,9 @@ class ToolContext:
     what the frontend may change and reports whether its copy diverged.
     """
 
-    def __init__(self, state_key: str | None = None) -> None:
+    def __init__(self, state_key: str | None = None, emit_limits: Mapping[str, int] | None = None) -> None:
         self.state_key = state_key
+        self._emit_limits: dict[str, int] = dict(emit_limits or {})
         self._namespaces: dict[str, BaseModel] = {}
         self._owners: dict[str, str] = {}  # emitted field -> namespace
         self._dumps: dict[str, dict[str, Any]] = {}
@@ -145,6 +150,19 @@ class ToolContext:
         """Registered namespaces (read-only view)."""
         return dict(self._namespaces)
 
+    @property
+    def emit_limits(self) -> Mapping[str, int]:
+        """Emitted field -> how many of its latest items the snapshot carries (read-only view)."""
+        return dict(self._emit_limits)
+
+    def set_emit_limits(self, limits: Mapping[str, int]) -> None:
+        """Window the given collection fields in snapshots (see the module docstring)."""
+        if any(size < 0 for size in limits.values()):
+            raise ValueError(f"emit limits must not be negative: {dict(limits)}")
+        self._emit_limits.update(limits)
+        for namespace in self._namespaces:
+            self.mark_changed(namespace)
+
     def mark_changed(self, namespace: str) -> None:
         """Tell the context that ``namespace``'s model was mutated in place."""
         self._dumps.pop(namespace, None)
@@ -179,10 +197,43 @@ class ToolContext:
     def _dump_namespace(self, namespace: str, model: BaseModel) -> dict[str, Any]:
         old = self._item_cache.get(namespace, {})
         new: _Cache = {}
-        dump = {name: _dump_value(getattr(model, name), old, new) for name in _emitted_fields(model)}
+        limits = self._emit_limits
+        dump = {
+            name: _dump_value(_window(getattr(model, name), limits.get(name)), old, new)
+            for name in _emitted_fields(model)
+        }
         self._item_cache[namespace] = new
         self._dumps[namespace] = dump
         return dump
+
+    def read_field(self, name: str) -> Any:
+        """The whole of an emitted field, beyond its emit window; ``KeyError`` for an unknown field."""
+        namespace = self._owners.get(name)
+        if namespace is None:
+            raise KeyError(name)
+        return _dump_value(getattr(self._namespaces[namespace], name), {}, {})
+
+    def read_item(self, name: str, key: str) -> Any:
+        """One item of an emitted collection field by its key (dict key, else item ``id``, else index).
+
+        ``KeyError`` when there is no such field or item.
+        """
+        namespace = self._owners.get(name)
+        if namespace is None:
+            raise KeyError(name)
+        value = getattr(self._namespaces[namespace], name)
+        if isinstance(value, Mapping):
+            item = value.get(key) if key in value else value.get(int(key)) if key.isdigit() else None
+            if item is None:
+                raise KeyError(key)
+            return _dump_value(item, {}, {})
+        if isinstance(value, list | tuple):
+            for item in value:
+                if getattr(item, "id", None) == key:
+                    return _dump_value(item, {}, {})
+            if key.isdigit() and int(key) < len(value):
+                return _dump_value(value[int(key)], {}, {})
+        raise KeyError(key)
 
     def _unwrap(self, snapshot: Mapping[str, Any]) -> Mapping[str, Any]:
         if not isinstance(snapshot, Mapping):
@@ -244,6 +295,16 @@ class ToolContext:
                 object.__setattr__(model, name, value)
             if changed:
                 self.mark_changed(namespace)
+
+
+def _window(value: Any, limit: int | None) -> Any:
+    """The latest ``limit`` items of a dict or list (all of them without a limit)."""
+    if limit is None or not isinstance(value, dict | list | tuple) or len(value) <= limit:
+        return value
+    if isinstance(value, dict):
+        keys = list(value)[len(value) - limit :]
+        return {k: value[k] for k in keys}
+    return value[len(value) - limit :]
 
 
 def _dump_value(value: Any, old: _Cache, new: _Cache) -> Any:

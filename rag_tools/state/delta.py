@@ -25,6 +25,7 @@ __all__ = ["StateTracker", "StateUpdate", "encoded_size", "make_patch"]
 
 Op = dict[str, Any]
 _MAX_FRONT_SHIFT = 16
+_NO_BASELINE: Any = object()
 
 
 def _escape(key: str) -> str:
@@ -130,15 +131,29 @@ class StateTracker:
     """The state a client holds, and the cheapest message that brings it to the server's state.
 
     Create it with the client's current copy; ``update(new)`` returns the ``StateUpdate`` to send
-    and makes ``new`` the baseline for the next change (one baseline per run).
+    and makes ``new`` the baseline for the next change (one baseline per run). Created without a
+    baseline (the client's copy is unknown, or a run must carry its own), the first update is a
+    snapshot.
     """
 
-    def __init__(self, baseline: Any, *, baseline_size: int | None = None) -> None:
+    def __init__(self, baseline: Any = _NO_BASELINE, *, baseline_size: int | None = None) -> None:
         self.baseline = baseline
-        self._size_floor = baseline_size if baseline_size is not None else encoded_size(baseline)
+        if baseline is _NO_BASELINE:
+            self._size_floor = 0
+        else:
+            self._size_floor = baseline_size if baseline_size is not None else encoded_size(baseline)
+
+    @property
+    def has_baseline(self) -> bool:
+        """Whether the client holds a known copy (else the next update is a snapshot)."""
+        return self.baseline is not _NO_BASELINE
 
     def update(self, new: Any) -> StateUpdate:
         """The update that turns the baseline into ``new``; ``new`` becomes the baseline."""
+        if self.baseline is _NO_BASELINE:
+            self.baseline = new
+            self._size_floor = encoded_size(new)
+            return StateUpdate("snapshot", snapshot=new, snapshot_bytes=self._size_floor)
         removed: list[Any] = []
         ops: list[Op] = []
         _diff(self.baseline, new, "", ops, removed)

@@ -37,6 +37,7 @@ __all__ = [
     "SearchHitSummary",
     "SearchRecord",
     "SearchState",
+    "SessionContext",
     "SessionState",
     "prepare_context",
 ]
@@ -152,20 +153,29 @@ class SessionState(StateModel):
         return index
 
     def _show(self, card: Citation, limit: int) -> None:
-        self.pending_citations.pop(str(card.index), None)
-        self.citations[str(card.index)] = card
+        key = str(card.index)
+        self.pending_citations.pop(key, None)
+        self.citations.pop(key, None)  # (re)inserted last: the most recently cited come last
+        self.citations[key] = card
         while len(self.citations) > limit:
             del self.citations[next(iter(self.citations))]
 
     def promote(self, indices: Iterable[int], *, limit: int = 200, text: str = "") -> list[int]:
-        """Show the cards of ``indices`` (cited by an answer); returns those that became visible.
+        """Show the cards of ``indices`` (cited by an answer); returns those shown or brought forward.
 
         A shown card carries an excerpt of its passage, centred on what ``text`` (the answer)
-        quoted from it when that can be found, so the client gets what it renders.
+        quoted from it when that can be found, so the client gets what it renders. A card cited
+        again moves to the end, where the state's emit window (the latest cards) keeps it.
         """
         shown = []
         for index in dict.fromkeys(indices):
-            card = self.pending_citations.get(str(index))
+            key = str(index)
+            if key in self.citations:
+                if next(reversed(self.citations)) != key:
+                    self.citations[key] = self.citations.pop(key)
+                    shown.append(index)
+                continue
+            card = self.pending_citations.get(key)
             if card is None:
                 continue
             marker = f"[{index}]"
@@ -244,16 +254,26 @@ class QAEntry(BaseModel):
     at: datetime = Field(default_factory=_now)
 
 
-class QASessionState(StateModel):
-    """The thread's QA history; question embeddings stay on the server."""
+class SessionContext(BaseModel):
+    """What the session has been about: a short summary, refreshed in the background after answers."""
 
-    server_only_fields: ClassVar[frozenset[str]] = frozenset(
-        {"question_embeddings", "next_qa", "session_summary"}
-    )
+    model_config = ConfigDict(frozen=True)
+
+    summary: str
+    last_updated: datetime = Field(default_factory=_now)
+
+
+class QASessionState(StateModel):
+    """The thread's QA history and session summary; question embeddings stay on the server.
+
+    ``session_context`` is server-owned: a client's copy never replaces the server's.
+    """
+
+    server_only_fields: ClassVar[frozenset[str]] = frozenset({"question_embeddings", "next_qa"})
 
     qa_history: list[QAEntry] = Field(default_factory=list)
     question_embeddings: dict[str, list[float]] = Field(default_factory=dict)
-    session_summary: str | None = None
+    session_context: SessionContext | None = None
     next_qa: int = 1
 
     def add_entry(

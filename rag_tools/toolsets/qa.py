@@ -21,6 +21,7 @@ from ..state import (
     QA_NAMESPACE,
     SESSION_NAMESPACE,
     QASessionState,
+    SessionContext,
     SessionState,
     ToolContext,
     prepare_context,
@@ -182,8 +183,10 @@ def create_qa_toolset(
 ) -> FunctionToolset[Any]:
     """A toolset with ``ask(question, document_name?)`` returning a ``QAResult``.
 
-    After each answer the session summary is refreshed in the background; the task belongs to the
-    thread (``AgentDeps.spawn``), so it is cancelled when the thread is evicted or the process stops.
+    After each answer the session summary (``session_context``) is refreshed in the background; the
+    task belongs to the thread (``AgentDeps.spawn``), so it is cancelled when the thread is evicted
+    or the process stops, and its result is saved with the thread when it lands
+    (``AgentDeps.apply_later``), even after the run committed.
     """
     toolset: FunctionToolset[Any] = FunctionToolset(id=f"rag-{tool_name}")
     answer_model = model if model is not None else config.model
@@ -204,7 +207,7 @@ def create_qa_toolset(
             question=question,
             document_name=document_name,
             context=deps.tool_context,
-            session_context=qa.session_summary,
+            session_context=qa.session_context.summary if qa.session_context else None,
             on_qa_complete=on_ask_complete,
             base_filter=base_filter,
             model=answer_model,
@@ -212,7 +215,14 @@ def create_qa_toolset(
         await emit_state_update(ctx)
 
         async def refresh_summary() -> None:
-            qa.session_summary = await summarize_session(qa, answer_model)
+            summary = await summarize_session(qa, answer_model)
+
+            def keep(context: ToolContext) -> None:
+                state = context.get_or_create(QA_NAMESPACE, QASessionState)
+                state.session_context = SessionContext(summary=summary)
+                context.mark_changed(QA_NAMESPACE)
+
+            await deps.apply_later(keep)
 
         deps.spawn(refresh_summary())
         return result

@@ -8,12 +8,11 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from rag_tools.kb import SUPPORTED_SUFFIXES, KnowledgeBaseError
+from rag_tools.kb import SUPPORTED_SUFFIXES
 
 from ..errors import ApiError
 from ..services import Services
-from ._common import principal_of, read_body, services_of
-from .threads import _int_param
+from ._common import caller, int_param, read_body, services_of
 
 __all__ = ["list_documents", "upload_documents"]
 
@@ -21,13 +20,10 @@ MAX_FILES = 20
 
 
 async def list_documents(request: Request) -> Response:
-    principal_of(request)
-    page = _int_param(request, "page", 1, low=1, high=10**6)
-    page_size = _int_param(request, "page_size", 50, low=1, high=500)
-    try:
-        listing = await services_of(request).kb.list_documents(page=page, page_size=page_size)
-    except KnowledgeBaseError as exc:
-        raise ApiError(503, "the knowledge base is unavailable") from exc
+    caller(request)
+    page = int_param(request, "page", 1, low=1, high=10**6)
+    page_size = int_param(request, "page_size", 50, low=1, high=500)
+    listing = await services_of(request).kb.list_documents(page=page, page_size=page_size)
     return JSONResponse(
         {
             "documents": [d.model_dump(mode="json", exclude={"content"}) for d in listing.documents],
@@ -41,11 +37,11 @@ async def list_documents(request: Request) -> Response:
 
 async def upload_documents(request: Request) -> Response:
     """Ingest the files of a ``multipart/form-data`` body (field ``file``, repeatable)."""
-    principal_of(request)
+    caller(request)
     services = services_of(request)
     if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
         raise ApiError(415, "upload files as multipart/form-data in a field named 'file'")
-    body = await read_body(request, services.config.max_upload_bytes)
+    body = await read_body(request)
 
     async def replay() -> dict[str, object]:
         return {"type": "http.request", "body": body, "more_body": False}
@@ -75,9 +71,6 @@ async def _ingest_uploads(services: Services, files: list[UploadFile]) -> list[d
         if not name or "." + name.rsplit(".", 1)[-1].lower() not in SUPPORTED_SUFFIXES:
             outcomes.append({"source": name, "status": "error", "error": "unsupported file type"})
             continue
-        try:
-            outcome = await services.kb.ingest_bytes(await upload.read(), name=name)
-        except KnowledgeBaseError as exc:
-            raise ApiError(503, "the knowledge base is unavailable") from exc
+        outcome = await services.kb.ingest_bytes(await upload.read(), name=name)
         outcomes.append(outcome.model_dump(mode="json"))
     return outcomes

@@ -1,4 +1,10 @@
-"""``GET /health`` and ``GET /capabilities``."""
+"""``GET /health`` and ``GET /capabilities``: public routes with details for authenticated callers.
+
+Both answer without a token (load balancers probe health; a client asks what the agent can do
+before it signs in), but anonymous callers, when tokens are configured, see only the public part:
+``status`` of the health check, and the agent's identity and transport. Counts, worker ids, tools,
+features and the model need a token.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ from ag_ui.core.capabilities import (
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..auth import principal_of
 from ..errors import error_response
 from ._common import services_of
 
@@ -35,9 +42,19 @@ async def health(request: Request) -> Response:
         await services.store.version("__health__")
     except Exception:
         return error_response(503, "the thread store is unavailable", code="store_unavailable")
+    if principal_of(request) is None:
+        return JSONResponse({"status": "ok"})
     return JSONResponse(
         {"status": "ok", **checks, "activeRuns": len(services.runs.active), "worker": services.runs.worker_id}
     )
+
+
+_IDENTITY = IdentityCapabilities(
+    name="ragstream",
+    type="pydantic-ai",
+    description="Answers questions about a document collection, with citations.",
+    provider="ragstream",
+)
 
 
 def _tools(request: Request) -> list[Tool]:
@@ -59,13 +76,14 @@ async def capabilities(request: Request) -> Response:
     """What this agent supports, in AG-UI's capabilities vocabulary."""
     services = services_of(request)
     features = services.toolkit.features
+    if principal_of(request) is None:
+        public = AgentCapabilities(
+            identity=_IDENTITY,
+            transport=TransportCapabilities(streaming=True, websocket=False, resumable=True),
+        )
+        return JSONResponse(public.model_dump(mode="json", by_alias=True, exclude_none=True))
     described = AgentCapabilities(
-        identity=IdentityCapabilities(
-            name="ragstream",
-            type="pydantic-ai",
-            description="Answers questions about a document collection, with citations.",
-            provider="ragstream",
-        ),
+        identity=_IDENTITY,
         transport=TransportCapabilities(streaming=True, websocket=False, resumable=True),
         tools=ToolsCapabilities(
             supported=True, items=_tools(request), parallel_calls=True, client_provided=True

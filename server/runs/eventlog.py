@@ -1,11 +1,13 @@
 """Run event logs: every event a run produces, in order, for whoever subscribes and whenever.
 
-The run task appends encoded events; SSE responses read them. A reader replays what it missed
-(after a given sequence number) and then follows the live tail until the run closes, so a
-reconnecting client gets each event exactly once. Sequence numbers start at 1 and are the SSE
-``id:`` of each event. Closed logs are kept for ``ttl_seconds`` for late reconnects.
+The run task appends encoded events; responses read them. A reader replays what it missed (after
+a given sequence number) and then follows the live tail until the run closes, so a reconnecting
+client gets each event exactly once. Sequence numbers start at 1 (the SSE ``id:`` of each event).
+Closed logs are kept for ``ttl_seconds`` for late reconnects.
 
-``MemoryEventLog`` serves one process; ``server.redis_backend`` provides the shared one.
+A log is keyed by ``RunInfo.key``, the thread and the run together: a run id is unique within its
+thread only, so a run id used in another principal's thread is just another run, and cannot be
+probed. ``MemoryEventLog`` serves one process; ``RedisEventLog`` (``runs.redis``) is shared.
 """
 
 from __future__ import annotations
@@ -18,9 +20,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-__all__ = ["EventLog", "MemoryEventLog", "RunInfo", "RunStatus"]
+__all__ = ["EventLog", "MemoryEventLog", "RunInfo", "RunStatus", "run_key"]
 
 RunStatus = Literal["running", "finished", "interrupted", "cancelled", "error"]
+
+
+def run_key(thread_id: str, run_id: str) -> str:
+    """The key of a run's log and lock entry (thread ids never contain ``/``)."""
+    return f"{thread_id}/{run_id}"
 
 
 @dataclass(frozen=True)
@@ -34,28 +41,32 @@ class RunInfo:
     status: RunStatus = "running"
     started_at: float = field(default_factory=time.time)
 
+    @property
+    def key(self) -> str:
+        return run_key(self.thread_id, self.run_id)
+
 
 class EventLog(ABC):
-    """Append-only per-run logs of encoded events."""
+    """Append-only per-run logs of encoded events, keyed by ``RunInfo.key``."""
 
     @abstractmethod
     async def open(self, info: RunInfo) -> None:
         """Start the log of a new run."""
 
     @abstractmethod
-    async def append(self, run_id: str, data: bytes) -> int:
+    async def append(self, key: str, data: bytes) -> int:
         """Add one encoded event; returns its sequence number."""
 
     @abstractmethod
-    async def close(self, run_id: str, status: RunStatus) -> None:
+    async def close(self, key: str, status: RunStatus) -> None:
         """Mark the run ended; readers stop after the last event."""
 
     @abstractmethod
-    async def info(self, run_id: str) -> RunInfo | None:
+    async def info(self, key: str) -> RunInfo | None:
         """The run's info, or ``None`` when unknown or expired."""
 
     @abstractmethod
-    def read(self, run_id: str, after: int = 0) -> AsyncIterator[list[tuple[int, bytes]]]:
+    def read(self, key: str, after: int = 0) -> AsyncIterator[list[tuple[int, bytes]]]:
         """Events with a sequence number above ``after``, then the live tail until the run closes.
 
         Events come in batches of whatever is available, so a reader that fell behind catches up
@@ -89,28 +100,28 @@ class MemoryEventLog(EventLog):
 
     async def open(self, info: RunInfo) -> None:
         self._expire()
-        self._logs[info.run_id] = _Log(info)
+        self._logs[info.key] = _Log(info)
 
-    async def append(self, run_id: str, data: bytes) -> int:
-        log = self._logs[run_id]
+    async def append(self, key: str, data: bytes) -> int:
+        log = self._logs[key]
         log.events.append(data)
         log.wake()
         return len(log.events)
 
-    async def close(self, run_id: str, status: RunStatus) -> None:
-        log = self._logs.get(run_id)
+    async def close(self, key: str, status: RunStatus) -> None:
+        log = self._logs.get(key)
         if log is not None and not log.closed:
             log.closed, log.closed_at = True, time.monotonic()
             log.info = replace(log.info, status=status)
-            self._closed.append((log.closed_at, run_id))
+            self._closed.append((log.closed_at, key))
             log.wake()
 
-    async def info(self, run_id: str) -> RunInfo | None:
-        log = self._logs.get(run_id)
+    async def info(self, key: str) -> RunInfo | None:
+        log = self._logs.get(key)
         return log.info if log is not None else None
 
-    async def read(self, run_id: str, after: int = 0) -> AsyncIterator[list[tuple[int, bytes]]]:
-        log = self._logs.get(run_id)
+    async def read(self, key: str, after: int = 0) -> AsyncIterator[list[tuple[int, bytes]]]:
+        log = self._logs.get(key)
         if log is None:
             return
         position = max(0, after)
@@ -127,5 +138,5 @@ class MemoryEventLog(EventLog):
     def _expire(self) -> None:
         cutoff = time.monotonic() - self.ttl_seconds
         while self._closed and self._closed[0][0] < cutoff:
-            _, run_id = self._closed.popleft()
-            self._logs.pop(run_id, None)
+            _, key = self._closed.popleft()
+            self._logs.pop(key, None)

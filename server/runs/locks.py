@@ -2,8 +2,9 @@
 
 A lock names the run holding it. ``acquire`` fails while another live run holds the thread;
 ``renew`` extends the expiry (a heartbeat) and reports whether the run still holds it; an expired
-lock (its worker died) is free again. ``MemoryRunLocks`` serves one process; the Redis backend
-shares locks between workers.
+lock (its worker died) is free again. ``MemoryRunLocks`` serves one process; ``RedisRunLocks``
+(``runs.redis``) shares locks between workers and hosts. A backend that cannot be reached raises
+``BackendUnavailable``.
 """
 
 from __future__ import annotations
@@ -11,11 +12,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 
-__all__ = ["BackendUnavailable", "MemoryRunLocks", "RunLocks"]
-
-
-class BackendUnavailable(RuntimeError):
-    """The shared backend (Redis) cannot be reached: new runs get 503, running ones RUN_ERROR."""
+__all__ = ["MemoryRunLocks", "RunLocks"]
 
 
 class RunLocks(ABC):

@@ -1,10 +1,26 @@
-"""Runs as tasks: start them, feed their event logs, let clients subscribe, stop them.
+"""``RunManager``: runs as tasks that write event logs, whoever produces their events.
 
-A run is a task that writes every event to the run's event log; an SSE response is a subscriber
-of that log, not the run itself. While a run lives it holds the thread's run lock (renewed by a
-heartbeat) and the thread's in-process transaction. When its last local subscriber leaves, the
-disconnect policy decides: ``cancel`` (after an optional grace period in which a reconnect keeps
-it alive) or ``finish`` (the run completes and waits in the log for a later reconnect).
+A run is a task that writes every event to the run's event log; a response is a subscriber of that
+log, not the run itself. That is what lets a client reconnect (to any worker, with a shared log),
+lets a stop reach a run from anywhere, and keeps the run independent of one socket.
+
+Starting a run has three steps, in the caller's own code so it reads in order::
+
+    async with manager.reserve(thread_id, run_id, principal, on_busy=check) as slot:
+        source = await build_the_run()      # under the thread's run lock
+        await slot.launch(source)
+
+``reserve`` takes the thread's run lock (``RunConflict`` when the thread is busy or the run id is
+taken in it); ``launch`` opens the run's log and starts its task; leaving the block without a
+launch (an error while building) releases the lock. While a run lives it holds the lock, renewed
+by a heartbeat. When its last local subscriber leaves, the disconnect policy decides: ``cancel``
+(after an optional grace period in which a reconnect keeps it alive) or ``finish`` (the run
+completes and waits in its log for a later reconnect).
+
+The manager knows nothing of HTTP or of the protocol on the wire: a ``RunSource`` yields events
+already encoded, marking the terminal one with the run's final status; the ``encode_failure``
+callable the protocol binding supplies encodes the terminal event of a run the engine itself had
+to end (shutdown, event log lost, a source that raised).
 """
 
 from __future__ import annotations
@@ -15,37 +31,85 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal, Protocol
 
-from ag_ui.core import EventType, RunAgentInput, RunErrorEvent
+from .errors import BackendUnavailable, RunConflict, RunNotFound
+from .eventlog import EventLog, RunInfo, RunStatus, run_key
+from .failures import FailureCode, RunFailure
+from .locks import RunLocks
+from .stopbus import StopBus
 
-from ..errors import ApiError
-from .adapter import public_error
-from .encoding import encode_event, sse_frame
-from .eventlog import EventLog, RunInfo, RunStatus
-from .execution import RunExecution
-from .locks import BackendUnavailable, RunLocks
-
-__all__ = ["ActiveRun", "RunManager"]
+__all__ = ["ActiveRun", "DisconnectPolicy", "RunEvent", "RunManager", "RunSlot", "RunSource"]
 
 logger = logging.getLogger("ragstream.runs")
 
 DisconnectPolicy = Literal["cancel", "finish"]
+EncodeFailure = Callable[[RunFailure], bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """One event of a run, encoded by the protocol binding.
+
+    ``status`` is set on the terminal event (how the run ended); ``flush`` asks the run task to let
+    subscribers send this event before the run goes on (the first event, before the model's setup).
+    """
+
+    data: bytes
+    status: RunStatus | None = None
+    flush: bool = False
+
+
+class RunSource(Protocol):
+    """What a protocol binding hands the engine to run: its events, and how to stop and release it."""
+
+    @property
+    def thread_id(self) -> str: ...
+
+    @property
+    def run_id(self) -> str: ...
+
+    def events(self) -> AsyncIterator[RunEvent]:
+        """The run's events; the last one carries a ``status``. Should not raise."""
+        ...
+
+    def cancel(self) -> None:
+        """Ask the run to stop soon (it still ends with a terminal event)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the run held (called once, after its last event)."""
+        ...
 
 
 @dataclass
 class ActiveRun:
     """A run living in this process."""
 
-    execution: RunExecution
+    info: RunInfo
+    source: RunSource
     task: asyncio.Task[None] | None = None
     subscribers: int = 0
     stop_requested: bool = False
     grace: asyncio.TimerHandle | None = field(default=None, repr=False)
 
     @property
-    def run_id(self) -> str:
-        return self.execution.run_id
+    def key(self) -> str:
+        return self.info.key
+
+
+class RunSlot:
+    """A thread's run lock, held for one run id until the run is launched (see ``RunManager.reserve``)."""
+
+    def __init__(self, manager: RunManager, info: RunInfo) -> None:
+        self._manager = manager
+        self.info = info
+        self.run: ActiveRun | None = None
+
+    async def launch(self, source: RunSource) -> ActiveRun:
+        """Open the run's log and start it; the slot's lock now belongs to the run."""
+        self.run = await self._manager._launch(self.info, source)
+        return self.run
 
 
 class RunManager:
@@ -56,14 +120,16 @@ class RunManager:
         *,
         locks: RunLocks,
         logs: EventLog,
+        encode_failure: EncodeFailure,
         worker_id: str | None = None,
         lock_ttl: float = 30.0,
         disconnect_policy: DisconnectPolicy = "cancel",
         disconnect_grace: float = 0.0,
-        stop_bus: Any = None,
+        stop_bus: StopBus | None = None,
     ) -> None:
         self.locks = locks
         self.logs = logs
+        self.encode_failure = encode_failure
         self.worker_id = worker_id or uuid.uuid4().hex[:12]
         self.lock_ttl = lock_ttl
         self.disconnect_policy = disconnect_policy
@@ -75,123 +141,137 @@ class RunManager:
 
     @property
     def active(self) -> dict[str, ActiveRun]:
+        """The runs living in this process, by key."""
         return dict(self._runs)
 
-    async def start(
-        self,
-        run_input: RunAgentInput,
-        principal: str,
-        prepare: Callable[[], Awaitable[RunExecution]],
-        on_busy: Callable[[], Awaitable[None]] | None = None,
-    ) -> ActiveRun:
-        """Take the thread's run lock, prepare the run (``prepare`` may raise ``ApiError``), start it.
+    # -- starting ----------------------------------------------------------------------------
 
-        A second run on a busy thread is ``ApiError(409)``, unless ``on_busy`` raises another answer
-        first (the route checks there that the caller may see the thread at all).
+    @contextlib.asynccontextmanager
+    async def reserve(
+        self,
+        thread_id: str,
+        run_id: str,
+        principal: str,
+        *,
+        on_busy: Callable[[], Awaitable[None]] | None = None,
+    ) -> AsyncIterator[RunSlot]:
+        """Hold the thread's run lock for ``run_id`` while the caller builds the run.
+
+        ``RunConflict`` when the run id is already taken in this thread or another run holds the
+        thread; ``on_busy`` runs first in the latter case, so the caller can answer a thread the
+        principal may not see as missing rather than busy. Without a ``launch`` in the block, the
+        lock is released when it ends.
         """
-        thread_id, run_id = run_input.thread_id, run_input.run_id
-        try:
-            if await self.logs.info(run_id) is not None:
-                raise ApiError(409, f"run {run_id!r} already exists; send a new runId for a new run")
-            acquired = await self.locks.acquire(thread_id, run_id, self.lock_ttl)
-        except BackendUnavailable as exc:
-            raise ApiError(
-                503, "runs cannot start: the shared backend is unavailable; retry shortly"
-            ) from exc
-        if not acquired:
+        info = RunInfo(run_id, thread_id, principal, self.worker_id)
+        if await self.logs.info(info.key) is not None:
+            raise RunConflict(
+                f"run {run_id!r} already exists in thread {thread_id!r}; send a new runId for a new run",
+                "run_exists",
+            )
+        if not await self.locks.acquire(thread_id, run_id, self.lock_ttl):
             if on_busy is not None:
                 await on_busy()
-            raise ApiError(
-                409,
+            raise RunConflict(
                 f"thread {thread_id!r} is busy with another run; wait for it to finish or stop it",
-                code="thread_busy",
+                "thread_busy",
             )
+        slot = RunSlot(self, info)
         try:
-            execution = await prepare()
-            await self.logs.open(RunInfo(run_id, thread_id, principal, self.worker_id))
-        except BaseException as exc:
-            with contextlib.suppress(BackendUnavailable):
-                await self.locks.release(thread_id, run_id)
-            if isinstance(exc, BackendUnavailable):
-                raise ApiError(
-                    503, "runs cannot start: the shared backend is unavailable; retry shortly"
-                ) from exc
+            yield slot
+        finally:
+            if slot.run is None:
+                with contextlib.suppress(BackendUnavailable):
+                    await self.locks.release(thread_id, run_id)
+
+    async def _launch(self, info: RunInfo, source: RunSource) -> ActiveRun:
+        try:
+            await self.logs.open(info)
+        except BaseException:
+            source.close()
             raise
-        active = ActiveRun(execution)
-        self._runs[run_id] = active
-        active.task = asyncio.create_task(self._run(active), name=f"run-{run_id}")
+        active = ActiveRun(info, source)
+        self._runs[info.key] = active
+        active.task = asyncio.create_task(self._run(active), name=f"run-{info.key}")
         return active
 
+    # -- running -----------------------------------------------------------------------------
+
     async def _run(self, active: ActiveRun) -> None:
-        execution = active.execution
+        source, key = active.source, active.key
         heartbeat = asyncio.create_task(self._heartbeat(active))
         status: RunStatus = "error"
         terminal = False
         logging_failed = False
         try:
-            async for event in execution.events():
+            async for event in source.events():
                 if not logging_failed:
                     try:
-                        await self.logs.append(execution.run_id, encode_event(event))
+                        await self.logs.append(key, event.data)
                     except BackendUnavailable:
                         # nobody can follow the run any more: stop it (nothing is saved) and drain
-                        logger.error(
-                            "run %s: the event log is unavailable; stopping the run", execution.run_id
-                        )
+                        logger.error("run %s: the event log is unavailable; stopping the run", key)
                         logging_failed = True
-                        execution.token.cancel()
-                        await self._append_error(
-                            execution.run_id,
-                            "The run's event log is unavailable; the run was stopped.",
-                            "event_log_unavailable",
-                        )
-                if event.type == EventType.RUN_STARTED:
-                    # Let the response send it before the agent's run setup takes the loop for ~1 ms.
+                        source.cancel()
+                        await self._append_failure(key, RunFailure(FailureCode.EVENT_LOG_UNAVAILABLE))
+                if event.status is not None:
+                    terminal, status = True, event.status
+                elif event.flush:
                     await asyncio.sleep(0)
-                elif event.type == EventType.RUN_FINISHED:
-                    terminal = True
-                    outcome = getattr(getattr(event, "outcome", None), "type", "success")
-                    status = {"interrupt": "interrupted", "cancelled": "cancelled"}.get(outcome, "finished")
-                elif event.type == EventType.RUN_ERROR:
-                    terminal = True
         except asyncio.CancelledError:
             if not terminal:
-                await self._append_error(execution.run_id, "The server stopped the run.", "shutdown")
+                await self._append_failure(key, RunFailure(FailureCode.SHUTDOWN))
             raise
-        except Exception as exc:  # the pipeline itself failed: end the stream properly
+        except Exception as exc:  # the source broke its promise not to raise: end the stream properly
             if not terminal:
-                message, code = public_error(exc)
-                await self._append_error(execution.run_id, message, code)
+                reference = uuid.uuid4().hex[:12]
+                logger.error("run %s failed (reference %s)", key, reference, exc_info=exc)
+                failure = RunFailure(
+                    FailureCode.INTERNAL_ERROR,
+                    f"The run failed because of an internal error (reference {reference}).",
+                )
+                await self._append_failure(key, failure)
         finally:
             heartbeat.cancel()
-            execution.finish()
-            self._runs.pop(execution.run_id, None)
+            source.close()
+            self._runs.pop(key, None)
             with contextlib.suppress(Exception):
-                await self.locks.release(execution.thread_id, execution.run_id)
+                await self.locks.release(active.info.thread_id, active.info.run_id)
             with contextlib.suppress(Exception):
-                await self.logs.close(execution.run_id, status)
+                await self.logs.close(key, status)
 
-    async def _append_error(self, run_id: str, message: str, code: str) -> None:
+    async def _append_failure(self, key: str, failure: RunFailure) -> None:
         with contextlib.suppress(Exception):
-            await self.logs.append(run_id, encode_event(RunErrorEvent(message=message, code=code)))
+            await self.logs.append(key, self.encode_failure(failure))
 
     async def _heartbeat(self, active: ActiveRun) -> None:
-        execution = active.execution
+        info = active.info
         while True:
             await asyncio.sleep(self.lock_ttl / 3)
             try:
-                held = await self.locks.renew(execution.thread_id, execution.run_id, self.lock_ttl)
+                held = await self.locks.renew(info.thread_id, info.run_id, self.lock_ttl)
             except Exception:
-                logger.warning("could not renew the run lock of %s", execution.run_id, exc_info=True)
+                logger.warning("could not renew the run lock of %s", info.key, exc_info=True)
                 continue
             if not held:
-                logger.error("run %s lost its thread lock; stopping it", execution.run_id)
-                execution.token.cancel()
+                logger.error("run %s lost its thread lock; stopping it", info.key)
+                active.source.cancel()
                 return
 
-    async def subscribe(self, run_id: str, after: int = 0) -> AsyncIterator[bytes]:
-        """SSE frames of the run's events after ``after``, then its live tail (several per write)."""
-        active = self._runs.get(run_id)
+    # -- following ---------------------------------------------------------------------------
+
+    async def find(self, thread_id: str, run_id: str, principal: str) -> RunInfo:
+        """The run ``run_id`` of ``thread_id`` as ``principal`` may see it; ``RunNotFound`` otherwise.
+
+        A run of someone else's thread and a run that never existed give the same answer.
+        """
+        info = await self.logs.info(run_key(thread_id, run_id))
+        if info is None or info.owner != principal:
+            raise RunNotFound(f"run {run_id!r} not found in thread {thread_id!r}")
+        return info
+
+    async def subscribe(self, info: RunInfo, after: int = 0) -> AsyncIterator[list[tuple[int, bytes]]]:
+        """The run's events after ``after`` as ``(sequence, data)`` batches, then its live tail."""
+        active = self._runs.get(info.key)
         if active is not None:
             active.subscribers += 1
             if active.grace is not None:
@@ -199,15 +279,15 @@ class RunManager:
                 active.grace = None
         last = after
         try:
-            async for batch in self.logs.read(run_id, after):
+            async for batch in self.logs.read(info.key, after):
                 last = batch[-1][0]
-                yield b"".join(sse_frame(seq, data) for seq, data in batch)
+                yield batch
         except BackendUnavailable as exc:
-            logger.warning("run %s: cannot read its event log: %s", run_id, exc)
-            lost = RunErrorEvent(
-                message="The run's event log is unavailable; reconnect later.", code="event_log_unavailable"
+            logger.warning("run %s: cannot read its event log: %s", info.key, exc)
+            lost = RunFailure(
+                FailureCode.EVENT_LOG_UNAVAILABLE, "The run's event log is unavailable; reconnect later."
             )
-            yield sse_frame(last + 1, encode_event(lost))
+            yield [(last + 1, self.encode_failure(lost))]
         finally:
             if active is not None:
                 active.subscribers -= 1
@@ -218,57 +298,48 @@ class RunManager:
         if self.disconnect_policy != "cancel":
             return
         if self.disconnect_grace <= 0:
-            active.execution.token.cancel()
+            active.source.cancel()
             return
         loop = asyncio.get_running_loop()
 
         def expire() -> None:
             active.grace = None
             if active.subscribers == 0:
-                active.execution.token.cancel()
+                active.source.cancel()
 
         active.grace = loop.call_later(self.disconnect_grace, expire)
 
-    async def stop(self, thread_id: str, run_id: str, principal: str) -> RunInfo:
-        """Ask a run to stop; it ends with the ``cancelled`` outcome. ``ApiError(404)`` if unknown."""
-        try:
-            info = await self.logs.info(run_id)
-        except BackendUnavailable as exc:
-            raise ApiError(503, "the shared backend is unavailable") from exc
-        if info is None or info.thread_id != thread_id or info.owner != principal:
-            raise ApiError(404, f"run {run_id!r} not found in thread {thread_id!r}")
-        active = self._runs.get(run_id)
+    # -- stopping ----------------------------------------------------------------------------
+
+    async def stop(self, info: RunInfo) -> None:
+        """Ask a run to stop, wherever it runs; it ends with the ``cancelled`` outcome."""
+        active = self._runs.get(info.key)
         if active is not None:
             active.stop_requested = True
-            active.execution.token.cancel()
+            active.source.cancel()
         elif info.status == "running":
-            await self.request_remote_stop(info)
-        return info
+            if self.stop_bus is None:
+                raise RunConflict(
+                    f"run {info.run_id!r} runs in another worker and this backend cannot reach it",
+                    "remote_run",
+                )
+            await self.stop_bus.publish(info.key)
 
-    async def request_remote_stop(self, info: RunInfo) -> None:
-        """Ask the worker running ``info`` to stop it (through the stop bus of a shared backend)."""
-        if self.stop_bus is None:
-            raise ApiError(
-                409, f"run {info.run_id!r} runs in another worker and this backend cannot reach it"
-            )
-        try:
-            await self.stop_bus.publish(info.run_id)
-        except BackendUnavailable as exc:
-            raise ApiError(503, "the run cannot be stopped now: the shared backend is unavailable") from exc
-
-    def _stop_local(self, run_id: str) -> None:
-        active = self._runs.get(run_id)
+    def _stop_local(self, key: str) -> None:
+        active = self._runs.get(key)
         if active is not None:
             active.stop_requested = True
-            active.execution.token.cancel()
+            active.source.cancel()
 
     async def shutdown(self) -> None:
         """Cancel every local run and wait for them to end."""
         tasks = [run.task for run in self._runs.values() if run.task is not None]
         for run in self._runs.values():
-            run.execution.token.cancel()
+            run.source.cancel()
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=10)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+        if self.stop_bus is not None:
+            await self.stop_bus.close()

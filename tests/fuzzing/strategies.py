@@ -528,7 +528,7 @@ SERVER_ONLY = [
     "next_search",
     "question_embeddings",
     "next_qa",
-    "session_summary",
+    "session_context",
 ]
 
 

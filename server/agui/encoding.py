@@ -1,4 +1,4 @@
-"""Encoding AG-UI events once, with orjson, and framing them for Server-Sent Events.
+"""Encoding AG-UI events once, with orjson.
 
 The bytes equal ``ag_ui.encoder.EventEncoder``'s JSON (camelCase aliases, unset optional fields
 omitted, declaration order). The two event types that make up most of a stream, text and
@@ -11,9 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from ag_ui.core import BaseEvent, EventType, TextMessageContentEvent, ToolCallArgsEvent
+from ag_ui.core import BaseEvent, RunErrorEvent, TextMessageContentEvent, ToolCallArgsEvent
 
-__all__ = ["encode_event", "sse_frame"]
+from ..runs import RunFailure
+
+__all__ = ["encode_event", "encode_failure"]
 
 
 def _plain(event: BaseEvent) -> bool:
@@ -40,18 +42,6 @@ def encode_event(event: BaseEvent) -> bytes:
     return orjson.dumps(event.model_dump(mode="json", by_alias=True))
 
 
-def sse_frame(seq: int, data: bytes) -> bytes:
-    """One SSE message with its id; ``\\n`` separators only (``@ag-ui/client`` splits on ``\\n\\n``)."""
-    return b"id: %d\ndata: %s\n\n" % (seq, data)
-
-
-def event_type(data: bytes) -> EventType | None:
-    """The type of an encoded event (cheap: the type is the first key)."""
-    start = data.find(b'"type":"')
-    if start < 0:
-        return None
-    end = data.find(b'"', start + 8)
-    try:
-        return EventType(data[start + 8 : end].decode())
-    except ValueError:
-        return None
+def encode_failure(failure: RunFailure) -> bytes:
+    """The RUN_ERROR event of a failed run (the engine's ``encode_failure``)."""
+    return encode_event(RunErrorEvent(message=failure.message, code=failure.code.value))

@@ -1,10 +1,10 @@
 """Redis implementations of the run lock, the event log and the stop bus, for several workers.
 
-Keys (all under a prefix, ``ragstream:`` by default):
+Keys (all under a prefix, ``ragstream:`` by default; ``<key>`` is ``RunInfo.key``, thread/run):
 
 - ``lock:<thread>``: the run holding the thread, with a TTL renewed by the run's heartbeat;
-- ``run:<run>:info``: a hash (thread, owner, worker, status, started_at);
-- ``run:<run>:events``: a stream whose entry ids are ``0-<seq>`` (the SSE ids); the last entry of
+- ``run:<key>:info``: a hash (thread, owner, worker, status, started_at);
+- ``run:<key>:events``: a stream whose entry ids are ``0-<seq>`` (the SSE ids); the last entry of
   a closed run is an ``end`` marker;
 - channel ``stop``: stop requests for runs living in another worker.
 
@@ -13,8 +13,9 @@ keeps the log in memory while the run lives, so the run never waits on Redis and
 streaming from that worker reads from memory. Readers on other workers, and later reconnects,
 replay with XRANGE and follow the tail with blocking XREAD, so no one polls for events.
 While a reader waits it checks, once per ``liveness_seconds``, that the run still holds its
-thread's lock; a run whose lock expired (its worker died) is closed with RUN_ERROR, once, by a
-Lua script, for everyone who follows it. Every Redis failure surfaces as ``BackendUnavailable``.
+thread's lock; a run whose lock expired (its worker died) is closed with the ``worker_lost``
+failure event (encoded by the protocol binding and handed in), once, by a Lua script, for everyone
+who follows it. Every Redis failure surfaces as ``BackendUnavailable``.
 """
 
 from __future__ import annotations
@@ -28,16 +29,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis.asyncio as redis
-from ag_ui.core import RunErrorEvent
 from redis.exceptions import RedisError
 
 from rag_tools.state.redis_store import client_for
 
-from .runs.encoding import encode_event
-from .runs.eventlog import EventLog, MemoryEventLog, RunInfo, RunStatus
-from .runs.locks import BackendUnavailable, RunLocks
+from .errors import BackendUnavailable
+from .eventlog import EventLog, MemoryEventLog, RunInfo, RunStatus
+from .locks import RunLocks
+from .stopbus import StopBus
 
-__all__ = ["RedisEventLog", "RedisRunLocks", "RedisStopBus"]
+__all__ = ["RedisEventLog", "RedisRunLocks", "RedisStopBus", "redis_client"]
 
 logger = logging.getLogger("ragstream.redis")
 
@@ -62,10 +63,6 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1
 """
-
-_DEAD_RUN = encode_event(
-    RunErrorEvent(message="The server running this run stopped before it finished.", code="worker_lost")
-)
 
 
 def _ms(seconds: float) -> int:
@@ -139,7 +136,9 @@ class RedisEventLog(EventLog):
         ttl_seconds: float = 600.0,
         liveness_seconds: float = 5.0,
         running_ttl_seconds: float = 86_400.0,
+        worker_lost_event: bytes = b"{}",
     ) -> None:
+        """``worker_lost_event`` is the encoded terminal event that closes a run whose worker died."""
         self.redis = client
         self.locks = locks
         self.prefix = prefix
@@ -148,25 +147,26 @@ class RedisEventLog(EventLog):
         self.running_ttl_seconds = running_ttl_seconds
         self._local = MemoryEventLog(ttl_seconds=0)  # closed logs go at the next open
         self._outboxes: dict[str, _Outbox] = {}
+        self.worker_lost_event = worker_lost_event
         self._close_dead = client.register_script(_CLOSE_DEAD)
 
-    def _info_key(self, run_id: str) -> str:
-        return f"{self.prefix}run:{run_id}:info"
+    def _info_key(self, key: str) -> str:
+        return f"{self.prefix}run:{key}:info"
 
-    def _events_key(self, run_id: str) -> str:
-        return f"{self.prefix}run:{run_id}:events"
+    def _events_key(self, key: str) -> str:
+        return f"{self.prefix}run:{key}:events"
 
     async def open(self, info: RunInfo) -> None:
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(self._info_key(info.run_id), mapping=_info_fields(info))
-            pipe.pexpire(self._info_key(info.run_id), _ms(self.running_ttl_seconds))
+            pipe.hset(self._info_key(info.key), mapping=_info_fields(info))
+            pipe.pexpire(self._info_key(info.key), _ms(self.running_ttl_seconds))
             await _redis(pipe.execute())
         await self._local.open(info)
-        self._outboxes[info.run_id] = _Outbox(self._events_key(info.run_id))
+        self._outboxes[info.key] = _Outbox(self._events_key(info.key))
 
-    async def append(self, run_id: str, data: bytes) -> int:
-        box = self._outboxes[run_id]
-        seq = await self._local.append(run_id, data)
+    async def append(self, key: str, data: bytes) -> int:
+        box = self._outboxes[key]
+        seq = await self._local.append(key, data)
         box.last_seq = seq
         box.pending.append((seq, data))  # after a failed write, kept for the retry in ``close``
         if box.error is not None:
@@ -194,10 +194,10 @@ class RedisEventLog(EventLog):
             box.pending[:0] = batch
             box.writer = None
 
-    async def close(self, run_id: str, status: RunStatus) -> None:
-        info = await self._local.info(run_id)
-        await self._local.close(run_id, status)
-        box = self._outboxes.pop(run_id, None) or _Outbox(self._events_key(run_id))
+    async def close(self, key: str, status: RunStatus) -> None:
+        info = await self._local.info(key)
+        await self._local.close(key, status)
+        box = self._outboxes.pop(key, None) or _Outbox(self._events_key(key))
         if box.writer is not None:
             await asyncio.shield(box.writer)
         seq = box.last_seq + 1
@@ -206,24 +206,24 @@ class RedisEventLog(EventLog):
                 pipe.xadd(box.key, {"d": data}, id=f"0-{pending_seq}")
             pipe.xadd(box.key, {"end": status}, id=f"0-{seq}")
             if info is not None:  # the whole info: a Redis that restarted mid-run has none of it
-                pipe.hset(self._info_key(run_id), mapping=_info_fields(replace(info, status=status)))
+                pipe.hset(self._info_key(key), mapping=_info_fields(replace(info, status=status)))
             else:
-                pipe.hset(self._info_key(run_id), "status", status)
+                pipe.hset(self._info_key(key), "status", status)
             pipe.pexpire(box.key, _ms(self.ttl_seconds))
-            pipe.pexpire(self._info_key(run_id), _ms(self.ttl_seconds))
+            pipe.pexpire(self._info_key(key), _ms(self.ttl_seconds))
             await _redis(pipe.execute())
 
-    async def info(self, run_id: str) -> RunInfo | None:
-        if (local := await self._local.info(run_id)) is not None:
+    async def info(self, key: str) -> RunInfo | None:
+        if (local := await self._local.info(key)) is not None:
             return local
-        raw = await _redis(self.redis.hgetall(self._info_key(run_id)))
+        raw = await _redis(self.redis.hgetall(self._info_key(key)))
         if not raw:
             return None
         fields = {k.decode(): v.decode() for k, v in raw.items()}
         if "thread_id" not in fields:  # only a status, written by a closing run after a Redis restart
             return None
         return RunInfo(
-            run_id,
+            fields["run_id"],
             fields["thread_id"],
             fields["owner"],
             fields["worker"],
@@ -231,18 +231,18 @@ class RedisEventLog(EventLog):
             float(fields["started_at"]),
         )
 
-    async def read(self, run_id: str, after: int = 0) -> AsyncIterator[list[tuple[int, bytes]]]:
-        if await self._local.info(run_id) is not None:  # a run of this worker
-            async for batch in self._local.read(run_id, after):
+    async def read(self, key: str, after: int = 0) -> AsyncIterator[list[tuple[int, bytes]]]:
+        if await self._local.info(key) is not None:  # a run of this worker
+            async for batch in self._local.read(key, after):
                 yield batch
             return
-        info = await self.info(run_id)
+        info = await self.info(key)
         if info is None:
             return
-        key = self._events_key(run_id)
+        stream = self._events_key(key)
         last = f"0-{max(0, after)}"
         while True:  # replay what is already there
-            entries = await _redis(self.redis.xrange(key, min=f"({last}", count=500))
+            entries = await _redis(self.redis.xrange(stream, min=f"({last}", count=500))
             batch, ended = _batch(entries)
             if batch:
                 last = f"0-{batch[-1][0]}"
@@ -254,7 +254,7 @@ class RedisEventLog(EventLog):
         block_ms = int(min(self.liveness_seconds, 4.0) * 1000)
         checked = time.monotonic()
         while True:  # then follow the tail
-            response = await _redis(self.redis.xread({key: last}, block=block_ms, count=500))
+            response = await _redis(self.redis.xread({stream: last}, block=block_ms, count=500))
             batch, ended = _batch(response[0][1] if response else [])
             if batch:
                 last = f"0-{batch[-1][0]}"
@@ -270,7 +270,7 @@ class RedisEventLog(EventLog):
         """Close the run if its worker died; ``False`` when its log no longer exists."""
         if await self.locks.holder(info.thread_id) == info.run_id:
             return True
-        current = await self.info(info.run_id)
+        current = await self.info(info.key)
         if current is None:
             return False
         if current.status != "running":
@@ -278,8 +278,8 @@ class RedisEventLog(EventLog):
         await asyncio.sleep(0.2)  # a run that just ended releases its lock before writing its end marker
         closed = await _redis(
             self._close_dead(
-                keys=[self._info_key(info.run_id), self._events_key(info.run_id)],
-                args=[_DEAD_RUN, _ms(self.ttl_seconds)],
+                keys=[self._info_key(info.key), self._events_key(info.key)],
+                args=[self.worker_lost_event, _ms(self.ttl_seconds)],
             )
         )
         if closed:
@@ -292,6 +292,7 @@ class RedisEventLog(EventLog):
 
 def _info_fields(info: RunInfo) -> dict[str, str | float]:
     return {
+        "run_id": info.run_id,
         "thread_id": info.thread_id,
         "owner": info.owner,
         "worker": info.worker,
@@ -310,7 +311,7 @@ def _batch(entries: list[Any]) -> tuple[list[tuple[int, bytes]], bool]:
     return batch, False
 
 
-class RedisStopBus:
+class RedisStopBus(StopBus):
     """Stop requests for runs living in other workers, over Redis pub/sub."""
 
     def __init__(self, client: redis.Redis, prefix: str = "ragstream:") -> None:
@@ -318,11 +319,10 @@ class RedisStopBus:
         self.channel = f"{prefix}stop"
         self._task: asyncio.Task[None] | None = None
 
-    async def publish(self, run_id: str) -> None:
-        await _redis(self.redis.publish(self.channel, run_id))
+    async def publish(self, key: str) -> None:
+        await _redis(self.redis.publish(self.channel, key))
 
     def listen(self, on_stop: Callable[[str], None]) -> None:
-        """Call ``on_stop(run_id)`` for every stop request, until ``close``."""
 
         async def loop() -> None:
             while True:

@@ -20,8 +20,9 @@ from pydantic_ai.conversation_store import (
     ConversationStore,
 )
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
-from pydantic_ai.ui._utils import get_ui_message_id  # the id a client gave the message, if any
 from pydantic_ai.ui.ag_ui import AGUIAdapter
+
+from ._upstream import get_ui_message_id
 
 __all__ = ["CONVERSATION_KEY", "ThreadConversationStore", "agui_messages", "stored_messages"]
 

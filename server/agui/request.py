@@ -1,0 +1,29 @@
+"""Reading an AG-UI ``RunAgentInput``; everything wrong with it is an ``InvalidRequest``.
+
+Bad input never reaches the agent. The route reads the body (content type and size are checked by
+the web layer); ``parse_run_input`` validates it; the run factory checks the rest against the
+thread (the client's state proposal, messages the adapter could not convert mid-stream).
+"""
+
+from __future__ import annotations
+
+from ag_ui.core import RunAgentInput
+from pydantic import ValidationError
+from pydantic_ai.ui.ag_ui import AGUIAdapter
+
+from ..validation import InvalidRequest, check_id, field_errors
+
+__all__ = ["parse_run_input"]
+
+
+def parse_run_input(body: bytes) -> RunAgentInput:
+    """The validated run input of a request body."""
+    try:
+        run_input = AGUIAdapter.build_run_input(body)
+    except ValidationError as exc:
+        raise InvalidRequest("the body is not a valid AG-UI RunAgentInput", field_errors(exc)) from exc
+    check_id(run_input.thread_id, "threadId")
+    check_id(run_input.run_id, "runId")
+    if run_input.state is not None and not isinstance(run_input.state, dict):
+        raise InvalidRequest("state must be a JSON object", [{"loc": ["state"], "type": "dict_type"}])
+    return run_input

@@ -1,0 +1,28 @@
+"""``POST /agui``: one AG-UI run, answered as Server-Sent Events.
+
+Content type and body size are checked here and by the body-limit middleware, the caller by the
+authentication middleware; everything else that can refuse the run happens in
+``AGUIRunFactory.start`` before the stream opens. After the 200, problems are RUN_ERROR events.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..errors import ApiError
+from ..routes._common import caller, read_body, services_of
+from .request import parse_run_input
+from .sse import sse_response
+
+__all__ = ["agui"]
+
+
+async def agui(request: Request) -> Response:
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise ApiError(415, f"Content-Type must be application/json, got {content_type or 'nothing'!r}")
+    services = services_of(request)
+    run_input = parse_run_input(await read_body(request))
+    info = await services.agui.start(run_input, caller(request))
+    return sse_response(services.runs.subscribe(info), keepalive=services.config.keepalive_seconds)

@@ -1,0 +1,47 @@
+"""Pure ASGI middleware of the app: request body limits chosen per route.
+
+Starlette's ``RequestBodyLimitMiddleware`` limits every body to one size; routes here need
+different ones (a run request, an upload, a small JSON policy). ``BodyLimitMiddleware`` picks the
+limit of the route a request matches, else the default, and applies it with Starlette's own
+``RequestBodyLimitResponder``, so every route is limited unless the app says otherwise. A declared
+``Content-Length`` above the limit is answered here, before the app runs, in the API's JSON error
+shape (Starlette's responder would answer it in plain text); a streamed body that grows past the
+limit raises Starlette's 413 ``HTTPException`` inside the app, which the app's handlers answer the
+same way. (Pure ASGI rather than ``BaseHTTPMiddleware``, which would add a hop to every chunk of a
+stream.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from starlette.datastructures import Headers
+from starlette.middleware.body_limit import RequestBodyLimitResponder
+from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .errors import error_response, too_large_message
+
+__all__ = ["BodyLimitMiddleware"]
+
+
+class BodyLimitMiddleware:
+    """Refuse (413) request bodies above the limit of the matching route, or ``default``."""
+
+    def __init__(self, app: ASGIApp, default: int, limits: Sequence[tuple[BaseRoute, int]] = ()) -> None:
+        self.app = app
+        self.default = default
+        self.limits = list(limits)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = next(
+            (size for route, size in self.limits if route.matches(scope)[0] == Match.FULL), self.default
+        )
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await error_response(413, too_large_message(limit))(scope, receive, send)
+            return
+        await RequestBodyLimitResponder(self.app, limit)(scope, receive, send)

@@ -1,0 +1,32 @@
+"""What can go wrong when starting, following or stopping a run, in the engine's own terms.
+
+These are domain errors: they say what happened, not which HTTP status answers it. The web layer
+maps them to responses in one table (``server.errors``); the engine never speaks HTTP.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BackendUnavailable", "RunConflict", "RunError", "RunNotFound"]
+
+
+class RunError(Exception):
+    """Base of the engine's errors; ``str(error)`` is written for the client."""
+
+
+class RunConflict(RunError):
+    """The run cannot start now: its thread is busy, or its id is already taken in the thread.
+
+    ``code`` names which (``thread_busy``, ``run_exists``, ``remote_run``).
+    """
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class RunNotFound(RunError):
+    """No such run in that thread, for that caller (an unknown run and another's look the same)."""
+
+
+class BackendUnavailable(RunError):
+    """The shared backend (Redis) cannot be reached: new runs are refused, running ones fail."""

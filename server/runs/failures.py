@@ -1,0 +1,65 @@
+"""Why a run can fail: the one list of failure codes, each with the message a client sees.
+
+A run that fails ends with a terminal error event carrying one of these codes (AG-UI's RUN_ERROR
+``code``; the README's protocol section lists them). The engine raises and reports failures by
+code; the protocol binding classifies its own exceptions (model, knowledge base, store) into the
+same codes, so a client sees one vocabulary whatever failed. Messages never carry internal detail:
+unexpected errors get a log reference instead.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["FailureCode", "RunFailure"]
+
+
+class FailureCode(StrEnum):
+    """Codes of the terminal error event of a failed run."""
+
+    TIMEOUT = "timeout"
+    """The run took longer than the configured run timeout and was stopped."""
+    MODEL_UNAVAILABLE = "model_unavailable"
+    """The language model could not be reached or refused the request."""
+    USAGE_LIMIT = "usage_limit"
+    """The run reached its request or token limit."""
+    KNOWLEDGE_BASE_UNAVAILABLE = "knowledge_base_unavailable"
+    """The knowledge base could not be read or written."""
+    STORE_UNAVAILABLE = "store_unavailable"
+    """The thread could not be saved; it is unchanged."""
+    INVALID_REQUEST = "invalid_request"
+    """The run's input could not be used (reported by the agent framework)."""
+    EVENT_LOG_UNAVAILABLE = "event_log_unavailable"
+    """The run's event log (Redis) became unreachable; the run was stopped."""
+    WORKER_LOST = "worker_lost"
+    """The server process running the run stopped before the run finished."""
+    SHUTDOWN = "shutdown"
+    """The server shut down while the run was going."""
+    INTERNAL_ERROR = "internal_error"
+    """Anything else; the message carries a reference to the server's log line."""
+
+
+_MESSAGES: dict[FailureCode, str] = {
+    FailureCode.TIMEOUT: "The run took too long and was stopped.",
+    FailureCode.MODEL_UNAVAILABLE: "The language model could not be reached or refused the request.",
+    FailureCode.USAGE_LIMIT: "The run reached its usage limit.",
+    FailureCode.KNOWLEDGE_BASE_UNAVAILABLE: "The knowledge base is unavailable.",
+    FailureCode.STORE_UNAVAILABLE: "The conversation could not be saved; it is unchanged.",
+    FailureCode.INVALID_REQUEST: "The run's input could not be used.",
+    FailureCode.EVENT_LOG_UNAVAILABLE: "The run's event log is unavailable; the run was stopped.",
+    FailureCode.WORKER_LOST: "The server running this run stopped before it finished.",
+    FailureCode.SHUTDOWN: "The server stopped the run.",
+    FailureCode.INTERNAL_ERROR: "The run failed because of an internal error.",
+}
+
+
+class RunFailure(Exception):
+    """A failure with its code and a message written for the client (default: the code's message)."""
+
+    def __init__(self, code: FailureCode, message: str | None = None) -> None:
+        super().__init__(message or _MESSAGES[code])
+        self.code = code
+
+    @property
+    def message(self) -> str:
+        return str(self)
