@@ -66,15 +66,15 @@ class RagConfig(BaseModel):
         default=200, ge=1, description="Citation cards kept per thread (oldest evicted); readable by index."
     )
     citations_emitted: int = Field(
-        default=8,
+        default=5,
         ge=0,
         description="Citation cards the AG-UI state carries: the most recently cited ones.",
     )
     searches_emitted: int = Field(
-        default=2, ge=0, description="Searches the AG-UI state carries: the latest ones."
+        default=1, ge=0, description="Searches the AG-UI state carries: the latest ones."
     )
     qa_history_emitted: int = Field(
-        default=3, ge=0, description="QA entries the AG-UI state carries: the latest ones."
+        default=1, ge=0, description="QA entries the AG-UI state carries: the latest ones."
     )
     state_key: str | None = Field(
         default=None,

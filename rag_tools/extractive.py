@@ -15,13 +15,21 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic_ai.embeddings import EmbeddingModel
 
-__all__ = ["ExtractiveAnswer", "Passage", "extractive_answer", "extractive_summary", "split_sentences"]
+__all__ = [
+    "STOP_WORDS",
+    "ExtractiveAnswer",
+    "Passage",
+    "extractive_answer",
+    "extractive_summary",
+    "split_sentences",
+    "stem",
+]
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"”')\]]*\s+(?=[\"“(\[]?[A-Z0-9])")
 _MARKUP = re.compile(r"(\*\*|__|`+|^#+\s*|^\s*(?:[-*+]|\d+[.)])\s+|!\[[^\]]*\]\([^)]*\)|^>\s*)", re.MULTILINE)
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 _WORD = re.compile(r"[a-z0-9][a-z0-9'.:-]*[a-z0-9]|[a-z0-9]")
-_STOP = frozenset(
+STOP_WORDS = frozenset(
     "a an and are as at be by can do does for from how i if in is it its me my of on or so that the this to "
     "was what when where which who why will with you your should would could there their they them we our "
     "about into than then these those has have had not no yes any all each get set use used using".split()
@@ -108,17 +116,42 @@ def _units(block: str) -> list[str]:
     return units
 
 
-def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text``; list items, table rows and headings count as sentences of their own."""
-    sentences: list[str] = []
+_LEANS_BACK = re.compile(
+    r"^(it|its|they|their|them|this|that|these|those|he|she|his|her|such)\b", re.IGNORECASE
+)
+_MAX_FOLLOWERS = 2
+
+
+def _statements(text: str) -> list[tuple[str, ...]]:
+    """Sentences grouped with the ones right after them that open with a pronoun.
+
+    "Normal change: any other change. It needs approval from two engineers." is one statement: its
+    second sentence says nothing on its own, and its first does not say who approves.
+    """
+    statements: list[tuple[str, ...]] = []
     for block in re.split(r"\n\s*\n", text):
         for unit in _units(block):
-            sentences.extend(s.strip() for s in _SENTENCE_END.split(unit) if len(s.strip()) > 2)
-    return sentences
+            for n, piece in enumerate(s.strip() for s in _SENTENCE_END.split(unit) if len(s.strip()) > 2):
+                if n and _LEANS_BACK.match(piece) and len(statements[-1]) <= _MAX_FOLLOWERS:
+                    statements[-1] = (*statements[-1], piece)
+                else:
+                    statements.append((piece,))
+    return statements
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text``; list items, table rows and headings count as sentences of their own."""
+    return [sentence for statement in _statements(text) for sentence in statement]
+
+
+def stem(word: str) -> str:
+    """``word`` without a possessive or plural ``s`` ("sundays", "bakery's"), so forms meet."""
+    word = word.removesuffix("'s")
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
 def _content_words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1}
+    return {w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS and len(w) > 1}
 
 
 class _VectorCache:
@@ -153,25 +186,47 @@ async def extractive_answer(
     *,
     max_sentences: int = 3,
     min_score: float = 0.35,
+    focus: str | None = None,
 ) -> ExtractiveAnswer:
     """The sentences of ``passages`` that best answer ``question``, each cited.
 
+    A sentence scores its similarity to the question plus a bonus for the content words they
+    share, and a second bonus for those it shares with ``focus``: a follow-up searched with a
+    borrowed topic passes its own question there, so the topic steers the similarity while what
+    is new in the question picks the sentence ("And in winter?" quotes the winter row).
     ``found`` is False (and ``text`` empty) when no sentence reaches ``min_score``.
     """
     candidates = list(
-        dict.fromkeys((p.citation, p.heading, s) for p in passages for s in split_sentences(p.text))
+        dict.fromkeys(
+            (p.citation, p.heading, statement) for p in passages for statement in _statements(p.text)
+        )
     )
     if not candidates or not question.strip():
         return ExtractiveAnswer("")
     question_vector = (await _cache.vectors(model, [question], query=True))[0]
-    sentence_vectors = await _cache.vectors(model, [f"{h}: {s}" if h else s for _, h, s in candidates])
-    similarity = sentence_vectors @ question_vector
+    # A statement is read sentence by sentence and, when it has several, as a whole: it scores its
+    # best reading and is quoted whole.
+    readings = [
+        (n, text)
+        for n, (_, _, statement) in enumerate(candidates)
+        for text in (statement if len(statement) == 1 else (*statement, " ".join(statement)))
+    ]
+    headed = [f"{candidates[n][1]}: {text}" if candidates[n][1] else text for n, text in readings]
+    similarity = (await _cache.vectors(model, headed)) @ question_vector
     asked = _content_words(question)
-    scores = []
-    for (citation, _, sentence), sim in zip(candidates, similarity, strict=True):
-        overlap = len(asked & _content_words(sentence)) / max(len(asked), 1)
-        scores.append((float(sim) + 0.25 * overlap, citation, sentence))
-    scores.sort(key=lambda item: item[0], reverse=True)
+    focused = {stem(w) for w in _content_words(focus or "")}
+    best_of: dict[int, float] = {}
+    for (n, text), sim in zip(readings, similarity, strict=True):
+        words = _content_words(text)
+        overlap = len(asked & words) / max(len(asked), 1)
+        if focused:
+            overlap += len(focused & {stem(w) for w in words}) / len(focused)
+        best_of[n] = max(best_of.get(n, -1.0), float(sim) + 0.25 * overlap)
+    scores = sorted(
+        ((score, candidates[n][0], " ".join(candidates[n][2])) for n, score in best_of.items()),
+        key=lambda item: item[0],
+        reverse=True,
+    )
     best = scores[0][0]
     if best < min_score:
         return ExtractiveAnswer("", confidence=max(best, 0.0))

@@ -36,6 +36,11 @@ def _build_parser() -> argparse.ArgumentParser:
         "--redis-url", dest="redis_url", help="Redis URL shared by workers (RAGSTREAM_REDIS_URL)"
     )
     serve.add_argument(
+        "--state-key",
+        dest="state_key",
+        help="put the whole AG-UI state under this key (RAGSTREAM_STATE_KEY), e.g. ragstream",
+    )
+    serve.add_argument(
         "--ingest", nargs="+", default=[], metavar="PATH", help="ingest these paths before serving"
     )
 
@@ -60,7 +65,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace) -> AppConfig:
-    keys = ("data_dir", "embedder", "host", "port", "model", "workers", "redis_url")
+    keys = ("data_dir", "embedder", "host", "port", "model", "workers", "redis_url", "state_key")
     overrides: dict[str, Any] = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
     return AppConfig(**overrides)
 

@@ -103,6 +103,7 @@ class Services:
             max_entries=config.cache_max_threads,
             ttl_seconds=config.cache_ttl_seconds,
             prepare=toolkit.prepare,
+            state_key=toolkit.state_key,
         )
         runs = RunManager(
             locks=locks or MemoryRunLocks(),

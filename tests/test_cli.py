@@ -96,6 +96,8 @@ async def test_serve_with_two_workers_and_redis(
             str(port),
             "--data-dir",
             str(data),
+            "--state-key",  # a flag only serve has: it must reach every worker process
+            "ragstream",
         ],
         env=env,
         cwd=ROOT,
@@ -134,8 +136,19 @@ async def test_serve_with_two_workers_and_redis(
             events = [e for _, e in parse_sse(response.text)]
             state = check_stream(events, {})
             assert "35 days" in "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+            assert list(state) == ["ragstream"] and "citations" in state["ragstream"]  # under the key
             for _ in range(5):  # whichever worker answers, the thread is the same
                 assert (await http.get(f"{url}/threads/workers")).json()["state"] == state
+
+            async def ask_a_worker() -> tuple[str, Any]:
+                close = {"Connection": "close"}  # a new connection each time: either worker may take it
+                health = (await http.get(f"{url}/health", headers=close)).json()
+                described = (await http.get(f"{url}/capabilities", headers=close)).json()
+                return health["worker"], described["custom"]["stateKey"]
+
+            # whichever worker takes a connection (the kernel picks; it may favour one), the flag is there
+            answers = await asyncio.gather(*(ask_a_worker() for _ in range(20)))
+            assert {key for _, key in answers} == {"ragstream"}
     finally:
         os.killpg(process.pid, 15)
         process.wait(30)

@@ -65,8 +65,8 @@ async def test_multi_turn_conversation_keeps_client_and_server_state_equal(
         assert "Found it in" in run["messages"][-1]["content"]
     view = await server_state(scenario_server, "multi")
     assert runs[-1]["state"] == view["state"]
-    # the state carries the latest searches (the emit window); the thread keeps all three
-    assert list(view["state"]["searches"]) == ["s2", "s3"]
+    # the state carries the latest search (the emit window); the thread keeps all three
+    assert list(view["state"]["searches"]) == ["s3"]
     async with httpx.AsyncClient(base_url=scenario_server) as client:
         searches = (await client.get("/threads/multi/state/searches")).json()["value"]
         first = (await client.get("/threads/multi/state/searches/s1")).json()["value"]

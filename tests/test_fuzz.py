@@ -377,6 +377,7 @@ NEW_THREAD_STATE = {
     "citations": {},
     "searches": {},
     "qa_history": [],
+    "session_context": None,
     "archived": [],
     "need_user_approve_tools": [],
     "truncated_outputs": {},

@@ -11,6 +11,8 @@ import jsonpatch
 import pytest
 from ag_ui.core import EventType, RunAgentInput, UserMessage
 from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.ui.ag_ui import AGUIAdapter
 
 from rag_tools import (
@@ -219,9 +221,15 @@ async def test_qa_history_is_bounded_and_callback_runs(small_kb: KnowledgeBase) 
     assert set(qa.question_embeddings) == {e.id for e in qa.qa_history}
 
 
-async def test_ask_refreshes_the_session_summary_in_a_tracked_background_task(
-    small_kb: KnowledgeBase,
-) -> None:
+async def test_ask_writes_the_offline_session_summary_with_the_answer(small_kb: KnowledgeBase) -> None:
+    deps = deps_for(small_kb, ["qa"])
+    await run(Script([[("ask", {"question": "what port does alpha use"})]]), ["qa"], deps)
+    context = deps.tool_context.get(QA_NAMESPACE, QASessionState).session_context
+    assert context is not None, "no model: the summary is written with the answer, no task needed"
+    assert "what port does alpha use" in context.summary
+
+
+async def test_a_model_summary_is_written_by_a_tracked_background_task(small_kb: KnowledgeBase) -> None:
     class Recorder:
         def __init__(self) -> None:
             self.tasks: list[asyncio.Task[Any]] = []
@@ -232,12 +240,19 @@ async def test_ask_refreshes_the_session_summary_in_a_tracked_background_task(
     recorder = Recorder()
     deps = deps_for(small_kb, ["qa"], tasks=recorder)
     script = Script([[("ask", {"question": "what port does alpha use"})]])
-    await run(script, ["qa"], deps)
+
+    def answer_or_summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if info.output_tools:  # the QA answer (structured)
+            args = {"answer": "Alpha uses its port [1].", "confidence": 0.8}
+            return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, args)])
+        return ModelResponse(parts=[TextPart("The user asked about alpha's port.")])  # the summary
+
+    await run(script, ["qa"], deps, model=FunctionModel(answer_or_summarize))
     assert len(recorder.tasks) == 1, "the summary task is handed to the thread's tracker"
     await recorder.tasks[0]
     context = deps.tool_context.get(QA_NAMESPACE, QASessionState).session_context
     assert context is not None
-    assert "what port does alpha use" in context.summary
+    assert context.summary == "The user asked about alpha's port."
 
 
 async def test_tool_state_changes_reach_agui_as_deltas_that_apply(small_kb: KnowledgeBase) -> None:
@@ -266,9 +281,7 @@ async def test_tool_state_changes_reach_agui_as_deltas_that_apply(small_kb: Know
     for event in state_events:
         wire = event.model_dump(mode="json", by_alias=True)  # what the client receives
         state = jsonpatch.apply_patch(state, wire["delta"]) if "delta" in wire else wire["snapshot"]
-    # the session summary is written by a background task after the run's last state event;
-    # the next run's baseline carries it
-    assert state == {**deps.state, "session_context": None}
+    assert state == deps.state
     assert state["qa_history"][0]["question"] == "what port does beta use"
 
 

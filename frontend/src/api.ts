@@ -1,6 +1,6 @@
 // The REST side of the server (threads, documents, stop) and the bearer token every request carries.
 // Runs themselves go through @ag-ui/client's HttpAgent (see session.ts); it gets the same headers.
-import type { DocumentInfo, ThreadSummary, ThreadView } from "./types";
+import type { Citation, DocumentInfo, ThreadSummary, ThreadView } from "./types";
 
 const TOKEN_KEY = "ragstream.token";
 
@@ -72,6 +72,30 @@ export class Api {
   async getThread(threadId: string): Promise<ThreadView | null> {
     try {
       return await this.request<ThreadView>("GET", `/threads/${encodeURIComponent(threadId)}`);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) return null;
+      throw error;
+    }
+  }
+
+  /**
+   * The key the server puts its whole state under (`RAGSTREAM_STATE_KEY`), or null for a flat
+   * state. Read once from the public part of `GET /capabilities`.
+   */
+  async stateKey(): Promise<string | null> {
+    const described = await this.request<{ custom?: { stateKey?: unknown } }>("GET", "/capabilities");
+    const key = described.custom?.stateKey;
+    return typeof key === "string" && key ? key : null;
+  }
+
+  /**
+   * A citation card the thread keeps but runs no longer carry: the state holds only the most
+   * recently cited cards, and an older answer's `[n]` is read here. Null when there is none.
+   */
+  async citation(threadId: string, index: number): Promise<Citation | null> {
+    const path = `/threads/${encodeURIComponent(threadId)}/state/citations/${index}`;
+    try {
+      return (await this.request<{ value: Citation }>("GET", path)).value;
     } catch (error) {
       if (error instanceof ApiError && error.status === 404) return null;
       throw error;

@@ -60,7 +60,7 @@ export class ConversationView {
 }
 
 function buildItems(session: ChatSession): Item[] {
-  const citations = session.state.citations ?? {};
+  const citations = session.citations;
   const results = new Map<string, ToolMessage>();
   for (const message of session.messages) {
     if (message.role === "tool") results.set(message.toolCallId, message);
@@ -119,8 +119,11 @@ function assistantItem(
       result: result ? textOf(result.content) : null,
     };
   });
-  // which of the cited numbers resolve: when a citation arrives in the state, the button appears
-  const cited = [...text.matchAll(CITATION)].flatMap((m) => splitNumbers(m[1])).filter((n) => n in citations);
+  // which of the cited numbers resolve: when a citation arrives in the state, the button appears;
+  // an older answer's card the state no longer carries is read from the server
+  const numbers = [...text.matchAll(CITATION)].flatMap((m) => splitNumbers(m[1]));
+  if (!streaming) numbers.filter((n) => !(n in citations)).forEach((n) => session.requestCitation(Number(n)));
+  const cited = numbers.filter((n) => n in citations);
   const sig = JSON.stringify([text, streaming, labelled, cited, calls]);
   return {
     key: message.id,

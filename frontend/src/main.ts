@@ -12,6 +12,8 @@ import "./styles.css";
 import type { ThreadSummary } from "./types";
 
 const api = new Api(takeToken());
+// The server's state key (RAGSTREAM_STATE_KEY), read once; a failure leaves the state flat.
+const stateKey = api.stateKey().catch(() => null);
 
 const ui = {
   title: byId("chat-title"),
@@ -52,7 +54,7 @@ function render(): void {
   frame = 0;
   conversation.render(session);
   approvals.render(session);
-  sources.render(session.state.citations ?? {});
+  sources.render(session.citations);
   filter.render(session.filter, session.state.document_filter ?? []);
   threadList.render(threads, session.threadId, session.busy);
 
@@ -101,10 +103,11 @@ async function openThread(threadId: string | null): Promise<void> {
   const ticket = ++opening;
   let next: ChatSession;
   try {
-    next = threadId ? await ChatSession.open(api, threadId) : new ChatSession(api, newId(), null);
+    const key = await stateKey;
+    next = threadId ? await ChatSession.open(api, threadId, key) : new ChatSession(api, newId(), null, key);
   } catch (error) {
     showBanner(`Could not open the chat: ${describe(error)}`);
-    next = new ChatSession(api, newId(), null);
+    next = new ChatSession(api, newId(), null, await stateKey);
   }
   if (ticket !== opening) return; // another thread was opened meanwhile
   if (threadId && !next.saved) {

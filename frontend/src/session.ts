@@ -3,7 +3,7 @@
 // ChatSession and listens to its changes; it never talks to the agent itself.
 import { HttpAgent, type Interrupt, type Message, type ResumeEntry } from "@ag-ui/client";
 import { type Api, ApiError, errorMessage, newId } from "./api";
-import type { ApprovalPayload, RagState, ThreadView, ToolProgress } from "./types";
+import type { ApprovalPayload, Citation, RagState, ThreadView, ToolProgress } from "./types";
 
 export type RunPhase = "idle" | "running" | "stopping";
 
@@ -48,6 +48,9 @@ export class ChatSession {
   /** Whether the server has saved this thread (so its id can go into the URL). */
   saved: boolean;
   title: string | null;
+  /** Citation cards read from the server because the state no longer carries them, by number. */
+  private readonly archived = new Map<string, Citation>();
+  private readonly fetching = new Set<number>();
 
   private readonly listeners = new Set<() => void>();
   private lastRun: {
@@ -60,6 +63,8 @@ export class ChatSession {
     private readonly api: Api,
     readonly threadId: string,
     view: ThreadView | null,
+    /** The key the server's state lives under (null: a flat state); see Api.stateKey. */
+    readonly stateKey: string | null = null,
   ) {
     this.agent = new HttpAgent({
       url: "/agui",
@@ -71,7 +76,7 @@ export class ChatSession {
     });
     this.saved = view !== null;
     this.title = view?.title ?? null;
-    this.filter = [...(view?.state.document_filter ?? [])];
+    this.filter = [...(this.ragState(view?.state ?? {}).document_filter ?? [])];
     this.setInterrupts(view?.interrupts ?? []);
     if (view?.activeRunId) {
       this.notify(
@@ -100,12 +105,38 @@ export class ChatSession {
   }
 
   /** The thread as the server has it, or a new, empty thread when it has none by that id. */
-  static async open(api: Api, threadId: string): Promise<ChatSession> {
-    return new ChatSession(api, threadId, await api.getThread(threadId));
+  static async open(api: Api, threadId: string, stateKey: string | null = null): Promise<ChatSession> {
+    return new ChatSession(api, threadId, await api.getThread(threadId), stateKey);
   }
 
+  /** ragstream's part of the agent's state (under the state key, when the server uses one). */
   get state(): RagState {
-    return this.agent.state as RagState;
+    return this.ragState(this.agent.state);
+  }
+
+  private ragState(state: unknown): RagState {
+    const whole = (state ?? {}) as Record<string, unknown>;
+    return ((this.stateKey ? whole[this.stateKey] : whole) ?? {}) as RagState;
+  }
+
+  /** Every citation card the page knows: those the state carries and older ones read on demand. */
+  get citations(): Record<string, Citation> {
+    return { ...Object.fromEntries(this.archived), ...(this.state.citations ?? {}) };
+  }
+
+  /** Read the card of `[index]` from the server when the state no longer carries it. */
+  requestCitation(index: number): void {
+    if (!this.saved || this.fetching.has(index) || String(index) in this.citations) return;
+    this.fetching.add(index);
+    void this.api
+      .citation(this.threadId, index)
+      .then((card) => {
+        if (card) {
+          this.archived.set(String(index), card);
+          this.changed();
+        }
+      })
+      .catch(() => this.fetching.delete(index)); // try again on a later render
   }
 
   get messages(): Message[] {
@@ -176,9 +207,11 @@ export class ChatSession {
 
   private async run(params: { resume?: ResumeEntry[] }, question?: string): Promise<RunResult> {
     // document_filter is client-owned, so the way to change it is to send it: the server takes it
-    // from the state a run carries (and answers with a STATE_SNAPSHOT when that differs from its
-    // copy). The server-owned keys are sent back unchanged; the server would ignore edits anyway.
-    this.agent.setState({ ...this.agent.state, document_filter: [...this.filter] });
+    // from the state a run carries (every run then opens with a STATE_SNAPSHOT of the result).
+    // The server-owned keys are sent back unchanged; the server would ignore edits anyway.
+    const filtered = { ...this.state, document_filter: [...this.filter] };
+    const whole = this.agent.state as Record<string, unknown>;
+    this.agent.setState(this.stateKey ? { ...whole, [this.stateKey]: filtered } : filtered);
     const before = this.messages.length;
     this.runId = newId();
     this.phase = "running";

@@ -10,6 +10,8 @@ under ``state_key``). Two rules keep that cheap and safe:
   are dumped once (without their ``None`` fields) and the same dict is reused in every later
   snapshot, so building a snapshot costs one pass over the items, and the delta engine skips
   unchanged items by identity. Snapshots are therefore read-only: copy before mutating.
+- Emitted views. An item model may define ``emitted() -> dict``: what the client gets of it (a
+  card's excerpt rather than its whole passage); ``read_field`` / ``read_item`` give it whole.
 - Emit windows. A growing collection field may be emitted only in part: ``emit_limits`` maps a
   field to how many of its latest items (dict insertion order, list order) the snapshot carries.
   The rest stays in the model, persisted, and readable by id (``read_field`` / ``read_item``), so
@@ -211,7 +213,7 @@ class ToolContext:
         namespace = self._owners.get(name)
         if namespace is None:
             raise KeyError(name)
-        return _dump_value(getattr(self._namespaces[namespace], name), {}, {})
+        return _dump_value(getattr(self._namespaces[namespace], name), {}, {}, whole=True)
 
     def read_item(self, name: str, key: str) -> Any:
         """One item of an emitted collection field by its key (dict key, else item ``id``, else index).
@@ -226,13 +228,13 @@ class ToolContext:
             item = value.get(key) if key in value else value.get(int(key)) if key.isdigit() else None
             if item is None:
                 raise KeyError(key)
-            return _dump_value(item, {}, {})
+            return _dump_value(item, {}, {}, whole=True)
         if isinstance(value, list | tuple):
             for item in value:
                 if getattr(item, "id", None) == key:
-                    return _dump_value(item, {}, {})
+                    return _dump_value(item, {}, {}, whole=True)
             if key.isdigit() and int(key) < len(value):
-                return _dump_value(value[int(key)], {}, {})
+                return _dump_value(value[int(key)], {}, {}, whole=True)
         raise KeyError(key)
 
     def _unwrap(self, snapshot: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -307,29 +309,35 @@ def _window(value: Any, limit: int | None) -> Any:
     return value[len(value) - limit :]
 
 
-def _dump_value(value: Any, old: _Cache, new: _Cache) -> Any:
-    """JSON-ready ``value``; frozen models reuse their previous dump (same dict object)."""
+def _dump_value(value: Any, old: _Cache, new: _Cache, *, whole: bool = False) -> Any:
+    """JSON-ready ``value``; frozen models reuse their previous dump (same dict object).
+
+    Items are dumped as their ``emitted()`` view when they have one, unless ``whole``.
+    """
     if value is None or isinstance(value, str | int | float | bool):
         return value
     if isinstance(value, BaseModel):
+        if whole:
+            return value.model_dump(mode="json", exclude_none=True)
         if not value.model_config.get("frozen"):
             return value.model_dump(mode="json")
         key = id(value)
         entry = old.get(key)
         if entry is None or entry[0] is not value:
-            entry = (value, value.model_dump(mode="json", exclude_none=True))
+            view = getattr(value, "emitted", None)
+            entry = (value, view() if view is not None else value.model_dump(mode="json", exclude_none=True))
         new[key] = entry
         return entry[1]
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():  # the hot loop of big namespaces: cached items first
-            entry = old.get(id(v))
+            entry = None if whole else old.get(id(v))
             if entry is not None and entry[0] is v:
                 new[id(v)] = entry
                 out[k if type(k) is str else str(k)] = entry[1]
             else:
-                out[k if type(k) is str else str(k)] = _dump_value(v, old, new)
+                out[k if type(k) is str else str(k)] = _dump_value(v, old, new, whole=whole)
         return out
     if isinstance(value, list | tuple):
-        return [_dump_value(v, old, new) for v in value]
+        return [_dump_value(v, old, new, whole=whole) for v in value]
     return to_jsonable_python(value)

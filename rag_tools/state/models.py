@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,8 +49,8 @@ QA_NAMESPACE = "rag.qa"
 REGISTRY_LIMIT = 10_000
 PENDING_LIMIT = 500
 PASSAGE_CHARS = 1200
-EXCERPT_CHARS = 320
-ANSWER_SUMMARY_CHARS = 240
+EXCERPT_CHARS = 160
+ANSWER_SUMMARY_CHARS = 160
 _CITATION_MARK = re.compile(r"\[(\d{1,6})\]")
 _SENTENCE = re.compile(r"[^.!?]*[.!?]?")
 
@@ -86,7 +86,19 @@ class Citation(BaseModel):
     uri: str
     headings: tuple[str, ...] = ()
     page: int | None = None
-    passage: str = Field(description="The cited text; once shown, an excerpt around what the answer quoted.")
+    passage: str = Field(description="The cited text.")
+    excerpt: str | None = Field(
+        default=None, description="What the client is shown of the passage: around what the answer quoted."
+    )
+
+    def emitted(self) -> dict[str, Any]:
+        """The card as the client gets it: the excerpt in place of the whole passage, and the heading
+        path without a first heading that only repeats the title."""
+        data = self.model_dump(mode="json", exclude_none=True, exclude={"excerpt"})
+        data["passage"] = self.excerpt if self.excerpt is not None else _excerpt(self.passage, ())
+        if self.headings and self.headings[0] == self.title:
+            data["headings"] = list(self.headings[1:])
+        return data
 
 
 class SessionState(StateModel):
@@ -180,7 +192,7 @@ class SessionState(StateModel):
                 continue
             marker = f"[{index}]"
             quoted = [_CITATION_MARK.sub("", s) for s in _SENTENCE.findall(text) if marker in s]
-            self._show(card.model_copy(update={"passage": _excerpt(card.passage, quoted)}), limit)
+            self._show(card.model_copy(update={"excerpt": _excerpt(card.passage, quoted)}), limit)
             shown.append(index)
         return shown
 
@@ -214,6 +226,12 @@ class SearchRecord(BaseModel):
     documents: tuple[str, ...] = ()
     hits: tuple[SearchHitSummary, ...] = ()
     at: datetime = Field(default_factory=_now)
+
+    def emitted(self) -> dict[str, Any]:
+        """The record as the client gets it: no timestamp, no empty document list (read it by id)."""
+        return self.model_dump(
+            mode="json", exclude_none=True, exclude={"at"} if self.documents else {"at", "documents"}
+        )
 
 
 class SearchState(StateModel):
@@ -252,6 +270,14 @@ class QAEntry(BaseModel):
     document: str | None = None
     recalled_from: str | None = Field(default=None, description="Id of the earlier answer this one reused.")
     at: datetime = Field(default_factory=_now)
+
+    def emitted(self) -> dict[str, Any]:
+        """The entry as the client gets it: the answer's opening (the whole answer is a message), no
+        timestamp; the whole entry is read by id."""
+        data = self.model_dump(mode="json", exclude_none=True, exclude={"at"})
+        if len(self.answer) > ANSWER_SUMMARY_CHARS:
+            data["answer"] = self.answer[: ANSWER_SUMMARY_CHARS - 1].rstrip() + "…"
+        return data
 
 
 class SessionContext(BaseModel):

@@ -31,6 +31,7 @@ from ._common import SearchResult, cite_hits, deps_of
 __all__ = ["OnQAComplete", "QAResult", "create_qa_toolset", "run_qa_core", "summarize_session"]
 
 NOT_FOUND = "I could not find an answer to that in the documents."
+SUMMARY_CHARS = 200
 
 OnQAComplete = Callable[[QASessionState, RagConfig], Awaitable[None] | None]
 
@@ -162,15 +163,29 @@ async def run_qa_core(
 
 
 async def summarize_session(qa: QASessionState, model: Model | str | None) -> str:
-    """A short account of what the session has asked so far, used as context for later answers."""
+    """A short account of what the session has asked so far, used as context for later answers.
+
+    Without a model it lists the latest questions (at most ``SUMMARY_CHARS``); with one, the model
+    summarises the latest exchanges.
+    """
     recent = qa.qa_history[-8:]
     if not recent:
         return ""
     if model is None:
-        return "Questions so far: " + "; ".join(e.question for e in recent)
+        listed = "Questions so far: " + "; ".join(e.question for e in recent[-3:])
+        return listed if len(listed) <= SUMMARY_CHARS else listed[: SUMMARY_CHARS - 1] + "…"
     transcript = "\n".join(f"Q: {e.question}\nA: {e.answer}" for e in recent)
     agent = Agent(model, instructions="Summarise this Q&A session in at most three sentences.")
     return (await agent.run(transcript)).output
+
+
+def _keep_summary(summary: str) -> Callable[[ToolContext], None]:
+    def keep(context: ToolContext) -> None:
+        state = context.get_or_create(QA_NAMESPACE, QASessionState)
+        state.session_context = SessionContext(summary=summary)
+        context.mark_changed(QA_NAMESPACE)
+
+    return keep
 
 
 def create_qa_toolset(
@@ -183,10 +198,11 @@ def create_qa_toolset(
 ) -> FunctionToolset[Any]:
     """A toolset with ``ask(question, document_name?)`` returning a ``QAResult``.
 
-    After each answer the session summary (``session_context``) is refreshed in the background; the
-    task belongs to the thread (``AgentDeps.spawn``), so it is cancelled when the thread is evicted
-    or the process stops, and its result is saved with the thread when it lands
-    (``AgentDeps.apply_later``), even after the run committed.
+    After each answer the session summary (``session_context``) is refreshed. Without a model it is
+    the list of the latest questions, written with the answer. With one, a model writes it in the
+    background: the task belongs to the thread (``AgentDeps.spawn``), so it is cancelled when the
+    thread is evicted or the process stops, and its result is saved with the thread when it lands
+    (``AgentDeps.apply_later``), even after the run committed; clients get it with the next run.
     """
     toolset: FunctionToolset[Any] = FunctionToolset(id=f"rag-{tool_name}")
     answer_model = model if model is not None else config.model
@@ -212,19 +228,15 @@ def create_qa_toolset(
             base_filter=base_filter,
             model=answer_model,
         )
+        if answer_model is None:  # listing the questions is instant: part of this answer's state change
+            _keep_summary(await summarize_session(qa, None))(deps.tool_context)
         await emit_state_update(ctx)
+        if answer_model is not None:
 
-        async def refresh_summary() -> None:
-            summary = await summarize_session(qa, answer_model)
+            async def refresh_summary() -> None:
+                await deps.apply_later(_keep_summary(await summarize_session(qa, answer_model)))
 
-            def keep(context: ToolContext) -> None:
-                state = context.get_or_create(QA_NAMESPACE, QASessionState)
-                state.session_context = SessionContext(summary=summary)
-                context.mark_changed(QA_NAMESPACE)
-
-            await deps.apply_later(keep)
-
-        deps.spawn(refresh_summary())
+            deps.spawn(refresh_summary())
         return result
 
     toolset.add_function(ask, name=tool_name)

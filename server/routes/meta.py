@@ -2,8 +2,8 @@
 
 Both answer without a token (load balancers probe health; a client asks what the agent can do
 before it signs in), but anonymous callers, when tokens are configured, see only the public part:
-``status`` of the health check, and the agent's identity and transport. Counts, worker ids, tools,
-features and the model need a token.
+``status`` of the health check, and the agent's identity, transport and state key (a page needs it
+to read its state). Counts, worker ids, tools, features and the model need a token.
 """
 
 from __future__ import annotations
@@ -97,6 +97,10 @@ async def capabilities(request: Request) -> Response:
             sandboxed="analysis" in features or None,
             max_execution_time=int(services.config.run_timeout),
         ),
-        custom={"features": features, "model": services.config.model or "offline-extractive"},
+        custom={
+            "features": features,
+            "model": services.config.model or "offline-extractive",
+            "stateKey": services.config.state_key,
+        },
     )
     return JSONResponse(described.model_dump(mode="json", by_alias=True, exclude_none=True))

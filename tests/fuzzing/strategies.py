@@ -528,7 +528,6 @@ SERVER_ONLY = [
     "next_search",
     "question_embeddings",
     "next_qa",
-    "session_context",
 ]
 
 

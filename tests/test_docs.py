@@ -1,0 +1,25 @@
+"""The README documents what the code offers: every setting, every RUN_ERROR code, every custom event."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rag_tools.progress import PROGRESS_EVENT
+from server.config import AppConfig
+from server.runs import FailureCode
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
+def test_every_setting_is_in_the_configuration_reference() -> None:
+    missing = [name for name in AppConfig.model_fields if f"`RAGSTREAM_{name.upper()}`" not in README]
+    assert missing == []
+
+
+def test_every_run_error_code_is_documented() -> None:
+    assert [code.value for code in FailureCode if f"| `{code.value}` |" not in README] == []
+
+
+def test_custom_events_are_namespaced_and_documented() -> None:
+    assert PROGRESS_EVENT.startswith("ragstream.")
+    assert f"`{PROGRESS_EVENT}`" in README
