@@ -34,8 +34,8 @@ class RagConfig(BaseModel):
     embedder: str = Field(
         default=DEFAULT_EMBEDDER,
         description=(
-            "Embedding model: local:all-minilm-l6-v2, local:all-minilm-l6-v2-int8 (faster, its own "
-            "vectors), local:wordllama or any pydantic-ai embedder."
+            "Embedding model: local:all-minilm-l6-v2-int8, local:all-minilm-l6-v2 (fp32: knowledge "
+            "bases built before the int8 default), local:wordllama or any pydantic-ai embedder."
         ),
     )
     model: str | None = Field(
