@@ -11,8 +11,8 @@ run returns one 384-dimensional vector per text. Two precisions:
   package's graph (cosine 1.0 with its vectors);
 - ``int8``: the projections run as int8 products (``QAttention``, ``DynamicQuantizeMatMul``) on
   the package's per-column weights rounded to 7 bits, activations quantized per run. 7 bits keep
-  every product pair inside the 16-bit range of the AVX2 kernel (``vpmaddubsw``), so CPUs with and
-  without VNNI compute the same vectors.
+  every product pair inside the 16-bit range of the AVX2 kernel (``vpmaddubsw``), so CPUs without
+  VNNI should compute the vectors that VNNI computes exactly (only a VNNI CPU was at hand).
 
 See ``rag_tools/NOTES.md`` ("The default embedder") for the measurements behind these choices.
 """
