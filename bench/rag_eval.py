@@ -252,7 +252,7 @@ async def evaluate_conversations(
             figures = report.kinds[turn.kind or "opening"]
             figures.total += 1
             found = any(
-                r["uri"].endswith("/" + turn.document)
+                turn.is_document(r["uri"])
                 and (turn.page is None or cards[str(r["citation"])].page == turn.page)
                 and all(_normalise(s) in _normalise(r["text"]) for s in turn.answer_contains)
                 for r in results
@@ -263,7 +263,7 @@ async def evaluate_conversations(
             fact = all(_normalise(s) in _normalise(answer) for s in turn.answer_contains)
             figures.fact_hits += fact
             cited = [c for key, c in session.citations.items() if f"[{key}]" in answer]
-            figures.citation_hits += any(c.uri.endswith("/" + turn.document) for c in cited)
+            figures.citation_hits += any(turn.is_document(c.uri) for c in cited)
             if not fact:
                 figures.misses.append(turn.id)
     return report
