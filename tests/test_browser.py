@@ -216,6 +216,45 @@ async def test_reload_restores_the_thread(browser: Browser, rag_server: str) -> 
     chat.assert_clean_console()
 
 
+@pytest.fixture
+async def keyed_server(scenario_config: Any) -> AsyncIterator[str]:
+    """The product app with its state under one key and a one-card emit window."""
+    scenario_config.state_key = "ragstream"
+    scenario_config.citations_emitted = 1
+    async with serve(create_app(scenario_config)) as url:
+        yield url
+
+
+async def test_a_state_key_and_cards_beyond_the_emit_window(browser: Browser, keyed_server: str) -> None:
+    chat = await open_chat(browser, keyed_server, "keyed")
+    page = chat.page
+    first = await chat.ask(QUESTION)
+    assert "35 days" in first
+    first_titles = await chat.cited_titles(0)
+    await chat.add_filter_name("observatory")
+    second = await chat.ask("When does the Northwind Observatory open to visitors?")
+    assert second and "35 days" not in second
+
+    view = await chat.server_view()
+    assert list(view["state"]) == ["ragstream"]  # everything under the key
+    state = view["state"]["ragstream"]
+    assert state["document_filter"] == ["observatory"]  # the page wrote its filter under the key
+    assert len(state["citations"]) == 1  # the window: only the latest card travels with runs
+
+    # the first answer's markers still resolve: the page reads those cards from the thread
+    buttons = chat.answers().first.locator("button.cite")
+    await expect(buttons.first).to_be_visible()
+    assert await chat.cited_titles(0) == first_titles
+    marker = await buttons.first.get_attribute("data-cite")
+    assert marker not in state["citations"]
+    await buttons.first.click()
+    active = page.locator("#sources .source.is-active")
+    await expect(active).to_have_count(1)
+    await expect(active.locator("h3")).to_have_text(f"[{marker}] {first_titles[0]}")
+    await chat.screenshot("keyed-old-card")
+    chat.assert_clean_console()
+
+
 async def test_approval_interrupts_approve_edit_and_deny(browser: Browser, scenario_url: str) -> None:
     chat = await open_chat(browser, scenario_url, "approval")
     page = chat.page

@@ -54,7 +54,7 @@ function render(): void {
   frame = 0;
   conversation.render(session);
   approvals.render(session);
-  sources.render(session.state.citations ?? {});
+  sources.render(session.citations);
   filter.render(session.filter, session.state.document_filter ?? []);
   threadList.render(threads, session.threadId, session.busy);
 
