@@ -23,4 +23,6 @@ bash scripts/setup.sh test
 (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
 # the chat page the browser tests load
 bash scripts/build-frontend.sh
+# the CopilotKit example (examples/copilotkit) its Node and browser tests run
+bash scripts/build-copilotkit-example.sh
 exec .venv/bin/python -m pytest -q "$@"

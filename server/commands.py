@@ -8,6 +8,8 @@ import os
 import sys
 
 import uvicorn
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.models import infer_model
 from tqdm import tqdm
 
 from rag_tools.kb import DocumentFilter, IngestOutcome, KnowledgeBase, KnowledgeBaseError
@@ -82,12 +84,31 @@ async def cmd_documents(config: AppConfig, args: argparse.Namespace) -> int:
     return 0
 
 
+def model_problem(model: str | None) -> str | None:
+    """Why ``model`` cannot answer (unknown, or its provider's key missing), in one line; else ``None``."""
+    if model is None:
+        return None
+    try:
+        infer_model(model)
+    except UserError as exc:
+        if str(exc).startswith("Unknown model"):
+            return (
+                f"--model {model!r} is not a model pydantic-ai knows; use a provider:model string such as "
+                "openai:gpt-4o-mini or anthropic:claude-sonnet-4-5, or leave it unset for the offline model"
+            )
+        return f"--model {model!r} cannot be used: {str(exc).split('. ')[0]}"
+    return None
+
+
 def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
     if config.workers > 1 and not config.redis_url:
         print(
             "ragstream: --workers above 1 needs --redis-url (workers share threads and runs through Redis)",
             file=sys.stderr,
         )
+        return 2
+    if (problem := model_problem(config.model)) is not None:  # before any work, not after "serving on"
+        print(f"ragstream: {problem}", file=sys.stderr)
         return 2
     if args.ingest:
 

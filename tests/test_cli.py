@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from rag_tools.state.postgres_store import PostgresThreadStore
 from rag_tools.state.redis_store import RedisThreadStore
@@ -66,6 +67,25 @@ def test_search_and_documents(corpus_kb_template: Path, tmp_path: Path) -> None:
     mismatch = cli("search", "x", "--embedder", "local:wordllama", data=data)
     assert mismatch.returncode == 1
     assert "was built with embedder 'local:all-minilm-l6-v2'" in mismatch.stderr
+
+
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [
+        ("nonsense:foo", "is not a model pydantic-ai knows; use a provider:model string"),
+        ("openai:gpt-4o-mini", "Set the `OPENAI_API_KEY` environment variable"),
+    ],
+)
+def test_serve_refuses_an_unusable_model_in_one_line_before_serving(
+    tmp_path: Path, model: str, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    result = cli("serve", "--model", model, "--port", str(free_port()), data=tmp_path / "data")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr  # no traceback
+    assert model in lines[0] and says in lines[0]
+    assert "serving on" not in result.stdout
 
 
 def test_serve_with_several_workers_needs_redis(tmp_path: Path) -> None:

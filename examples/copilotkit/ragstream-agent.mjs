@@ -1,0 +1,105 @@
+// What the example's CopilotKit runtime adds to a plain `HttpAgent` + `InMemoryAgentRunner`, for
+// ragstream: a Stop that asks ragstream to stop the run (instead of only dropping the connection),
+// and a reconnect that restores the thread from ragstream's saved record. See NOTES.md.
+import { HttpAgent } from "@ag-ui/client";
+import { InMemoryAgentRunner } from "@copilotkit/runtime/v2";
+import { Observable, from, switchMap } from "rxjs";
+
+/** ragstream's base URL (`http://host:port`) from its AG-UI endpoint (`.../agui`). */
+export function ragstreamBase(aguiUrl) {
+  return aguiUrl.replace(/\/agui\/?$/, "");
+}
+
+/**
+ * An `HttpAgent` for ragstream's `POST /agui` whose Stop goes through ragstream's stop route.
+ *
+ * CopilotKit's Stop reaches the runtime as `runner.stop()`, which calls `agent.abortRun()`. A plain
+ * `HttpAgent` aborts its request; ragstream then sees a dropped client, which it treats by its
+ * disconnect policy (`finish` keeps the run going and saves it: right for a flaky network, wrong for
+ * a Stop). This agent asks `POST /threads/{id}/runs/{run}/stop` instead: the run ends at once with
+ * RUN_FINISHED (`cancelled`) after a snapshot of the thread's last saved state, so the runner's
+ * record of the run ends the way ragstream's does. It falls back to aborting when the stop request
+ * cannot be made.
+ */
+export class RagstreamAgent extends HttpAgent {
+  run(input) {
+    this.activeRun = { threadId: input.threadId, runId: input.runId };
+    return super.run(input);
+  }
+
+  abortRun() {
+    const run = this.activeRun;
+    if (!run) {
+      super.abortRun();
+      return;
+    }
+    const stopUrl = `${ragstreamBase(this.url)}/threads/${encodeURIComponent(run.threadId)}/runs/${encodeURIComponent(run.runId)}/stop`;
+    fetch(stopUrl, { method: "POST", headers: this.headers })
+      .then((response) => {
+        // 202: stopping, the stream ends by itself. Anything else (the run already ended, or
+        // another principal's thread): nothing to wait for, so drop the connection.
+        if (response.status !== 202) super.abortRun();
+      })
+      .catch(() => super.abortRun());
+  }
+}
+
+/** ragstream's saved thread (`GET /threads/{id}`) as `{messages, state}`, or null when unknown. */
+export async function fetchThread(base, threadId, headers = {}) {
+  const response = await fetch(`${base}/threads/${encodeURIComponent(threadId)}`, { headers });
+  if (response.status === 404) return null;
+  if (!response.ok) {
+    throw new Error(`ragstream answered GET /threads/${threadId} with ${response.status}: ${await response.text()}`);
+  }
+  return response.json();
+}
+
+/** The state as runs emit it: under `stateKey` when one is set. */
+export function emittedState(state, stateKey) {
+  if (!stateKey || (state && typeof state === "object" && stateKey in state)) return state ?? {};
+  return { [stateKey]: state ?? {} };
+}
+
+/**
+ * CopilotKit's `InMemoryAgentRunner`, whose reconnect (`/agent/{id}/connect`, what a reloaded page
+ * asks for) is answered from ragstream's saved thread instead of this process's memory.
+ *
+ * Runs go through the in-memory runner unchanged. A connect to a thread that is running here joins
+ * that run the runner's way (history and live tail). Any other connect replays ragstream's
+ * `GET /threads/{id}` as one finished run (MESSAGES_SNAPSHOT, STATE_SNAPSHOT): it survives a
+ * restart of this process, and it leaves out what ragstream did not keep (a stopped or failed turn,
+ * which the runner's memory still holds).
+ */
+export class RagstreamRunner extends InMemoryAgentRunner {
+  constructor({ aguiUrl, stateKey = null, ...options }) {
+    super(options);
+    this.base = ragstreamBase(aguiUrl);
+    this.stateKey = stateKey;
+  }
+
+  connect(request) {
+    return from(this.isRunning({ threadId: request.threadId })).pipe(
+      switchMap((running) => (running ? super.connect(request) : this.#fromRagstream(request))),
+    );
+  }
+
+  #fromRagstream(request) {
+    return new Observable((subscriber) => {
+      // request.headers: the agent's (the token, when set) and what the runtime forwards
+      fetchThread(this.base, request.threadId, request.headers).then(
+        (thread) => {
+          if (thread) {
+            const runId = `restore-${crypto.randomUUID()}`;
+            const threadId = request.threadId;
+            subscriber.next({ type: "RUN_STARTED", threadId, runId });
+            subscriber.next({ type: "MESSAGES_SNAPSHOT", messages: thread.messages });
+            subscriber.next({ type: "STATE_SNAPSHOT", snapshot: emittedState(thread.state, this.stateKey) });
+            subscriber.next({ type: "RUN_FINISHED", threadId, runId });
+          }
+          subscriber.complete();
+        },
+        (error) => subscriber.error(error),
+      );
+    });
+  }
+}

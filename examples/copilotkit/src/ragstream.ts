@@ -1,0 +1,62 @@
+// What the app knows about ragstream: the shape of its shared state, where that state lives in
+// CopilotKit's agent state (under the configured key, or at the top), and its CUSTOM events.
+
+/** A source card: what `[n]` in an answer points at. */
+export interface Citation {
+  index: number;
+  document_id: string;
+  title: string;
+  uri: string;
+  headings?: string[];
+  page?: number | null;
+  passage: string;
+}
+
+/** The part of ragstream's state this page renders or writes. */
+export interface RagState {
+  /** Document names that restrict every tool (client-owned: the page writes it). */
+  document_filter?: string[];
+  /** The thread's most recently cited cards by index (server-owned; older ones on request). */
+  citations?: Record<string, Citation>;
+}
+
+/** What `GET /api/config` tells the page. */
+export interface AppConfig {
+  runtimeUrl: string;
+  /** The key ragstream puts its state under (`--state-key`), or null for a flat state. */
+  stateKey: string | null;
+}
+
+/** CUSTOM event a ragstream tool sends while it runs. */
+export const PROGRESS_EVENT = "ragstream.progress";
+
+export interface Progress {
+  toolCallId: string;
+  tool: string;
+  message: string;
+  done?: number;
+  total?: number;
+}
+
+type AgentState = Record<string, unknown> | undefined | null;
+
+/** ragstream's part of the agent state. */
+export function ragState(state: AgentState, stateKey: string | null): RagState {
+  const scoped = stateKey ? state?.[stateKey] : state;
+  return scoped && typeof scoped === "object" ? (scoped as RagState) : {};
+}
+
+/** The agent state with ragstream's `document_filter` replaced, everything else kept. */
+export function withDocumentFilter(state: AgentState, stateKey: string | null, names: string[]): Record<string, unknown> {
+  const current = { ...(state ?? {}) };
+  if (!stateKey) return { ...current, document_filter: names };
+  return { ...current, [stateKey]: { ...ragState(state, stateKey), document_filter: names } };
+}
+
+/** "page 3", "Backups › Retention", or both. */
+export function whereInDocument(citation: Citation): string {
+  const parts: string[] = [];
+  if (citation.page != null) parts.push(`page ${citation.page}`);
+  if (citation.headings?.length) parts.push(citation.headings.join(" › "));
+  return parts.join(" · ");
+}

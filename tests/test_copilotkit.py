@@ -1,0 +1,311 @@
+"""ragstream behind CopilotKit: the example in examples/copilotkit, for real.
+
+A real ragstream on loopback, CopilotKit's Node runtime (the example's ``server.mjs``, or the plain
+``HttpAgent`` + ``InMemoryAgentRunner`` setup of issue 18) pointed at it, and either CopilotKit's own
+client agent (a ``node --test`` script) or the example's React app in Debian's Chromium. Both run
+with and without a state key (ragstream's state under one key of CopilotKit's agent state).
+
+Needs the example installed and built (``bash scripts/build-copilotkit-example.sh``, which the test
+command runs) and Chromium for the browser test; without either the tests fail with that instruction.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from playwright.async_api import Browser, expect
+from pydantic import SecretStr
+
+from rag_tools import build_chat_toolkit
+from server.app import create_app
+from tests.browser.chat import CHROMIUM, launch_browser
+from tests.browser.copilotkit import (
+    CopilotKitPage,
+    example_server,
+    expected_citations,
+    require_example,
+    run_node_tests,
+)
+from tests.scenario import Notes, scenario_agent
+from tests.servers import serve
+
+pytestmark = pytest.mark.timeout(300)
+
+STATE_KEYS = [pytest.param(None, id="flat-state"), pytest.param("ragstream", id="state-key")]
+
+
+def ragstream_app(config: Any, *, scenario: bool, state_key: str | None) -> Any:
+    """ragstream with the offline model (or the keyword scenario agent), its state under ``state_key``."""
+    config.state_key = state_key
+    toolkit = build_chat_toolkit(config)
+    if not scenario:
+        return create_app(config, toolkit=toolkit)
+    toolkit.namespaces["notes"] = Notes
+    return create_app(config, agent=scenario_agent(toolkit), toolkit=toolkit)
+
+
+def rag_state(state: dict[str, Any], state_key: str | None) -> dict[str, Any]:
+    return state[state_key] if state_key else state  # type: ignore[no-any-return]
+
+
+def conversation(messages: list[dict[str, Any]]) -> list[str]:
+    """What a page shows of saved messages: each question and each answer's text."""
+    return [
+        f"{m['role']}: {m['content'].strip()}"
+        for m in messages
+        if m["role"] in ("user", "assistant") and isinstance(m.get("content"), str) and m["content"].strip()
+    ]
+
+
+@pytest.mark.parametrize("state_key", STATE_KEYS)
+async def test_runtime_survives_turns_and_a_reconnect(scenario_config: Any, state_key: str | None) -> None:
+    """examples/copilotkit/test/runtime.test.mjs against the offline model: three turns, a reconnect."""
+    require_example()
+    app = ragstream_app(scenario_config, scenario=False, state_key=state_key)
+    async with serve(app) as ragstream:
+        env = {"RAGSTREAM_URL": ragstream}
+        if state_key:
+            env["RAGSTREAM_STATE_KEY"] = state_key
+        code, output = await run_node_tests("test/runtime.test.mjs", env, timeout=120)
+    assert code == 0, f"node --test failed:\n{output}"
+    assert "# fail 0" in output or "ℹ fail 0" in output, output
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    require_example()
+    if not CHROMIUM.exists():
+        pytest.fail(f"Chromium is missing at {CHROMIUM}: `apt-get install -y chromium`", pytrace=False)
+    async with launch_browser() as launched:
+        yield launched
+
+
+async def assert_citations_match(
+    page: CopilotKitPage, ragstream: str, state_key: str | None
+) -> dict[str, Any]:
+    """The page's source cards are the citations of the thread's saved state (the recently cited
+    ones: runs emit a window of them), and the last answer's markers link cards among them."""
+    view = await page.server_view(ragstream)
+    state = rag_state(view["state"], state_key)
+    assert state["citations"], "the thread has citations"
+    await expect(page.page.locator("#sources .source")).to_have_count(len(state["citations"]))
+    assert await page.shown_citations() == expected_citations(state)
+    markers = [await a.get_attribute("data-cite") for a in await page.answers().last.locator("a.cite").all()]
+    assert markers, "the answer links its citations"
+    assert set(markers) <= set(state["citations"])
+    return view
+
+
+@pytest.mark.parametrize("state_key", STATE_KEYS)
+async def test_a_thread_through_copilotkit_in_chromium(
+    browser: Browser, scenario_config: Any, state_key: str | None
+) -> None:
+    """Four answered turns of one thread (two topics, a filter), a Stop mid-answer and a reload."""
+    # a Stop that only dropped the connection would let the run finish and be saved
+    scenario_config.disconnect_policy = "finish"
+    # runs carry the two most recently cited cards; older ones are read when a marker asks
+    scenario_config.citations_emitted = 2
+    app = ragstream_app(scenario_config, scenario=True, state_key=state_key)
+    async with serve(app) as ragstream, example_server(ragstream, state_key=state_key) as runtime:
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        page = CopilotKitPage(await context.new_page(), runtime.url, state_key or "flat")
+        await page.open()
+        thread = page.thread_id
+
+        # 1: a question; the search tool shows its progress, the answer links its source card
+        answer = await page.ask("nightly backups")
+        assert answer.startswith("Found it in Kiteline Cloud Operations Handbook [")
+        tool = page.page.locator(".tool").last
+        await expect(tool.locator(".tool-name")).to_have_text("search")
+        await expect(tool.locator(".tool-args")).to_have_text("“nightly backups”")
+        await expect(tool.locator(".tool-progress")).to_contain_text("Found")
+        await expect(tool.locator(".tool-status")).to_have_text("done")
+        await assert_citations_match(page, ragstream, state_key)
+
+        # 2: another topic in the same thread; its card joins the first
+        answer = await page.ask("bakery food safety")
+        assert answer.startswith("Found it in Harbor Street Bakery")
+        view = await assert_citations_match(page, ragstream, state_key)
+        titles = {c["title"] for c in rag_state(view["state"], state_key)["citations"].values()}
+        assert {
+            "Kiteline Cloud Operations Handbook",
+            "Harbor Street Bakery: food safety procedures",
+        } <= titles
+        cite = page.answers().last.locator("a.cite").first
+        index = await cite.get_attribute("data-cite")
+        await cite.click()
+        card = page.page.locator(f"#source-{index}")
+        await expect(card).to_have_class("source is-active")
+        await expect(card).to_be_in_viewport()
+        await page.screenshot("citation-open")
+
+        # 3: the document filter, written into the shared state from the page
+        await page.document_checkbox("Deploying ragstream").check()
+        summary = page.page.locator("#filter .filter-summary")
+        await expect(summary).to_contain_text("Answers use only: Deploying ragstream.")
+        await expect(summary).to_contain_text("Applies from your next question.")
+        answer = await page.ask("backups")
+        assert answer.startswith("Found it in Deploying ragstream [")
+        await expect(summary).not_to_contain_text("Applies from your next question.")
+        view = await assert_citations_match(page, ragstream, state_key)
+        saved_state = rag_state(view["state"], state_key)
+        assert saved_state["document_filter"] == ["Deploying ragstream"]
+        last_search = max(saved_state["searches"].values(), key=lambda s: s["seq"])
+        assert last_search["documents"] == ["Deploying ragstream"]
+        await page.screenshot("filter-set")
+
+        # the first answer's card left the shared state (two cards are emitted); its marker reads it
+        assert len(saved_state["citations"]) == 2
+        old_marker = page.answers().first.locator("a.cite").first
+        old_index = await old_marker.get_attribute("data-cite")
+        assert old_index not in saved_state["citations"]
+        await old_marker.click()
+        old_card = page.page.locator(f"#earlier-sources #source-{old_index}")
+        await expect(old_card).to_have_class("source is-active")
+        async with httpx.AsyncClient(base_url=ragstream) as client:
+            item = (await client.get(f"/threads/{thread}/state/citations/{old_index}")).json()["value"]
+        assert item["title"] == "Kiteline Cloud Operations Handbook"
+        await expect(old_card.locator("h3")).to_have_text(f"[{old_index}] {item['title']}")
+        assert await old_card.locator(".source-passage").text_content() == item["passage"]
+        await expect(page.page.locator("#sources .source")).to_have_count(2)
+
+        # 4: Stop in the middle of a streaming answer: the thread stays at its last good state
+        saved = await page.server_view(ragstream)
+        shown = await page.transcript()
+        assert shown == conversation(saved["messages"])
+        await page.type_question("slow answer please")
+        streaming = page.answers().last
+        await expect(streaming).to_contain_text("tok3")
+        partial = await streaming.inner_text()
+        await expect(streaming).not_to_have_text(partial)  # still streaming in
+        await page.stop()
+        await expect(page.page.locator("#notice")).to_have_text(
+            "Stopped. This turn (“slow answer please”) was not saved."
+        )
+        await page.wait_idle()
+        await expect(page.page.get_by_text("tok3")).to_have_count(0)
+        assert await page.transcript() == shown
+        after_stop = await page.server_view(ragstream)
+        assert after_stop["activeRunId"] is None
+        assert after_stop["messages"] == saved["messages"]
+        assert after_stop["state"] == saved["state"]
+        await assert_citations_match(page, ragstream, state_key)
+        assert runtime.alive, runtime.log()
+
+        # 5: a reload continues the same thread: the conversation, the cards and the filter come back
+        await page.reload()
+        assert page.thread_id == thread
+        await expect(page.questions()).to_have_count(3)
+        assert await page.transcript() == shown
+        await assert_citations_match(page, ragstream, state_key)
+        await expect(page.document_checkbox("Deploying ragstream")).to_be_checked()
+
+        # 6: and goes on: the filter cleared, a third topic
+        await page.page.locator("#filter button.link", has_text="Clear").click()
+        await expect(summary).to_contain_text("Answers use all documents.")
+        answer = await page.ask("observatory visitor hours")
+        assert answer.startswith("Found it in Northwind Observatory")
+        view = await assert_citations_match(page, ragstream, state_key)
+        assert [m["content"] for m in view["messages"] if m["role"] == "user"] == [
+            "nightly backups",
+            "bakery food safety",
+            "backups",
+            "observatory visitor hours",
+        ]
+        assert rag_state(view["state"], state_key)["document_filter"] == []
+        assert await page.transcript() == conversation(view["messages"])
+        assert page.thread_id == thread
+        assert runtime.alive, runtime.log()
+        page.assert_clean()
+        await context.close()
+
+
+def sse_events(body: str) -> list[dict[str, Any]]:
+    return [json.loads(line[5:]) for line in body.splitlines() if line.startswith("data:")]
+
+
+async def test_the_runtime_sends_ragstreams_token(scenario_config: Any) -> None:
+    """With RAGSTREAM_TOKEN the runtime's runs and the thread route reach a ragstream that wants one."""
+    require_example()
+    scenario_config.tokens = {"alice": SecretStr("alice-token")}
+    app = ragstream_app(scenario_config, scenario=True, state_key=None)
+    run = {"runId": "run-1", "state": {}, "tools": [], "context": [], "forwardedProps": {}}
+    question = {"id": "m1", "role": "user", "content": "nightly backups"}
+    async with serve(app) as ragstream:
+        async with (
+            example_server(ragstream, token="alice-token") as runtime,
+            httpx.AsyncClient(base_url=runtime.url, timeout=30) as client,
+        ):
+            thread = f"token-{uuid.uuid4().hex}"
+            response = await client.post(
+                "/api/copilotkit/agent/default/run", json={**run, "threadId": thread, "messages": [question]}
+            )
+            assert response.status_code == 200
+            types = [e["type"] for e in sse_events(response.text)]
+            assert types[0] == "RUN_STARTED"
+            assert types[-1] == "RUN_FINISHED", types
+            view = await client.get(f"/api/threads/{thread}")
+            assert view.status_code == 200
+            assert [m["content"] for m in view.json()["messages"] if m["role"] == "user"] == [
+                "nightly backups"
+            ]
+            async with httpx.AsyncClient(base_url=ragstream) as direct:
+                owned = await direct.get(
+                    f"/threads/{thread}", headers={"Authorization": "Bearer alice-token"}
+                )
+            assert owned.status_code == 200  # the thread belongs to the token's principal
+
+        # without the token ragstream refuses, and the runtime says so and stays up
+        async with (
+            example_server(ragstream) as runtime,
+            httpx.AsyncClient(base_url=runtime.url, timeout=30) as client,
+        ):
+            thread = f"token-{uuid.uuid4().hex}"
+            response = await client.post(
+                "/api/copilotkit/agent/default/run", json={**run, "threadId": thread, "messages": [question]}
+            )
+            events = sse_events(response.text)
+            assert events[-1]["type"] == "RUN_ERROR", events
+            assert "401" in events[-1]["message"]
+            assert (await client.get(f"/api/threads/{thread}")).status_code == 401
+            assert (await client.get("/api/copilotkit/info")).status_code == 200
+            assert runtime.alive, runtime.log()
+
+
+async def test_a_failed_turn_leaves_the_thread_as_it_was(browser: Browser, scenario_config: Any) -> None:
+    """RUN_ERROR: the page says so in the server's (sanitised) words and drops the unsaved turn."""
+    app = ragstream_app(scenario_config, scenario=True, state_key=None)
+    async with serve(app) as ragstream, example_server(ragstream) as runtime:
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        page = CopilotKitPage(await context.new_page(), runtime.url, "error")
+        await page.open()
+        await page.ask("nightly backups")
+        saved = await page.server_view(ragstream)
+        shown = await page.transcript()
+
+        await page.type_question("fail now")
+        notice = page.page.locator("#notice")
+        await expect(notice).to_contain_text("internal error (reference")
+        await expect(notice).to_contain_text("This turn (“fail now”) was not saved.")
+        await page.wait_idle()
+        await expect(page.questions()).to_have_count(1)
+        assert await page.transcript() == shown
+        assert "hunter2" not in await page.page.content()
+        after = await page.server_view(ragstream)
+        assert (after["messages"], after["state"]) == (saved["messages"], saved["state"])
+        await assert_citations_match(page, ragstream, None)
+
+        # CopilotKit reports the run error on the console; that is all it reports
+        assert page.problems, "expected CopilotKit to log the RUN_ERROR"
+        assert all("internal error" in p for p in page.problems), page.problems
+        page.problems.clear()
+
+        assert (await page.ask("bakery food safety")).startswith("Found it in Harbor Street Bakery")
+        assert runtime.alive, runtime.log()
+        page.assert_clean()
+        await context.close()
