@@ -95,7 +95,8 @@ class PostgresThreadStore(ThreadStore):
 
     shared = True
 
-    #: ``migrations[n]`` takes the schema from version ``n`` to ``n + 1``; the last is current.
+    #: ``migrations[n]`` takes the schema from version ``n`` to ``n + 1``; the last is current. All
+    #: pending steps run in one transaction at start, each within ``timeout``.
     migrations: ClassVar[tuple[str, ...]] = _MIGRATIONS
 
     def __init__(
