@@ -51,8 +51,12 @@ class Question:
     page: int | None = None
     kind: str | None = None  # in a conversation: one of TURN_KINDS
 
+    def is_document(self, uri: str) -> bool:
+        """Whether ``uri`` (a display source: a path relative to the corpus) is this question's document."""
+        return uri == self.document or uri.endswith("/" + self.document)
+
     def is_source(self, hit: SearchHit) -> bool:
-        return hit.uri.endswith("/" + self.document) and (self.page is None or hit.page == self.page)
+        return self.is_document(hit.uri) and (self.page is None or hit.page == self.page)
 
     def is_answer(self, hit: SearchHit) -> bool:
         text = (hit.context or hit.text).lower()
@@ -89,7 +93,7 @@ async def evaluate_retrieval(
     for q in questions:
         hits = await kb.search(q.question, limit=limit, mode=mode)  # type: ignore[arg-type]
         report.total += 1
-        report.document_hits += any(h.uri.endswith("/" + q.document) for h in hits)
+        report.document_hits += any(q.is_document(h.uri) for h in hits)
         if any(q.is_answer(h) for h in hits):
             report.passage_hits += 1
         else:
@@ -138,7 +142,7 @@ async def evaluate_answers(kb: KnowledgeBase, questions: list[Question]) -> Answ
         report.total += 1
         fact = all(_normalise(s) in _normalise(answer) for s in q.answer_contains)
         report.fact_hits += fact
-        report.citation_hits += any(c.uri.endswith("/" + q.document) for c in cited)
+        report.citation_hits += any(q.is_document(c.uri) for c in cited)
         if not fact:
             report.misses.append(q.id)
     return report

@@ -12,7 +12,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.models import infer_model
 from tqdm import tqdm
 
-from rag_tools.kb import DocumentFilter, IngestOutcome, KnowledgeBase, KnowledgeBaseError
+from rag_tools.kb import DocumentFilter, IngestProgress, KnowledgeBase, KnowledgeBaseError
 
 from .config import WORKER_CONFIG_ENV, AppConfig
 
@@ -20,18 +20,26 @@ __all__ = ["cmd_documents", "cmd_ingest", "cmd_search", "cmd_serve", "ingest_wit
 
 
 async def ingest_with_progress(kb: KnowledgeBase, paths: list[str], *, progress: bool = True) -> int:
-    """Ingest ``paths`` with a progress bar and one line per failed source; returns the exit status."""
+    """Ingest ``paths`` with a progress bar moving per embedded chunk and one line per failed source.
+
+    Each failure is printed as it happens (sources that do not exist before any work starts) as
+    ``error: <path>: <reason>``; the summary goes to stdout. Returns the exit status.
+    """
     bar: tqdm[None] | None = None
 
     def plan(total: int) -> None:
         nonlocal bar
-        bar = tqdm(total=total, unit="file", desc="ingesting", disable=not progress, file=sys.stderr)
+        bar = tqdm(total=0, unit="chunk", desc="ingesting", disable=not progress, file=sys.stderr)
 
-    def advance(outcome: IngestOutcome) -> None:
-        if outcome.status == "error":
+    def advance(state: IngestProgress) -> None:
+        outcome = state.outcome
+        if outcome is not None and outcome.status == "error":
             tqdm.write(f"error: {outcome.source}: {outcome.error}", file=sys.stderr)
         if bar is not None:
-            bar.update(1)
+            bar.total = state.chunks_total
+            bar.n = state.chunks_done
+            bar.set_description(f"ingesting ({state.files_done}/{state.files_total} files)", refresh=False)
+            bar.refresh()
 
     report = await kb.ingest_paths(paths, on_plan=plan, on_progress=advance)
     if bar is not None:

@@ -94,4 +94,5 @@ async def test_custom_agent_agui_example_with_the_real_client(
         c["title"] == "Kiteline Cloud Operations Handbook" for c in first["state"]["citations"].values()
     )
     assert "12 months" in second["messages"][-1]["content"]
-    assert len(second["state"]["searches"]) == 2
+    # the second run's search is the one the state carries (its window holds the latest)
+    assert list(second["state"]["searches"]) == ["s2"]

@@ -46,7 +46,10 @@ async def test_a_thread_continues_on_another_worker_with_the_same_state(
         on_b = (await http.get(f"{b.url}/threads/shared")).json()
     assert on_a["state"] == on_b["state"] == run["state"]
     assert on_a["messages"] == on_b["messages"]
-    assert len(on_a["state"]["searches"]) == 2
+    async with httpx.AsyncClient() as http:  # both searches are kept; the state carries the latest
+        searches = (await http.get(f"{b.url}/threads/shared/state/searches")).json()["value"]
+    assert list(searches) == ["s1", "s2"]
+    assert list(on_a["state"]["searches"]) == ["s2"]
 
 
 async def test_simultaneous_runs_across_workers_get_exactly_one_409(workers: tuple[Worker, Worker]) -> None:

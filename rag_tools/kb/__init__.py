@@ -6,29 +6,42 @@ import os
 os.environ.setdefault("LANCEDB_LOG", "error")
 
 
-from .filters import AllOf, DocumentFilter, Filter, combine_filters, sql_literal
-from .knowledge_base import (
+from .errors import (
     EmbedderMismatchError,
-    KnowledgeBase,
     KnowledgeBaseError,
+    KnowledgeBaseFormatError,
     KnowledgeBaseUnavailable,
-    document_id_for,
 )
-from .models import Document, DocumentPage, IngestOutcome, IngestReport, SearchHit
-from .readers import SUPPORTED_SUFFIXES, UnsupportedFormatError
+from .filters import AllOf, DocumentFilter, Filter, combine_filters, sql_literal
+from .knowledge_base import KnowledgeBase
+from .models import (
+    Document,
+    DocumentFile,
+    DocumentPage,
+    IngestOutcome,
+    IngestProgress,
+    IngestReport,
+    SearchHit,
+)
+from .readers import SUPPORTED_SUFFIXES, BinaryContentError, UnsupportedFormatError
+from .sources import document_id_for
 
 __all__ = [
     "SUPPORTED_SUFFIXES",
     "AllOf",
+    "BinaryContentError",
     "Document",
+    "DocumentFile",
     "DocumentFilter",
     "DocumentPage",
     "EmbedderMismatchError",
     "Filter",
     "IngestOutcome",
+    "IngestProgress",
     "IngestReport",
     "KnowledgeBase",
     "KnowledgeBaseError",
+    "KnowledgeBaseFormatError",
     "KnowledgeBaseUnavailable",
     "SearchHit",
     "UnsupportedFormatError",

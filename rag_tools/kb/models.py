@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
 __all__ = [
     "Document",
+    "DocumentFile",
     "DocumentPage",
     "IngestOutcome",
+    "IngestProgress",
     "IngestReport",
     "SearchHit",
 ]
 
 
 class Document(BaseModel):
-    """A document in the knowledge base; ``content`` is filled only when asked for."""
+    """A document in the knowledge base; ``content`` is filled only when asked for.
+
+    ``uri`` is the display source (a path relative to the ingested folder, a file name, or the URL
+    the document was ingested from), never a path on the server.
+    """
 
     document_id: str
     uri: str
@@ -47,8 +53,19 @@ class DocumentPage(BaseModel):
         return self.page < self.pages
 
 
+class DocumentFile(NamedTuple):
+    """A document's original file as it was ingested."""
+
+    data: bytes
+    media_type: str
+    filename: str
+
+
 class SearchHit(BaseModel):
-    """A chunk returned by a search, with its source and (optionally) surrounding text."""
+    """A chunk returned by a search, with its source and (optionally) surrounding text.
+
+    ``uri`` is the document's display source, as on ``Document``.
+    """
 
     chunk_id: str
     document_id: str
@@ -77,6 +94,21 @@ class IngestOutcome(BaseModel):
     title: str | None = None
     chunks: int = 0
     error: str | None = None
+
+
+class IngestProgress(BaseModel):
+    """Where an ingestion run stands; sent to ``on_progress`` as chunks are embedded and files finish.
+
+    ``chunks_total`` counts the chunks of the files parsed so far, so it grows until
+    ``chunks_total_final``; ``outcome`` is set on the event that reports one file's outcome.
+    """
+
+    files_total: int
+    files_done: int = 0
+    chunks_total: int = 0
+    chunks_done: int = 0
+    chunks_total_final: bool = False
+    outcome: IngestOutcome | None = None
 
 
 class IngestReport(BaseModel):

@@ -8,17 +8,24 @@ HTML is converted to Markdown (``markdownify``) and then read as Markdown; PDF t
 from __future__ import annotations
 
 import io
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 __all__ = [
+    "MEDIA_TYPES",
     "SUPPORTED_SUFFIXES",
+    "BinaryContentError",
     "ParsedDocument",
+    "PdfPages",
     "Section",
     "UnsupportedFormatError",
     "detect_format",
     "parse_document",
+    "pdf_content",
 ]
 
 DocumentFormat = Literal["text", "markdown", "html", "pdf"]
@@ -33,9 +40,25 @@ SUPPORTED_SUFFIXES: dict[str, DocumentFormat] = {
     ".pdf": "pdf",
 }
 
+MEDIA_TYPES: dict[DocumentFormat, str] = {
+    "text": "text/plain",
+    "markdown": "text/markdown",
+    "html": "text/html",
+    "pdf": "application/pdf",
+}
+
+# Share of control characters (other than tab, newlines, form feed) above which "text" is binary.
+_CONTROL_RATIO = 0.05
+_SNIFF_BYTES = 64 * 1024
+_CONTROLS = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+
 
 class UnsupportedFormatError(ValueError):
     """The source is not one of the formats the knowledge base can read."""
+
+
+class BinaryContentError(UnsupportedFormatError):
+    """A file named as text (``.md``, ``.txt``, ``.html``) holds binary data."""
 
 
 @dataclass
@@ -72,7 +95,7 @@ def parse_document(data: bytes, *, name: str, format: DocumentFormat | None = No
     fallback_title = Path(name).stem.replace("_", " ").replace("-", " ").strip() or name
     if fmt == "pdf":
         return _parse_pdf(data, fallback_title)
-    text = _decode(data)
+    text = _decode(data, fmt)
     if fmt == "html":
         title, markdown = _html_to_markdown(text)
         doc = _parse_markdown(markdown, title or fallback_title)
@@ -82,11 +105,32 @@ def parse_document(data: bytes, *, name: str, format: DocumentFormat | None = No
     return ParsedDocument(fallback_title, "text", text, [Section(text)] if text.strip() else [])
 
 
-def _decode(data: bytes) -> str:
+def _decode(data: bytes, fmt: DocumentFormat) -> str:
+    """The text of a text-format file; binary content is refused rather than indexed as garbage."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError:
+            pass
+    head = data[:_SNIFF_BYTES]
+    if head.startswith(b"%PDF-"):
+        raise BinaryContentError(f"this is a PDF file, not {fmt}: give it a .pdf name to ingest it")
+    if b"\x00" in data:
+        raise BinaryContentError(f"this is a binary file (it contains NUL bytes), not {fmt} text")
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        return data.decode("latin-1")
+        try:
+            text = data.decode("cp1252")
+        except UnicodeDecodeError:
+            text = data.decode("latin-1")
+    sample = text[:_SNIFF_BYTES]
+    controls = len(_CONTROLS.findall(sample))
+    if sample and controls / len(sample) > _CONTROL_RATIO:
+        raise BinaryContentError(
+            f"this is a binary file ({controls / len(sample):.0%} control characters), not {fmt} text"
+        )
+    return text
 
 
 def _parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
@@ -134,21 +178,50 @@ def _html_to_markdown(html: str) -> tuple[str | None, str]:
 
 
 def _parse_pdf(data: bytes, fallback_title: str) -> ParsedDocument:
-    from pypdf import PdfReader
+    pages = PdfPages(data)
+    sections = pages.sections(0, pages.count)
+    return ParsedDocument(pages.title(sections, fallback_title), "pdf", pdf_content(sections), sections)
+
+
+class PdfPages:
+    """A PDF read page by page, so that ingestion can embed the first pages while later ones parse."""
+
+    def __init__(self, data: bytes) -> None:
+        from pypdf import PdfReader
+
+        with _pdf_errors():
+            self._reader = PdfReader(io.BytesIO(data))
+            self.count = len(self._reader.pages)
+        try:
+            meta_title = self._reader.metadata.title if self._reader.metadata else None
+        except Exception:  # a broken info dictionary is not worth failing the document for
+            meta_title = None
+        self.metadata_title: str | None = (meta_title or "").strip() or None
+
+    def sections(self, start: int, stop: int) -> list[Section]:
+        """The pages ``start`` to ``stop`` (0-based, ``stop`` excluded) that hold text, numbered from 1."""
+        with _pdf_errors():
+            texts = [
+                (self._reader.pages[i].extract_text() or "") for i in range(start, min(stop, self.count))
+            ]
+        return [Section(text.strip(), [], start + k + 1) for k, text in enumerate(texts) if text.strip()]
+
+    def title(self, sections: list[Section], fallback: str) -> str:
+        """The metadata title, else the first line of the first page with text, else ``fallback``."""
+        first_line = next((s.text.splitlines()[0].strip() for s in sections), None)
+        return self.metadata_title or first_line or fallback
+
+
+def pdf_content(sections: list[Section]) -> str:
+    """A PDF's stored text: its pages with text, each under a ``[page N]`` marker."""
+    return "\n\n".join(f"[page {s.page}]\n{s.text}" for s in sections)
+
+
+@contextmanager
+def _pdf_errors() -> Iterator[None]:
     from pypdf.errors import PdfReadError
 
     try:
-        reader = PdfReader(io.BytesIO(data))
-        pages = [(page.extract_text() or "") for page in reader.pages]
+        yield
     except (PdfReadError, ValueError, KeyError) as exc:
         raise ValueError(f"not a readable PDF: {exc}") from exc
-    meta_title = None
-    try:
-        meta_title = reader.metadata.title if reader.metadata else None
-    except Exception:  # a broken info dictionary is not worth failing the document for
-        meta_title = None
-    sections = [Section(text.strip(), [], number) for number, text in enumerate(pages, 1) if text.strip()]
-    first_line = next((s.text.splitlines()[0].strip() for s in sections), None)
-    title = (meta_title or "").strip() or first_line or fallback_title
-    content = "\n\n".join(f"[page {s.page}]\n{s.text}" for s in sections)
-    return ParsedDocument(title, "pdf", content, sections)

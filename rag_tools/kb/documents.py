@@ -1,0 +1,123 @@
+"""Documents in the knowledge base: listing, lookup, a document's chunks and file, deletion.
+
+Every query here selects the public columns only: a document's ``origin`` (the path it was read
+from on the server) is used for matching but never returned.
+"""
+
+from __future__ import annotations
+
+from .filters import Filter, sql_literal
+from .models import Document, DocumentFile, DocumentPage, SearchHit
+from .search import hit_from_row
+from .tables import DOC_COLUMNS, HIT_COLUMNS, Tables
+
+__all__ = [
+    "delete_document",
+    "document_chunks",
+    "document_file",
+    "documents_where",
+    "find_document",
+    "list_documents",
+]
+
+
+async def documents_where(
+    tables: Tables, predicate: str | None, *, with_content: bool = False, limit: int | None = None
+) -> list[Document]:
+    """Documents matching ``predicate`` (all when ``None``), without their text unless asked."""
+    if tables.documents is None:
+        return []
+    query = tables.documents.query().select([*DOC_COLUMNS, "content"] if with_content else DOC_COLUMNS)
+    if predicate:
+        query = query.where(predicate)
+    if limit:
+        query = query.limit(limit)
+    return [Document(**row) for row in await query.to_list()]
+
+
+async def document_by_id(tables: Tables, document_id: str, *, with_content: bool = False) -> Document | None:
+    """The document with this id, or ``None``."""
+    docs = await documents_where(
+        tables, f"document_id = {sql_literal(document_id)}", with_content=with_content, limit=1
+    )
+    return docs[0] if docs else None
+
+
+async def list_documents(tables: Tables, page: int, page_size: int, filter: Filter | None) -> DocumentPage:
+    """One page of documents ordered by title (case-insensitive), then uri."""
+    if page < 1 or page_size < 1:
+        raise ValueError("page and page_size must be at least 1")
+    docs = await documents_where(tables, filter.to_sql() if filter else None)
+    docs.sort(key=lambda d: (d.title.casefold(), d.uri))
+    start = (page - 1) * page_size
+    return DocumentPage(
+        documents=docs[start : start + page_size], page=page, page_size=page_size, total=len(docs)
+    )
+
+
+async def find_document(
+    tables: Tables, query: str, filter: Filter | None, with_content: bool
+) -> Document | None:
+    """By exact uri, else partial uri, else partial title; the shortest match wins, then alphabetical."""
+    if not query.strip():
+        return None
+    restrict = filter.to_sql() if filter else None
+    needle = sql_literal(query.lower())
+    for predicate, key in (
+        (f"uri = {sql_literal(query)}", None),
+        (f"strpos(lower(uri), {needle}) > 0", "uri"),
+        (f"strpos(lower(title), {needle}) > 0", "title"),
+    ):
+        where = f"({predicate}) AND {restrict}" if restrict else predicate
+        docs = await documents_where(tables, where)
+        if docs:
+            if key:
+                docs.sort(key=lambda d: (len(getattr(d, key)), getattr(d, key).casefold(), d.uri))
+            doc = docs[0]
+            return await document_by_id(tables, doc.document_id, with_content=True) if with_content else doc
+    return None
+
+
+async def document_chunks(tables: Tables, document_id: str) -> list[SearchHit]:
+    """A document's chunks in document order (``score`` is 0)."""
+    if tables.chunks is None:
+        return []
+    rows = (
+        await tables.chunks.query()
+        .where(f"document_id = {sql_literal(document_id)}")
+        .select(HIT_COLUMNS)
+        .to_list()
+    )
+    rows.sort(key=lambda r: r["position"])
+    return [hit_from_row(r, None) for r in rows]
+
+
+async def document_file(tables: Tables, document_id: str) -> DocumentFile | None:
+    """The original file of a document, or ``None`` (no such document, or none kept)."""
+    if tables.files is None:
+        return None
+    rows = (
+        await tables.files.query()
+        .where(f"document_id = {sql_literal(document_id)}")
+        .select(["data", "media_type", "filename"])
+        .limit(1)
+        .to_list()
+    )
+    return DocumentFile(rows[0]["data"], rows[0]["media_type"], rows[0]["filename"]) if rows else None
+
+
+async def delete_document(tables: Tables, key: str) -> bool:
+    """Remove the document with this id, display uri or origin from every table."""
+    if tables.documents is None:
+        return False
+    found = await documents_where(
+        tables, f"document_id = {sql_literal(key)}", limit=1
+    ) or await documents_where(tables, f"uri = {sql_literal(key)} OR origin = {sql_literal(key)}", limit=1)
+    if not found:
+        return False
+    predicate = f"document_id = {sql_literal(found[0].document_id)}"
+    async with tables.write_lock:
+        for table in (tables.chunks, tables.files, tables.documents):
+            if table is not None:
+                await table.delete(predicate)
+    return True

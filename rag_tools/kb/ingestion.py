@@ -1,0 +1,264 @@
+"""Preparing sources for the knowledge base and writing them: the steps the ingestion pipeline runs.
+
+``prepare`` (a worker thread) reads, checks, parses and chunks one source, or finds it unchanged;
+``write_batch`` stores embedded documents. A batch is one ``merge_insert`` commit on ``chunks``
+(insert the new chunks, delete the documents' old ones), so a concurrent search sees a changed
+document's old version or its new one, never both and never neither. The ``documents`` row is
+written last: it carries the content hash, so an interrupted write is redone by the next ingest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pyarrow as pa
+
+from .chunking import ChunkDraft, chunk_document, chunk_sections
+from .filters import sql_literal
+from .models import IngestOutcome
+from .readers import MEDIA_TYPES, PdfPages, Section, detect_format, parse_document, pdf_content
+from .sources import Source
+from .tables import CHUNKING_VERSION, FTS_COLUMN, Tables, chunks_schema, documents_schema, files_schema
+
+__all__ = [
+    "PDF_PAGES_PER_STEP",
+    "Known",
+    "PreparedDocument",
+    "known_documents",
+    "prepare",
+    "search_text",
+    "write_batch",
+]
+
+PDF_PAGES_PER_STEP = 16
+_LOOKUP_BATCH = 500
+
+
+@dataclass(frozen=True)
+class Known:
+    """What the knowledge base already holds for a document: enough to skip an unchanged one."""
+
+    content_hash: str
+    title: str
+    chunk_count: int
+
+
+@dataclass
+class PreparedDocument:
+    """A parsed and chunked source waiting for its vectors, then for its write.
+
+    A PDF arrives with its first pages' chunks only: ``rest`` yields the chunks of the following
+    pages (the pipeline calls ``next_rows`` in a worker thread) until the document is complete.
+    """
+
+    source: Source
+    updated: bool
+    doc_row: dict[str, Any]
+    file_row: dict[str, Any]
+    chunk_rows: list[dict[str, Any]]
+    vectors: list[list[float]] = field(default_factory=list)
+    rest: Iterator[list[dict[str, Any]]] | None = None
+    error: str | None = None
+
+    @property
+    def texts(self) -> list[str]:
+        """The texts to embed, one per chunk."""
+        return [row[FTS_COLUMN] for row in self.chunk_rows]
+
+    @property
+    def pending(self) -> int:
+        """Chunks parsed but not embedded yet."""
+        return len(self.chunk_rows) - len(self.vectors)
+
+    @property
+    def embedded(self) -> bool:
+        """Complete, and every chunk has its vector: ready to write."""
+        return self.rest is None and self.error is None and self.pending == 0
+
+    def next_rows(self) -> list[dict[str, Any]] | None:
+        """The chunks of the next pages, or ``None`` once the document is complete (blocking)."""
+        return next(self.rest, None) if self.rest is not None else None
+
+    def outcome(self) -> IngestOutcome:
+        if self.error is not None:
+            return IngestOutcome(source=self.source.label, status="error", error=self.error)
+        return IngestOutcome(
+            source=self.source.label,
+            status="updated" if self.updated else "added",
+            document_id=self.doc_row["document_id"],
+            title=self.doc_row["title"],
+            chunks=len(self.chunk_rows),
+        )
+
+
+def search_text(title: str, headings: Sequence[str], text: str) -> str:
+    """What is embedded and full-text indexed for a chunk: its title, heading path and text."""
+    return "\n".join(part for part in (title, " / ".join(headings), text) if part)
+
+
+async def known_documents(tables: Tables, document_ids: Sequence[str]) -> dict[str, Known]:
+    """The stored state of those of ``document_ids`` that the knowledge base holds."""
+    if tables.documents is None or not document_ids:
+        return {}
+    known: dict[str, Known] = {}
+    for start in range(0, len(document_ids), _LOOKUP_BATCH):
+        ids = ", ".join(sql_literal(i) for i in document_ids[start : start + _LOOKUP_BATCH])
+        rows = (
+            await tables.documents.query()
+            .where(f"document_id IN ({ids})")
+            .select(["document_id", "content_hash", "title", "chunk_count"])
+            .to_list()
+        )
+        for row in rows:
+            known[row["document_id"]] = Known(row["content_hash"], row["title"], row["chunk_count"])
+    return known
+
+
+def prepare(source: Source, known: Known | None, *, max_chars: int) -> IngestOutcome | PreparedDocument:
+    """Read, check, parse and chunk ``source`` (blocking: run it in a worker thread).
+
+    Returns an outcome when there is nothing to embed: the source is unchanged, or it cannot be
+    ingested (missing, unreadable, unsupported, binary, broken), with the reason. A PDF comes back
+    with no chunks yet and its pages to parse in ``rest``.
+    """
+    try:
+        fmt = detect_format(source.name)
+        data = source.read()
+        content_hash = hashlib.sha256(data + f"|{fmt}|{max_chars}|{CHUNKING_VERSION}".encode()).hexdigest()
+        if known is not None and known.content_hash == content_hash and source.title in (None, known.title):
+            return IngestOutcome(
+                source=source.label,
+                status="unchanged",
+                document_id=source.document_id,
+                title=known.title,
+                chunks=known.chunk_count,
+            )
+        if fmt == "pdf":
+            pages = PdfPages(data)
+        else:
+            parsed = parse_document(data, name=source.name, format=fmt)
+    except (OSError, ValueError, UnicodeError) as exc:
+        message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return IngestOutcome(source=source.label, status="error", error=message)
+    doc_row = {
+        "document_id": source.document_id,
+        "uri": source.display,
+        "title": source.title or "",
+        "format": fmt,
+        "content_hash": content_hash,
+        "chunk_count": 0,
+        "size_chars": 0,
+        "updated_at": datetime.now(UTC),
+        "content": "",
+        "origin": source.origin,
+    }
+    file_row = {
+        "document_id": source.document_id,
+        "filename": PurePosixPath(source.name).name,
+        "media_type": MEDIA_TYPES[fmt],
+        "data": data,
+    }
+    doc = PreparedDocument(source, known is not None, doc_row, file_row, [])
+    if fmt == "pdf":
+        fallback = Path(source.name).stem.replace("_", " ").replace("-", " ").strip() or source.name
+        doc.rest = _pdf_rows(pages, doc_row, max_chars, fallback)
+        return doc
+    if source.title:
+        parsed.title = source.title
+    doc.chunk_rows = _rows(doc_row, parsed.title, chunk_document(parsed, max_chars=max_chars))
+    doc_row.update(title=parsed.title, chunk_count=len(doc.chunk_rows), size_chars=len(parsed.content))
+    doc_row["content"] = parsed.content
+    return doc
+
+
+def _rows(doc_row: dict[str, Any], title: str, drafts: Sequence[ChunkDraft]) -> list[dict[str, Any]]:
+    document_id, content_hash = doc_row["document_id"], doc_row["content_hash"]
+    return [
+        {
+            "chunk_id": f"{document_id}:{content_hash[:12]}:{draft.position}",
+            "document_id": document_id,
+            "title": title,
+            "uri": doc_row["uri"],
+            "position": draft.position,
+            "section": draft.section,
+            "headings": draft.headings,
+            "page": draft.page,
+            "text": draft.text,
+            FTS_COLUMN: search_text(title, draft.headings, draft.text),
+        }
+        for draft in drafts
+    ]
+
+
+def _pdf_rows(
+    pages: PdfPages, doc_row: dict[str, Any], max_chars: int, fallback_title: str
+) -> Iterator[list[dict[str, Any]]]:
+    """The chunk rows of a PDF, ``PDF_PAGES_PER_STEP`` pages at a time; completes ``doc_row`` at the end.
+
+    The title (given, else the metadata's, else the first line of the first page with text) goes
+    into every chunk's embedded text, so chunks are held back until the first page with text.
+    """
+    title: str | None = doc_row["title"] or pages.metadata_title
+    sections: list[Section] = []
+    chunked = position = 0
+    for start in range(0, pages.count, PDF_PAGES_PER_STEP):
+        sections.extend(pages.sections(start, start + PDF_PAGES_PER_STEP))
+        if title is None:
+            if not sections:
+                continue
+            title = pages.title(sections, "")
+        drafts = chunk_sections(
+            sections[chunked:], markdown=False, max_chars=max_chars, position=position, section=chunked
+        )
+        chunked, position = len(sections), position + len(drafts)
+        if drafts:
+            yield _rows(doc_row, title, drafts)
+    content = pdf_content(sections)
+    doc_row.update(
+        title=title or fallback_title, chunk_count=position, content=content, size_chars=len(content)
+    )
+
+
+async def write_batch(
+    tables: Tables, batch: Sequence[PreparedDocument], probe_dimensions: Callable[[], Awaitable[int]]
+) -> None:
+    """Store embedded documents and their files, replacing their old chunks in one commit."""
+    unique = {doc.doc_row["document_id"]: doc for doc in batch}
+    rows = [
+        {**row, "vector": vector}
+        for doc in unique.values()
+        for row, vector in zip(doc.chunk_rows, doc.vectors, strict=True)
+    ]
+    dimensions = len(rows[0]["vector"]) if rows else tables.dimensions
+    async with tables.write_lock:
+        if dimensions is None:  # only empty documents so far: anything can be recorded later
+            dimensions = await probe_dimensions()
+        chunks, documents, files = await tables.ensure(dimensions)
+        ids = ", ".join(sql_literal(i) for i in unique)
+        await (
+            files.merge_insert("document_id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(pa.Table.from_pylist([d.file_row for d in unique.values()], schema=files_schema()))
+        )
+        if rows:
+            await (
+                chunks.merge_insert("chunk_id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .when_not_matched_by_source_delete(f"document_id IN ({ids})")
+                .execute(pa.Table.from_pylist(rows, schema=chunks_schema(dimensions)))
+            )
+        else:
+            await chunks.delete(f"document_id IN ({ids})")
+        await (
+            documents.merge_insert("document_id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(pa.Table.from_pylist([d.doc_row for d in unique.values()], schema=documents_schema()))
+        )

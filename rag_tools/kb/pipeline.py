@@ -1,0 +1,272 @@
+"""Ingestion as a pipeline: parsing, embedding and writing overlap, with bounded queues between them.
+
+Three asyncio stages run at once:
+
+1. prepare: one worker thread reads, checks, parses and chunks the sources in order
+   (``ingestion.prepare``), a PDF ``PDF_PAGES_PER_STEP`` pages at a time so that its first pages
+   are embedded while later ones parse. It pauses while ``PREPARED_AHEAD_CHUNKS`` chunks wait
+   for the embedder (a larger step is still let through when nothing waits).
+2. embed: chunk texts go to the embedder in batches of ``EMBED_BATCH``, filled across documents
+   so that many small files still make full batches; a batch never waits for more input while
+   the embedder would idle. A failed batch is retried document by document, so one bad document
+   fails alone.
+3. write: embedded documents are committed together once ``WRITE_BATCH_CHUNKS`` chunks wait, or
+   ``FLUSH_SECONDS`` after the oldest of them arrived, or at the end; a document is never split
+   across two commits.
+
+Progress is reported per embedded batch and per file outcome, from the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from .ingestion import Known, PreparedDocument, prepare
+from .models import IngestOutcome, IngestProgress
+from .sources import Source
+
+__all__ = ["EMBED_BATCH", "FLUSH_SECONDS", "PREPARED_AHEAD_CHUNKS", "WRITE_BATCH_CHUNKS", "run_pipeline"]
+
+EMBED_BATCH = 32
+PREPARED_AHEAD_CHUNKS = 256
+WRITE_BATCH_CHUNKS = 2000
+FLUSH_SECONDS = 2.0
+_EMBEDDED_AHEAD = 256
+
+Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
+Write = Callable[[list[PreparedDocument]], Awaitable[None]]
+_Item = tuple[int, PreparedDocument]
+
+
+class _Ahead:
+    """How many parsed chunks wait for the embedder; ``admit`` waits while that is over the limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+        self._changed = asyncio.Condition()
+
+    async def admit(self, chunks: int) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.count == 0 or self.count + chunks <= self.limit)
+            self.count += chunks
+
+    async def release(self, chunks: int) -> None:
+        async with self._changed:
+            self.count -= chunks
+            self._changed.notify_all()
+
+
+class _Run:
+    """Outcomes in source order, and the progress snapshot sent to the caller."""
+
+    def __init__(self, total: int, on_progress: Callable[[IngestProgress], None] | None) -> None:
+        self.outcomes: list[IngestOutcome | None] = [None] * total
+        self.progress = IngestProgress(files_total=total)
+        self._on_progress = on_progress
+
+    def emit(self, outcome: IngestOutcome | None = None) -> None:
+        if self._on_progress is not None:
+            self._on_progress(self.progress.model_copy(update={"outcome": outcome}))
+
+    def finish(self, index: int, outcome: IngestOutcome) -> None:
+        self.outcomes[index] = outcome
+        self.progress.files_done += 1
+        self.emit(outcome)
+
+
+async def run_pipeline(
+    sources: Sequence[Source | IngestOutcome],
+    *,
+    known: dict[str, Known],
+    max_chars: int,
+    embed: Embed,
+    write: Write,
+    on_progress: Callable[[IngestProgress], None] | None = None,
+) -> list[IngestOutcome]:
+    """Ingest ``sources`` (outcomes in place are problems found while planning); outcomes in order."""
+    run = _Run(len(sources), on_progress)
+    todo: list[tuple[int, Source]] = []
+    for index, source in enumerate(sources):
+        if isinstance(source, IngestOutcome):
+            run.finish(index, source)  # reported before any work starts
+        else:
+            todo.append((index, source))
+    prepared: asyncio.Queue[_Item | None] = asyncio.Queue()  # bounded by ``ahead``
+    embedded: asyncio.Queue[_Item | None] = asyncio.Queue(_EMBEDDED_AHEAD)
+    ahead = _Ahead(PREPARED_AHEAD_CHUNKS)
+    tasks = [
+        asyncio.create_task(_prepare_stage(todo, known, max_chars, prepared, ahead, run)),
+        asyncio.create_task(_embed_stage(prepared, embedded, ahead, embed, run)),
+        asyncio.create_task(_write_stage(embedded, write, run)),
+    ]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    return [outcome for outcome in run.outcomes if outcome is not None]
+
+
+async def _prepare_stage(
+    todo: list[tuple[int, Source]],
+    known: dict[str, Known],
+    max_chars: int,
+    out: asyncio.Queue[_Item | None],
+    ahead: _Ahead,
+    run: _Run,
+) -> None:
+    """Prepare each source; each put on ``out`` is a new document or more chunks of the last one."""
+    for index, source in todo:
+        doc = await asyncio.to_thread(prepare, source, known.get(source.document_id), max_chars=max_chars)
+        if isinstance(doc, IngestOutcome):
+            run.finish(index, doc)
+            continue
+        rows = doc.chunk_rows
+        doc.chunk_rows = []
+        while True:
+            run.progress.chunks_total += len(rows)
+            run.emit()
+            await ahead.admit(len(rows))
+            doc.chunk_rows.extend(rows)
+            await out.put((index, doc))
+            if doc.rest is None or doc.error is not None:
+                break  # complete, or its embedding failed: no use parsing further
+            try:
+                more = await asyncio.to_thread(doc.next_rows)
+            except (OSError, ValueError, UnicodeError) as exc:
+                doc.rest, doc.error = None, str(exc)
+                await out.put((index, doc))
+                break
+            if more is None or doc.error is not None:
+                doc.rest = None
+                await out.put((index, doc))
+                break
+            rows = more
+    run.progress.chunks_total_final = True
+    run.emit()
+    await out.put(None)
+
+
+async def _embed_stage(
+    inbox: asyncio.Queue[_Item | None],
+    out: asyncio.Queue[_Item | None],
+    ahead: _Ahead,
+    embed: Embed,
+    run: _Run,
+) -> None:
+    waiting: list[_Item] = []  # documents not passed on yet, in source order
+    gone: set[int] = set()  # documents passed on or dropped: later puts of them are ignored
+    ended = False
+    while True:
+        while not ended and sum(doc.pending for _, doc in waiting) < EMBED_BATCH:
+            idle = not any(doc.pending or doc.embedded or doc.error for _, doc in waiting)
+            if idle:
+                item = await inbox.get()  # nothing to do until a document or its next pages arrive
+            else:
+                try:
+                    item = inbox.get_nowait()
+                except asyncio.QueueEmpty:
+                    break  # embed what there is rather than let the embedder idle
+            if item is None:
+                ended = True
+            elif item[0] not in gone and all(doc is not item[1] for _, doc in waiting):
+                waiting.append(item)
+        for item in [item for item in waiting if item[1].error is not None]:
+            waiting.remove(item)
+            gone.add(item[0])
+            await _drop(item, ahead, run)
+        for item in [item for item in waiting if item[1].embedded]:
+            waiting.remove(item)
+            gone.add(item[0])
+            await out.put(item)
+        if not any(doc.pending for _, doc in waiting):
+            if ended and not waiting:
+                break
+            continue
+        segments = _take(waiting, EMBED_BATCH)
+        texts = [text for doc, start, stop in segments for text in doc.texts[start:stop]]
+        try:
+            vectors: list[list[float]] | None = await embed(texts)
+        except Exception:
+            vectors = None
+        done = 0
+        for doc, start, stop in segments:
+            if vectors is not None:
+                doc.vectors.extend(vectors[done : done + stop - start])
+            else:
+                try:
+                    doc.vectors.extend(await embed(doc.texts[start:stop]))
+                except Exception as exc:
+                    doc.error = f"embedding failed: {exc}"
+                    continue  # dropped (with its pending chunks) on the next round
+            done += stop - start
+        await ahead.release(done)
+        run.progress.chunks_done += done
+        run.emit()
+    await out.put(None)
+
+
+async def _drop(item: _Item, ahead: _Ahead, run: _Run) -> None:
+    """Report a document that failed after it was parsed; its chunks leave the counts."""
+    index, doc = item
+    await ahead.release(doc.pending)
+    run.progress.chunks_total -= len(doc.chunk_rows)
+    run.progress.chunks_done -= len(doc.vectors)
+    run.finish(index, doc.outcome())
+
+
+def _take(waiting: list[_Item], size: int) -> list[tuple[PreparedDocument, int, int]]:
+    """Up to ``size`` chunk positions still to embed, from the first documents: (doc, start, stop)."""
+    segments: list[tuple[PreparedDocument, int, int]] = []
+    for _, doc in waiting:
+        start = len(doc.vectors)
+        stop = min(len(doc.chunk_rows), start + size)
+        if stop > start:
+            segments.append((doc, start, stop))
+            size -= stop - start
+        if size == 0:
+            break
+    return segments
+
+
+async def _write_stage(inbox: asyncio.Queue[_Item | None], write: Write, run: _Run) -> None:
+    pending: list[_Item] = []
+    chunks = 0
+    oldest = 0.0
+    ended = False
+    getter: asyncio.Task[_Item | None] | None = None
+    try:
+        while not ended:
+            if getter is None:
+                getter = asyncio.ensure_future(inbox.get())
+            timeout = max(0.0, FLUSH_SECONDS - (time.monotonic() - oldest)) if pending else None
+            done, _ = await asyncio.wait({getter}, timeout=timeout)
+            if getter in done:
+                item: _Item | None = getter.result()
+                getter = None
+                while True:
+                    if item is None:
+                        ended = True
+                        break
+                    if not pending:
+                        oldest = time.monotonic()
+                    pending.append(item)
+                    chunks += len(item[1].chunk_rows)
+                    try:
+                        item = inbox.get_nowait()
+                    except asyncio.QueueEmpty:
+                        break
+            due = time.monotonic() - oldest >= FLUSH_SECONDS
+            if pending and (ended or due or chunks >= WRITE_BATCH_CHUNKS):
+                await write([doc for _, doc in pending])
+                for index, doc in pending:
+                    run.finish(index, doc.outcome())
+                pending, chunks = [], 0
+    finally:
+        if getter is not None:
+            getter.cancel()

@@ -1,0 +1,102 @@
+"""Search over the chunks table: hybrid (vector + full-text, RRF), vector or text, with context.
+
+Context expansion grows each hit with neighbouring chunks of the same section (alternately after
+and before it) while they fit in the requested number of characters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import lancedb
+from lancedb.rerankers import RRFReranker
+
+from ..config import SearchMode
+from .filters import Filter, sql_literal
+from .models import SearchHit
+from .tables import FTS_COLUMN, HIT_COLUMNS
+
+__all__ = ["hit_from_row", "search_chunks"]
+
+_SCORE_COLUMNS: dict[str, list[str]] = {"vector": ["_distance"], "text": ["_score"], "hybrid": []}
+
+
+async def search_chunks(
+    chunks: lancedb.AsyncTable,
+    query: str,
+    *,
+    embed_query: Callable[[str], Awaitable[list[float]]],
+    limit: int,
+    mode: SearchMode,
+    filter: Filter | None,
+    context_chars: int,
+    ann_ef: int,
+    ann_refine_factor: int | None,
+) -> list[SearchHit]:
+    """The ``limit`` best chunks for ``query`` in ``mode``, expanded when ``context_chars`` > 0."""
+    predicate = filter.to_sql() if filter is not None else None
+    if mode == "text":
+        builder: Any = chunks.query().nearest_to_text(query, columns=FTS_COLUMN)
+    else:
+        vector = await embed_query(query)
+        builder = chunks.query().nearest_to(vector).distance_type("cosine").ef(ann_ef)
+        if ann_refine_factor:
+            builder = builder.refine_factor(ann_refine_factor)
+        if mode == "hybrid":
+            builder = builder.nearest_to_text(query, columns=FTS_COLUMN).rerank(RRFReranker())
+        elif mode != "vector":
+            raise ValueError(f"unknown search mode {mode!r}; use hybrid, vector or text")
+    if predicate:
+        builder = builder.where(predicate)
+    rows = await builder.select([*HIT_COLUMNS, *_SCORE_COLUMNS[mode]]).limit(limit).to_list()
+    hits = [hit_from_row(row, mode) for row in rows]
+    if context_chars > 0 and hits:
+        await _expand(chunks, hits, context_chars)
+    return hits
+
+
+def hit_from_row(row: dict[str, Any], mode: SearchMode | None) -> SearchHit:
+    """A hit from a chunks row; the score is normalised so that higher is better in every mode."""
+    if mode == "hybrid":
+        score = float(row.get("_relevance_score", 0.0))
+    elif mode == "vector":
+        score = 1.0 - float(row.get("_distance", 1.0))
+    elif mode == "text":
+        score = float(row.get("_score", 0.0))
+    else:
+        score = 0.0
+    return SearchHit(**{k: row[k] for k in HIT_COLUMNS}, score=score)
+
+
+async def _expand(chunks: lancedb.AsyncTable, hits: list[SearchHit], max_chars: int) -> None:
+    groups = {(h.document_id, h.section) for h in hits}
+    predicate = " OR ".join(f"(document_id = {sql_literal(d)} AND section = {s})" for d, s in groups)
+    rows = (
+        await chunks.query().where(predicate).select(["document_id", "section", "position", "text"]).to_list()
+    )
+    by_section: dict[tuple[str, int], dict[int, str]] = {}
+    for row in rows:
+        by_section.setdefault((row["document_id"], row["section"]), {})[row["position"]] = row["text"]
+    for hit in hits:
+        hit.context = _grow(
+            by_section.get((hit.document_id, hit.section), {}), hit.position, hit.text, max_chars
+        )
+
+
+def _grow(section: dict[int, str], position: int, text: str, max_chars: int) -> str:
+    """The hit plus neighbours taken alternately after and before it while they fit in ``max_chars``."""
+    parts = {position: text}
+    size = len(text)
+    before, after = position - 1, position + 1
+    while before in section or after in section:
+        grew = False
+        for pos in (after, before):
+            if pos in section and size + len(section[pos]) <= max_chars:
+                parts[pos] = section[pos]
+                size += len(section[pos])
+                grew = True
+        if not grew:
+            break
+        before, after = before - 1, after + 1
+    return "\n\n".join(parts[p] for p in sorted(parts))

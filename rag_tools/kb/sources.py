@@ -1,0 +1,121 @@
+"""What to ingest: files, folders and glob patterns expanded into sources with identity and display.
+
+Each source has two names. Its ``origin`` (the absolute ``file://`` URI of a file, ``upload://name``
+for an upload, or the URI the caller gave) identifies the document across re-ingestions and never
+leaves the knowledge base. Its ``display`` is what clients see as ``uri``: the path relative to
+the ingested folder (or glob base), the file name of a single file or upload, or the caller's URI.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .models import IngestOutcome
+from .readers import SUPPORTED_SUFFIXES
+
+__all__ = ["Source", "bytes_source", "document_id_for", "expand_sources"]
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def document_id_for(uri: str) -> str:
+    """The stable id of the document whose origin is ``uri``: re-ingesting it updates the same document."""
+    return hashlib.sha256(uri.encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class Source:
+    """One thing to ingest: where its bytes come from, its identity and its display source."""
+
+    label: str
+    origin: str
+    display: str
+    name: str
+    read: Callable[[], bytes]
+    title: str | None = None
+
+    @property
+    def document_id(self) -> str:
+        return document_id_for(self.origin)
+
+
+def bytes_source(data: bytes, *, name: str, uri: str | None, title: str | None) -> Source:
+    """An in-memory source (an upload): shown as ``uri`` when given, else as ``name``."""
+    return Source(
+        label=name,
+        origin=uri or f"upload://{name}",
+        display=uri or name,
+        name=name,
+        read=lambda: data,
+        title=title,
+    )
+
+
+def _file_source(path: Path, base: Path | None) -> Source:
+    try:
+        display = path.relative_to(base).as_posix() if base is not None else path.name
+    except ValueError:  # a glob match outside its base (``..`` in the pattern)
+        display = path.name
+    return Source(
+        label=str(path), origin=path.resolve().as_uri(), display=display, name=path.name, read=path.read_bytes
+    )
+
+
+def _glob_base(pattern: str) -> Path:
+    """The folder a glob pattern starts from: its longest leading part without wildcards."""
+    parts: list[str] = []
+    for part in Path(pattern).parts[:-1]:
+        if _GLOB_CHARS & set(part):
+            break
+        parts.append(part)
+    return Path(*parts) if parts else Path(".")
+
+
+def expand_sources(paths: Iterable[str | Path]) -> list[Source | IngestOutcome]:
+    """Files to ingest, in a stable order; problems become error outcomes in place."""
+    seen: set[Path] = set()
+    result: list[Source | IngestOutcome] = []
+
+    def add(path: Path, base: Path | None) -> None:
+        key = path.resolve()
+        if key not in seen:
+            seen.add(key)
+            result.append(_file_source(path, base))
+
+    for entry in paths:
+        text = str(entry)
+        path = Path(text)
+        if path.is_dir():
+            found = False
+            for child in sorted(path.rglob("*")):
+                rel = child.relative_to(path).parts
+                if (
+                    child.is_file()
+                    and child.suffix.lower() in SUPPORTED_SUFFIXES
+                    and not any(p.startswith(".") for p in rel)
+                ):
+                    found = True
+                    add(child, path)
+            if not found:
+                supported = ", ".join(sorted(SUPPORTED_SUFFIXES))
+                result.append(_error(text, f"no files to ingest in this folder (supported: {supported})"))
+        elif path.exists():
+            add(path, None)
+        elif _GLOB_CHARS & set(text):
+            base = _glob_base(text)
+            files = [m for m in sorted(Path(m) for m in glob.glob(text, recursive=True)) if m.is_file()]
+            if not files:
+                result.append(_error(text, "no files match this pattern"))
+            for match in files:
+                add(match, base)
+        else:
+            result.append(_error(text, "no such file or directory"))
+    return result
+
+
+def _error(source: str, message: str) -> IngestOutcome:
+    return IngestOutcome(source=source, status="error", error=message)

@@ -1,0 +1,257 @@
+"""The LanceDB side of the knowledge base: connection, table schemas, format and embedder checks.
+
+Four tables live in the knowledge base's directory (or URI):
+
+- ``documents``: one row per document, with its full text and ``origin`` (where it was read from,
+  e.g. the server's absolute file URI: the document's identity, never handed out);
+- ``chunks``: text, vector, position, headings and page of each chunk, plus the document's
+  display source in ``uri``;
+- ``files``: the original bytes of each document, so that a client can download what it cited;
+- ``meta``: which embedder built the vectors, their dimension and the storage format version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import unquote
+
+import lancedb
+import pyarrow as pa
+
+from .errors import EmbedderMismatchError, KnowledgeBaseError, KnowledgeBaseFormatError
+from .filters import sql_literal
+
+__all__ = [
+    "CHUNKING_VERSION",
+    "DOC_COLUMNS",
+    "FORMAT_VERSION",
+    "FTS_COLUMN",
+    "HIT_COLUMNS",
+    "Tables",
+    "chunks_schema",
+    "documents_schema",
+    "files_schema",
+]
+
+CHUNKS = "chunks"
+DOCUMENTS = "documents"
+FILES = "files"
+META = "meta"
+FTS_COLUMN = "search_text"
+HIT_COLUMNS = ["chunk_id", "document_id", "title", "uri", "text", "headings", "page", "position", "section"]
+DOC_COLUMNS = [
+    "document_id",
+    "uri",
+    "title",
+    "format",
+    "content_hash",
+    "chunk_count",
+    "size_chars",
+    "updated_at",
+]
+# The storage layout. 1: uri held the absolute source path. 2: uri is the display source, the
+# identity moved to documents.origin, originals are kept in files.
+FORMAT_VERSION = "2"
+# Part of every content hash: bump it when parsing or chunking changes, so re-ingestion redoes all.
+CHUNKING_VERSION = "1"
+
+_V1_LOCAL = "starts_with(uri, 'file://') OR starts_with(uri, 'upload://')"
+_V1_DISPLAY = "regexp_replace(uri, '^(file|upload)://(.*/)?', '')"
+
+
+def documents_schema() -> pa.Schema:
+    """The ``documents`` table; ``origin`` is last because format 1 tables gain it as a new column."""
+    return pa.schema(
+        [
+            pa.field("document_id", pa.string(), nullable=False),
+            pa.field("uri", pa.string(), nullable=False),
+            pa.field("title", pa.string(), nullable=False),
+            pa.field("format", pa.string(), nullable=False),
+            pa.field("content_hash", pa.string(), nullable=False),
+            pa.field("chunk_count", pa.int32(), nullable=False),
+            pa.field("size_chars", pa.int64(), nullable=False),
+            pa.field("updated_at", pa.timestamp("us", tz="UTC"), nullable=False),
+            pa.field("content", pa.large_string(), nullable=False),
+            pa.field("origin", pa.string(), nullable=True),
+        ]
+    )
+
+
+def chunks_schema(dimensions: int) -> pa.Schema:
+    """The ``chunks`` table for vectors of ``dimensions`` floats."""
+    return pa.schema(
+        [
+            pa.field("chunk_id", pa.string(), nullable=False),
+            pa.field("document_id", pa.string(), nullable=False),
+            pa.field("title", pa.string(), nullable=False),
+            pa.field("uri", pa.string(), nullable=False),
+            pa.field("position", pa.int32(), nullable=False),
+            pa.field("section", pa.int32(), nullable=False),
+            pa.field("headings", pa.list_(pa.string()), nullable=False),
+            pa.field("page", pa.int32(), nullable=True),
+            pa.field("text", pa.string(), nullable=False),
+            pa.field(FTS_COLUMN, pa.string(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), dimensions), nullable=False),
+        ]
+    )
+
+
+def files_schema() -> pa.Schema:
+    """The ``files`` table: a document's original bytes, its media type and file name."""
+    return pa.schema(
+        [
+            pa.field("document_id", pa.string(), nullable=False),
+            pa.field("filename", pa.string(), nullable=False),
+            pa.field("media_type", pa.string(), nullable=False),
+            pa.field("data", pa.large_binary(), nullable=False),
+        ]
+    )
+
+
+class Tables:
+    """An open connection to a knowledge base's tables (``None`` until the first write creates them)."""
+
+    def __init__(self, uri: str, *, embedder: str, read_consistency_interval: timedelta | None) -> None:
+        self.uri = uri
+        self.embedder = embedder
+        self._read_consistency_interval = read_consistency_interval
+        self.db: lancedb.AsyncConnection | None = None
+        self.chunks: lancedb.AsyncTable | None = None
+        self.documents: lancedb.AsyncTable | None = None
+        self.files: lancedb.AsyncTable | None = None
+        self.dimensions: int | None = None
+        self.write_lock = asyncio.Lock()
+
+    async def open(self) -> None:
+        """Connect; check the embedder and the format, migrating a format 1 knowledge base."""
+        if self.db is not None:
+            return
+        if "://" not in self.uri:
+            Path(self.uri).mkdir(parents=True, exist_ok=True)
+        self.db = await lancedb.connect_async(
+            self.uri, read_consistency_interval=self._read_consistency_interval
+        )
+        try:
+            await self._open_tables()
+        except BaseException:
+            self.close()
+            raise
+
+    async def _open_tables(self) -> None:
+        db = self.require_open()
+        names = set((await db.list_tables()).tables)
+        if META in names:
+            meta = await self._read_meta()
+            stored = meta.get("embedder")
+            if stored and stored != self.embedder:
+                raise EmbedderMismatchError(
+                    f"the knowledge base at {self.uri} was built with embedder {stored!r} "
+                    f"({meta.get('dimensions')} dimensions); the configured embedder is {self.embedder!r}. "
+                    "Use the original embedder, or re-ingest into a new data directory."
+                )
+            self.dimensions = int(meta["dimensions"]) if "dimensions" in meta else None
+            version = meta.get("format_version", "1")
+            if version == "1":
+                await self._migrate_from_1(names, meta)
+            elif version != FORMAT_VERSION:
+                raise KnowledgeBaseFormatError(
+                    f"the knowledge base at {self.uri} has storage format {version}, newer than this "
+                    f"version of ragstream reads ({FORMAT_VERSION}); upgrade ragstream, or re-ingest "
+                    "into a new data directory."
+                )
+        if CHUNKS in names:
+            self.chunks = await db.open_table(CHUNKS)
+        if DOCUMENTS in names:
+            self.documents = await db.open_table(DOCUMENTS)
+        if FILES in names:
+            self.files = await db.open_table(FILES)
+
+    def close(self) -> None:
+        """Release the connection and the tables."""
+        for table in (self.chunks, self.documents, self.files):
+            if table is not None:
+                table.close()
+        if self.db is not None:
+            self.db.close()
+        self.db = self.chunks = self.documents = self.files = None
+
+    def require_open(self) -> lancedb.AsyncConnection:
+        """The connection, or a clear error when the knowledge base was not opened."""
+        if self.db is None:
+            raise KnowledgeBaseError("the knowledge base is not open; use 'async with KnowledgeBase(...)'")
+        return self.db
+
+    async def _read_meta(self) -> dict[str, str]:
+        table = await self.require_open().open_table(META)
+        try:
+            rows = await table.query().to_list()
+        finally:
+            table.close()
+        return {row["key"]: row["value"] for row in rows}
+
+    async def _write_meta(self, meta: dict[str, str]) -> None:
+        rows = [{"key": key, "value": value} for key, value in meta.items()]
+        await self.require_open().create_table(META, data=rows, mode="overwrite")
+
+    async def ensure(
+        self, dimensions: int
+    ) -> tuple[lancedb.AsyncTable, lancedb.AsyncTable, lancedb.AsyncTable]:
+        """The chunks, documents and files tables, created for ``dimensions`` if missing."""
+        db = self.require_open()
+        if self.dimensions is not None and self.dimensions != dimensions:
+            raise EmbedderMismatchError(
+                f"the knowledge base at {self.uri} holds {self.dimensions}-dimensional vectors but "
+                f"{self.embedder!r} produced {dimensions}; re-ingest into a new data directory."
+            )
+        if self.dimensions is None:
+            await self._write_meta(
+                {"embedder": self.embedder, "dimensions": str(dimensions), "format_version": FORMAT_VERSION}
+            )
+            self.dimensions = dimensions
+        if self.chunks is None:
+            self.chunks = await db.create_table(CHUNKS, schema=chunks_schema(dimensions), exist_ok=True)
+        if self.documents is None:
+            self.documents = await db.create_table(DOCUMENTS, schema=documents_schema(), exist_ok=True)
+        if self.files is None:
+            self.files = await db.create_table(FILES, schema=files_schema(), exist_ok=True)
+        return self.chunks, self.documents, self.files
+
+    async def _migrate_from_1(self, names: set[str], meta: dict[str, str]) -> None:
+        """Format 1 kept the source's absolute URI in ``uri``: move it to ``origin``, show the file name.
+
+        Every step is idempotent and the format version is written last, so an interrupted
+        migration is finished by the next open. Ids and content hashes do not change: unchanged
+        files stay unchanged on re-ingestion.
+        """
+        db = self.require_open()
+        renamed: dict[str, str] = {}
+        if DOCUMENTS in names:
+            documents = await db.open_table(DOCUMENTS)
+            try:
+                if "origin" not in (await documents.schema()).names:
+                    await documents.add_columns({"origin": "uri"})
+                await documents.update(updates_sql={"uri": _V1_DISPLAY}, where=_V1_LOCAL)
+                rows = (
+                    await documents.query()
+                    .where("strpos(uri, '%') > 0")
+                    .select(["document_id", "uri"])
+                    .to_list()
+                )
+                for row in rows:
+                    renamed[row["document_id"]] = unquote(row["uri"])
+                    where = f"document_id = {sql_literal(row['document_id'])}"
+                    await documents.update(updates={"uri": renamed[row["document_id"]]}, where=where)
+            finally:
+                documents.close()
+        if CHUNKS in names:
+            chunks = await db.open_table(CHUNKS)
+            try:
+                await chunks.update(updates_sql={"uri": _V1_DISPLAY}, where=_V1_LOCAL)
+                for document_id, display in renamed.items():
+                    where = f"document_id = {sql_literal(document_id)}"
+                    await chunks.update(updates={"uri": display}, where=where)
+            finally:
+                chunks.close()
+        await self._write_meta({**meta, "format_version": FORMAT_VERSION})
