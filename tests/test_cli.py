@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from rag_tools.embeddings import DEFAULT_EMBEDDER
 from rag_tools.state.postgres_store import PostgresThreadStore
 from rag_tools.state.redis_store import RedisThreadStore
 from tests.conftest import ROOT
@@ -67,7 +68,7 @@ def test_search_and_documents(corpus_kb_template: Path, tmp_path: Path) -> None:
     assert listing.stdout.splitlines()[-1] == "page 1 of 1 (12 documents)"
     mismatch = cli("search", "x", "--embedder", "local:wordllama", data=data)
     assert mismatch.returncode == 1
-    assert "was built with embedder 'local:all-minilm-l6-v2'" in mismatch.stderr
+    assert f"was built with embedder {DEFAULT_EMBEDDER!r}" in mismatch.stderr
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ from ._common import SearchResult, cite_hits, deps_of
 __all__ = ["OnQAComplete", "QAResult", "create_qa_toolset", "run_qa_core", "summarize_session"]
 
 NOT_FOUND = "I could not find an answer to that in the documents."
-SUMMARY_CHARS = 200
+SUMMARY_CHARS = 160
 
 OnQAComplete = Callable[[QASessionState, RagConfig], Awaitable[None] | None]
 
@@ -172,7 +172,7 @@ async def summarize_session(qa: QASessionState, model: Model | str | None) -> st
     if not recent:
         return ""
     if model is None:
-        listed = "Questions so far: " + "; ".join(e.question for e in recent[-3:])
+        listed = "Questions so far: " + "; ".join(e.question for e in recent[-2:])
         return listed if len(listed) <= SUMMARY_CHARS else listed[: SUMMARY_CHARS - 1] + "…"
     transcript = "\n".join(f"Q: {e.question}\nA: {e.answer}" for e in recent)
     agent = Agent(model, instructions="Summarise this Q&A session in at most three sentences.")
