@@ -28,7 +28,7 @@ import numpy as np
 from pydantic_ai.embeddings import EmbeddingModel
 from pydantic_ai.embeddings.result import EmbedInputType
 
-from rag_tools.embeddings import VectorEmbeddingModel, resolve_embedding_model
+from rag_tools.embeddings import DEFAULT_EMBEDDER, VectorEmbeddingModel, resolve_embedding_model
 from rag_tools.kb import KnowledgeBase
 
 from ._util import median, percentile, table
@@ -123,7 +123,7 @@ async def main() -> None:
         without_embedding, kb = await _ingest(work / "kb", work / "corpus", _Precomputed(kb.embedder, lookup))
 
         sample_rows = []
-        for name in dict.fromkeys(["local:all-minilm-l6-v2", args.embedder]):
+        for name in dict.fromkeys([DEFAULT_EMBEDDER, args.embedder]):
             sample = search_texts[: args.sample]
             sample_model = resolve_embedding_model(name)
             await sample_model.embed(sample[:8], input_type="document")  # load the model outside the timing

@@ -1,6 +1,6 @@
 """Retrieval quality over the sample corpus, with the default (offline) embedder.
 
-    python -m bench.rag_eval [--modes hybrid,vector,text] [--limit 5] [--skip-single]
+    python -m bench.rag_eval [--modes hybrid,vector,text] [--limit 5] [--skip-single] [--embedder local:...]
 
 For each labelled question in ``bench/rag_questions.json`` (question, source document, strings a
 correct passage contains, page for the PDF) the knowledge base is searched, and two recalls are
@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag_tools.embeddings import DEFAULT_EMBEDDER
 from rag_tools.kb import KnowledgeBase, SearchHit
 from rag_tools.offline_model import create_extractive_model
 
@@ -251,7 +252,7 @@ async def evaluate_conversations(
             figures = report.kinds[turn.kind or "opening"]
             figures.total += 1
             found = any(
-                r["uri"].endswith("/" + turn.document)
+                turn.is_document(r["uri"])
                 and (turn.page is None or cards[str(r["citation"])].page == turn.page)
                 and all(_normalise(s) in _normalise(r["text"]) for s in turn.answer_contains)
                 for r in results
@@ -262,7 +263,7 @@ async def evaluate_conversations(
             fact = all(_normalise(s) in _normalise(answer) for s in turn.answer_contains)
             figures.fact_hits += fact
             cited = [c for key, c in session.citations.items() if f"[{key}]" in answer]
-            figures.citation_hits += any(c.uri.endswith("/" + turn.document) for c in cited)
+            figures.citation_hits += any(turn.is_document(c.uri) for c in cited)
             if not fact:
                 figures.misses.append(turn.id)
     return report
@@ -302,10 +303,11 @@ async def main() -> None:
     parser.add_argument("--modes", default="hybrid,vector,text")
     parser.add_argument("--limit", type=int, default=5)
     parser.add_argument("--skip-single", action="store_true", help="only the conversations")
+    parser.add_argument("--embedder", default=DEFAULT_EMBEDDER)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ragstream-eval-"))
     try:
-        kb = await build_corpus_kb(work / "kb")
+        kb = await build_corpus_kb(work / "kb", embedder=args.embedder)
         questions = load_questions()
         print(f"{len(questions)} questions, {await kb.count_chunks()} chunks, embedder {kb.embedder}\n")
         if not args.skip_single:

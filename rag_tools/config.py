@@ -33,7 +33,10 @@ class RagConfig(BaseModel):
     )
     embedder: str = Field(
         default=DEFAULT_EMBEDDER,
-        description="Embedding model: local:all-minilm-l6-v2, local:wordllama or any pydantic-ai embedder.",
+        description=(
+            "Embedding model: local:all-minilm-l6-v2-int8, local:all-minilm-l6-v2 (fp32: knowledge "
+            "bases built before the int8 default), local:wordllama or any pydantic-ai embedder."
+        ),
     )
     model: str | None = Field(
         default=None,

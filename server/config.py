@@ -38,7 +38,12 @@ class AppConfig(RagConfig, BaseSettings):
     port: int = Field(default=8000, ge=0, le=65535, description="Port to listen on.")
     workers: int = Field(default=1, ge=1, le=64, description="Worker processes (more than one needs Redis).")
     redis_url: str | None = Field(
-        default=None, description="Redis URL for shared threads, run locks and event logs across workers."
+        default=None,
+        description="Redis URL for run locks, event logs and (without a database URL) threads shared by workers.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL: threads live there (the durable record); Redis keeps locks and logs.",
     )
     tokens: dict[str, SecretStr] = Field(
         default_factory=dict,

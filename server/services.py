@@ -2,7 +2,7 @@
 
 ``Services.start`` opens the parts in order and ``close`` releases them in reverse; ``create_app``
 does both in the app's lifespan. This is the composition root: it picks the storage backends
-(memory, SQLite, Redis) behind their interfaces, builds the protocol-neutral run engine
+(memory, SQLite, Redis, PostgreSQL) behind their interfaces, builds the protocol-neutral run engine
 (``server.runs``) and the AG-UI binding on top of it (``server.agui``). Tests and embedding apps
 may pass their own agent, toolkit, store, locks or event log.
 """
@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import Agent
+from redis.asyncio import Redis
 
 from rag_tools import Toolkit, build_chat_toolkit, create_chat_agent
 from rag_tools.kb import KnowledgeBase
-from rag_tools.state import SQLiteThreadStore, ThreadStore, ToolContextCache
+from rag_tools.state import SQLiteThreadStore, StoreError, ThreadStore, ToolContextCache
+from rag_tools.state.postgres_store import PostgresThreadStore, SchemaVersionError
 from rag_tools.state.redis_store import RedisThreadStore
 from rag_tools.tools import ToolSystem
 
@@ -43,6 +45,27 @@ __all__ = ["Services"]
 logger = logging.getLogger("ragstream.server")
 
 EVICTION_INTERVAL = 60.0
+
+
+def _thread_store(config: AppConfig, redis: Redis | None) -> ThreadStore:
+    """Where threads live: PostgreSQL when configured (the durable record; Redis then holds only
+    locks and event logs), else Redis when configured, else the SQLite file in the data directory."""
+    if config.database_url:
+        return PostgresThreadStore(config.database_url)
+    if redis is not None:
+        return RedisThreadStore(redis, prefix=config.redis_prefix)
+    return SQLiteThreadStore(config.data_dir / "threads.sqlite3")
+
+
+async def _open_store(store: ThreadStore) -> None:
+    """Prepare the store at start. An unreachable database is not fatal: the server starts, answers
+    503 until it is back, and the store prepares itself on first use. A newer schema is fatal."""
+    try:
+        await store.open()
+    except SchemaVersionError:
+        raise
+    except StoreError as exc:
+        logger.warning("the thread store is unavailable at start (retrying on use): %s", exc)
 
 
 @dataclass
@@ -83,9 +106,10 @@ class Services:
         toolkit.namespaces.update(tools.namespaces)
 
         stop_bus: StopBus | None = None
-        if config.redis_url:
-            client = redis_client(config.redis_url)
-            store = store or RedisThreadStore(client, prefix=config.redis_prefix)
+        client = redis_client(config.redis_url) if config.redis_url else None
+        store = store or _thread_store(config, client)
+        await _open_store(store)
+        if client is not None:
             redis_locks = RedisRunLocks(client, config.redis_prefix)
             locks = locks or redis_locks
             logs = logs or RedisEventLog(
@@ -97,7 +121,6 @@ class Services:
                 worker_lost_event=encode_failure(RunFailure(FailureCode.WORKER_LOST)),
             )
             stop_bus = RedisStopBus(client, config.redis_prefix)
-        store = store or SQLiteThreadStore(config.data_dir / "threads.sqlite3")
         cache = ToolContextCache(
             store,
             max_entries=config.cache_max_threads,

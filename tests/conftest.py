@@ -101,3 +101,27 @@ def redis_prefix() -> str:
     import uuid
 
     return f"ragstream-test-{uuid.uuid4().hex[:10]}:"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Any:
+    """The machine's PostgreSQL on 127.0.0.1:5432, or a private server when none answers; its URL."""
+    from tests.postgres_helpers import MACHINE_URL, postgres_answers, private_postgres
+
+    if postgres_answers(MACHINE_URL):
+        yield MACHINE_URL
+        return
+    with private_postgres() as server:
+        yield server.url
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Any:
+    """A database of this test's own (dropped afterwards) on ``postgres_server``."""
+    from tests.postgres_helpers import create_database, drop_database
+
+    url = create_database(postgres_server)
+    try:
+        yield url
+    finally:
+        drop_database(url)

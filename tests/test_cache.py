@@ -1,4 +1,4 @@
-"""ToolContextCache over the memory and SQLite stores: bounds, locking, persistence, restarts."""
+"""ToolContextCache over every thread store (memory, SQLite, Redis, PostgreSQL): bounds, locking, persistence, restarts."""
 
 from __future__ import annotations
 
@@ -41,8 +41,12 @@ def prepare(ctx: object) -> None:
     prepare_context(ctx, ["search"])  # type: ignore[arg-type]
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> ThreadStore:
+    if request.param == "postgres":
+        from rag_tools.state.postgres_store import PostgresThreadStore
+
+        return PostgresThreadStore(request.getfixturevalue("postgres_url"))
     if request.param == "redis":
         from rag_tools.state.redis_store import RedisThreadStore
 

@@ -14,6 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
+from rag_tools.embeddings import DEFAULT_EMBEDDER
+from rag_tools.state.postgres_store import PostgresThreadStore
+from rag_tools.state.redis_store import RedisThreadStore
 from tests.conftest import ROOT
 from tests.protocol import check_stream, parse_sse
 from tests.servers import free_port
@@ -65,7 +68,7 @@ def test_search_and_documents(corpus_kb_template: Path, tmp_path: Path) -> None:
     assert listing.stdout.splitlines()[-1] == "page 1 of 1 (12 documents)"
     mismatch = cli("search", "x", "--embedder", "local:wordllama", data=data)
     assert mismatch.returncode == 1
-    assert "was built with embedder 'local:all-minilm-l6-v2'" in mismatch.stderr
+    assert f"was built with embedder {DEFAULT_EMBEDDER!r}" in mismatch.stderr
 
 
 @pytest.mark.parametrize(
@@ -93,8 +96,8 @@ def test_serve_with_several_workers_needs_redis(tmp_path: Path) -> None:
     assert "needs --redis-url" in result.stderr
 
 
-async def test_serve_with_two_workers_and_redis(
-    corpus_kb_template: Path, tmp_path: Path, redis_url: str, redis_prefix: str
+async def test_serve_with_two_workers_redis_and_postgres(
+    corpus_kb_template: Path, tmp_path: Path, redis_url: str, redis_prefix: str, postgres_url: str
 ) -> None:
     data = tmp_path / "data"
     shutil.copytree(corpus_kb_template, data / "kb")
@@ -113,6 +116,8 @@ async def test_serve_with_two_workers_and_redis(
             "2",
             "--redis-url",
             redis_url,
+            "--database-url",  # threads in PostgreSQL, locks and event logs in Redis
+            postgres_url,
             "--port",
             str(port),
             "--data-dir",
@@ -129,7 +134,7 @@ async def test_serve_with_two_workers_and_redis(
     url = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient(timeout=60) as http:
-            deadline = time.monotonic() + 90
+            deadline = time.monotonic() + 240  # a guard against a hang, generous for a loaded machine
             while True:
                 try:
                     if (await http.get(f"{url}/health")).status_code == 200:
@@ -170,6 +175,12 @@ async def test_serve_with_two_workers_and_redis(
             # whichever worker takes a connection (the kernel picks; it may favour one), the flag is there
             answers = await asyncio.gather(*(ask_a_worker() for _ in range(20)))
             assert {key for _, key in answers} == {"ragstream"}
+        postgres, redis = PostgresThreadStore(postgres_url), RedisThreadStore(redis_url, prefix=redis_prefix)
+        record = await postgres.load("workers")
+        assert record is not None and record.version == 1  # the thread is in PostgreSQL, not in Redis
+        assert await redis.load("workers") is None
+        await postgres.close()
+        await redis.close()
     finally:
         os.killpg(process.pid, 15)
         process.wait(30)

@@ -7,7 +7,8 @@ atomic step, with optimistic concurrency: ``save`` succeeds only if the stored v
 one the record was read at, so two writers can never overwrite each other's work.
 
 Backends here: ``MemoryThreadStore`` (tests, one process) and ``SQLiteThreadStore`` (the durable
-embedded default). ``rag_tools.state.redis_store`` adds Redis for several workers or hosts.
+embedded default). ``rag_tools.state.redis_store`` adds Redis for several workers or hosts, and
+``rag_tools.state.postgres_store`` PostgreSQL, the durable record shared by several hosts.
 """
 
 from __future__ import annotations
@@ -93,6 +94,9 @@ class ThreadStore(ABC):
     @abstractmethod
     async def list_threads(self, owner: str | None, *, limit: int = 100) -> list[ThreadInfo]:
         """Threads of ``owner`` (``None``: unowned threads), most recently updated first."""
+
+    async def open(self) -> None:  # noqa: B027 - optional hook
+        """Connect and prepare (a database schema, say); stores that need it also do it on first use."""
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""

