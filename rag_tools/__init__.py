@@ -10,6 +10,15 @@ from .deps import AgentDeps, ChatDeps, emit_state_update
 from .embeddings import DEFAULT_EMBEDDER, resolve_embedding_model
 from .filters import build_document_filter, build_multi_document_filter, combine_filters, get_session_filter
 from .kb import DocumentFilter, KnowledgeBase
+from .kb_toolsets import (
+    AnalysisResult,
+    QAResult,
+    create_analysis_toolset,
+    create_document_toolset,
+    create_qa_toolset,
+    create_search_toolset,
+    run_qa_core,
+)
 from .offline_model import create_extractive_model
 from .progress import report_progress
 from .prompt import build_tools_prompt
@@ -25,15 +34,6 @@ from .state import (
     prepare_context,
 )
 from .toolkit import Toolkit, build_toolkit
-from .toolsets import (
-    AnalysisResult,
-    QAResult,
-    create_analysis_toolset,
-    create_document_toolset,
-    create_qa_toolset,
-    create_search_toolset,
-    run_qa_core,
-)
 
 __all__ = [
     "DEFAULT_EMBEDDER",

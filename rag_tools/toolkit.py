@@ -14,15 +14,15 @@ from pydantic_ai.toolsets import AbstractToolset
 from .config import RagConfig
 from .deps import citation_hooks
 from .kb import Filter
-from .prompt import build_tools_prompt
-from .state import ToolContext, prepare_context
-from .toolsets import (
+from .kb_toolsets import (
     create_analysis_toolset,
     create_document_toolset,
     create_qa_toolset,
     create_search_toolset,
 )
-from .toolsets.qa import OnQAComplete
+from .kb_toolsets.qa import OnQAComplete
+from .prompt import build_tools_prompt
+from .state import ToolContext, prepare_context
 
 __all__ = ["FEATURES", "Toolkit", "build_toolkit"]
 

@@ -21,9 +21,9 @@ from rag_tools import (
     prepare_context,
 )
 from rag_tools.kb import KnowledgeBase
+from rag_tools.kb_toolsets import AnalysisResult, create_analysis_toolset
 from rag_tools.sandbox import SandboxLimits
 from rag_tools.state import SESSION_NAMESPACE, SessionState
-from rag_tools.toolsets import AnalysisResult, create_analysis_toolset
 from tests.agents import Script
 from tests.embedders import HashingEmbeddingModel
 from tests.sandbox_procs import wait_for_no_sandbox_workers

@@ -48,8 +48,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from rag_tools import ChatDeps, build_chat_toolkit
+from rag_tools.kb_toolsets import create_analysis_toolset
 from rag_tools.sandbox import SandboxLimits
-from rag_tools.toolsets import create_analysis_toolset
 from tests.fuzzing.harness import assert_json_error
 from tests.fuzzing.rawhttp import RawResponse, raw_request
 from tests.fuzzing.server import ServerLog, serve_in_thread

@@ -1,4 +1,6 @@
-"""The RAG toolsets; each factory returns a pydantic-ai ``FunctionToolset``."""
+"""The RAG toolsets over the knowledge base (search, documents, QA, analysis); each factory returns
+a pydantic-ai ``FunctionToolset``. The machinery that registers, hooks and guards tools is
+``rag_tools.tools`` (the tool system)."""
 
 from ._common import SearchResult
 from .analysis import AnalysisResult, create_analysis_toolset
