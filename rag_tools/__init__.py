@@ -6,7 +6,7 @@ The names here are the documented toolkit API; the subpackages hold the parts (`
 
 from .agent import build_chat_toolkit, create_chat_agent
 from .config import RagConfig
-from .deps import AgentDeps, ChatDeps, emit_state_update
+from .deps import AgentDeps, ChatDeps, RAGDeps, emit_state_update
 from .embeddings import DEFAULT_EMBEDDER, resolve_embedding_model
 from .filters import build_document_filter, build_multi_document_filter, combine_filters, get_session_filter
 from .kb import DocumentFilter, KnowledgeBase
@@ -47,6 +47,7 @@ __all__ = [
     "KnowledgeBase",
     "QAResult",
     "QASessionState",
+    "RAGDeps",
     "RagConfig",
     "SearchState",
     "SessionState",

@@ -12,7 +12,7 @@ from pydantic_ai import Agent, FunctionToolset, RunContext
 from pydantic_ai.models import Model
 
 from ..config import RagConfig
-from ..deps import emit_state_update
+from ..deps import apply_later, emit_state_update, spawn
 from ..extractive import Passage, extractive_answer
 from ..filters import build_document_filter, combine_filters, get_session_filter
 from ..kb import Filter, KnowledgeBase
@@ -234,9 +234,10 @@ def create_qa_toolset(
         if answer_model is not None:
 
             async def refresh_summary() -> None:
-                await deps.apply_later(_keep_summary(await summarize_session(qa, answer_model)))
+                summary = await summarize_session(qa, answer_model)
+                await apply_later(deps.deps, deps.tool_context, _keep_summary(summary))
 
-            deps.spawn(refresh_summary())
+            spawn(deps.deps, refresh_summary())
         return result
 
     toolset.add_function(ask, name=tool_name)
