@@ -10,7 +10,7 @@ from pydantic_ai import FunctionToolset, RunContext
 from ..config import RagConfig
 from ..deps import emit_state_update
 from ..filters import build_multi_document_filter, combine_filters, get_session_filter
-from ..kb import Filter
+from ..kb import FilterLike
 from ..progress import report_progress
 from ..state import SEARCH_NAMESPACE, SESSION_NAMESPACE, SearchHitSummary, SearchState, SessionState
 from ._common import SearchResult, cite_hits, deps_of, shows_cards_at_once
@@ -32,7 +32,7 @@ class SearchResults(BaseModel):
 def create_search_toolset(
     config: RagConfig,
     expand_context: bool = True,
-    base_filter: Filter | None = None,
+    base_filter: FilterLike | None = None,
     tool_name: str = "search",
 ) -> FunctionToolset[Any]:
     """A toolset with one tool, ``search(query, limit?, filter?)``.
