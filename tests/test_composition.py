@@ -8,8 +8,7 @@ cites, the QA history and a run-carried baseline (STATE_SNAPSHOT first, then del
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,9 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.ui.ag_ui import AGUIAdapter
 from pydantic_core import to_jsonable_python
 from starlette.applications import Starlette
@@ -42,6 +38,7 @@ from rag_tools import (
     Toolkit,
     build_toolkit,
 )
+from tests.agents import planned_model
 from tests.agui_client import drive
 from tests.protocol import check_stream
 from tests.servers import serve
@@ -61,7 +58,7 @@ class MyDeps:
 def researcher() -> FunctionModel:
     """Searches, asks, then answers citing the first passage the search found."""
 
-    def plan(messages: list[ModelMessage]) -> tuple[str, dict[str, Any]] | str:
+    def plan(messages: list[ModelMessage], info: AgentInfo) -> tuple[str, dict[str, Any]] | str:
         turn = max(
             i
             for i, m in enumerate(messages)
@@ -81,21 +78,7 @@ def researcher() -> FunctionModel:
         first = returns["search"]["results"][0]["citation"]
         return f"Nightly backups are kept for 35 days [{first}]."
 
-    async def function(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        step = plan(messages)
-        if isinstance(step, str):
-            return ModelResponse(parts=[TextPart(step)])
-        return ModelResponse(parts=[ToolCallPart(step[0], step[1])])
-
-    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
-        step = plan(messages)
-        if isinstance(step, str):
-            for word in step.split(" "):
-                yield word + " "
-            return
-        yield {0: DeltaToolCall(name=step[0], json_args=json.dumps(step[1]))}
-
-    return FunctionModel(function, stream_function=stream, model_name="researcher")
+    return planned_model(plan, "researcher")
 
 
 def agui_app(
