@@ -144,7 +144,7 @@ async def run_qa_core(
     recalled_id = _recall(qa, vector, document_name, config.qa_recall_threshold)
     if recalled_id is not None:
         prior = next(e for e in qa.qa_history if e.id == recalled_id)
-        answer, confidence, cited, recalled = prior.answer, prior.confidence, list(prior.citations), prior.id
+        answer, confidence, cited = prior.answer, prior.confidence, list(prior.citations)
     else:
         restriction = get_session_filter(context, base_filter)
         if document_name:
@@ -154,7 +154,6 @@ async def run_qa_core(
         )
         results = cite_hits(context, hits, config)
         answer_model = model if model is not None else config.model
-        recalled = None
         if not results:
             answer, confidence, cited = NOT_FOUND, 0.0, []
         elif answer_model is not None:
@@ -173,7 +172,7 @@ async def run_qa_core(
         answer=answer,
         confidence=confidence,
         citations=_citations(session, cited),
-        recalled_from=recalled,
+        recalled_from=recalled_id,
     )
     if session.promote(cited, limit=config.citations_limit, text=answer):
         context.mark_changed(SESSION_NAMESPACE)
