@@ -143,6 +143,8 @@ async def converse(kb: KnowledgeBase, how: str, tmp_path: Path) -> list[dict[str
     return runs
 
 
+# pydantic-ai warns that MyDeps takes no client state (it is no StateHandler): that is the point
+@pytest.mark.filterwarnings("ignore:State was provided but:UserWarning")
 @pytest.mark.parametrize("how", ["agent-deps", "own-deps"])
 async def test_toolsets_alone_give_citations_qa_history_and_state_events(
     corpus_kb: KnowledgeBase, tmp_path: Path, how: str
