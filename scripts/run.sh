@@ -8,7 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
 mkdir -p .ragstream
-bash scripts/build-frontend.sh >.ragstream/build-frontend.log 2>&1 &
+{
+  bash scripts/build-frontend.sh
+  echo "run.sh: chat page build finished after $((SECONDS - start)) s"
+} >.ragstream/build-frontend.log 2>&1 &
 page=$!
 bash scripts/setup.sh
 echo "run.sh: python environment ready after $((SECONDS - start)) s"
