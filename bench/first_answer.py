@@ -33,10 +33,11 @@ from pathlib import Path
 
 QUESTION = "How long are nightly database backups retained?"
 # run.sh's own progress lines, then the server's; the first line matching each marks that phase's end
+# (not anchored: run.sh's line may land behind the ingest's progress bar, which ends in no newline)
 PHASES = (
-    ("install", re.compile(r"^run\.sh: python environment ready")),
-    ("page build", re.compile(r"^run\.sh: chat page ready")),
-    ("ingest", re.compile(r"^ragstream serving on")),
+    ("install", re.compile(r"run\.sh: python environment ready")),
+    ("page build", re.compile(r"run\.sh: chat page ready")),
+    ("ingest", re.compile(r"ragstream serving on")),
 )
 
 
@@ -149,7 +150,7 @@ def run_once(dest: Path, env: dict[str, str], timeout: float) -> bool:
                 out.write(line)
                 out.flush()
                 for name, pattern in PHASES:
-                    if name not in marks and pattern.search(line.strip("\r")):
+                    if name not in marks and pattern.search(line):
                         marks[name] = time.monotonic() - start
 
     reader = threading.Thread(target=read, daemon=True)
