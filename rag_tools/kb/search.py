@@ -14,6 +14,7 @@ from lancedb.rerankers import RRFReranker
 
 from ..config import SearchMode
 from .filters import Filter, sql_literal
+from .indexing import VectorSearchParameters
 from .models import SearchHit
 from .tables import FTS_COLUMN, HIT_COLUMNS
 
@@ -31,18 +32,27 @@ async def search_chunks(
     mode: SearchMode,
     filter: Filter | None,
     context_chars: int,
-    ann_ef: int,
-    ann_refine_factor: int | None,
+    vector_search: VectorSearchParameters | None,
 ) -> list[SearchHit]:
-    """The ``limit`` best chunks for ``query`` in ``mode``, expanded when ``context_chars`` > 0."""
+    """The ``limit`` best chunks for ``query`` in ``mode``, expanded when ``context_chars`` > 0.
+
+    ``vector_search`` tunes the vector index's search; ``None`` scans every vector exactly.
+    """
     predicate = filter.to_sql() if filter is not None else None
     if mode == "text":
         builder: Any = chunks.query().nearest_to_text(query, columns=FTS_COLUMN)
     else:
         vector = await embed_query(query)
-        builder = chunks.query().nearest_to(vector).distance_type("cosine").ef(ann_ef)
-        if ann_refine_factor:
-            builder = builder.refine_factor(ann_refine_factor)
+        builder = chunks.query().nearest_to(vector).distance_type("cosine")
+        if vector_search is None:
+            builder = builder.bypass_vector_index()
+        else:
+            if vector_search.ef:
+                builder = builder.ef(vector_search.ef)
+            if vector_search.nprobes:
+                builder = builder.nprobes(vector_search.nprobes)
+            if vector_search.refine_factor:
+                builder = builder.refine_factor(vector_search.refine_factor)
         if mode == "hybrid":
             builder = builder.nearest_to_text(query, columns=FTS_COLUMN).rerank(RRFReranker())
         elif mode != "vector":
