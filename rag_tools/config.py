@@ -49,9 +49,9 @@ class RagConfig(BaseModel):
         default=1500, ge=0, le=20_000, description="Characters of neighbouring text added to a hit."
     )
     ann_index_threshold: int = Field(
-        default=50_000,
+        default=5_000,
         ge=0,
-        description="Build an ANN vector index once the chunks table has this many rows.",
+        description="Build the vector index once the chunks table has this many rows (0: never).",
     )
     qa_recall_threshold: float = Field(
         default=0.9, ge=0.0, le=1.0, description="Cosine similarity at which a prior answer is reused."

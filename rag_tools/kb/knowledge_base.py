@@ -28,7 +28,12 @@ from .errors import (
     storage_errors,
 )
 from .filters import Filter
-from .indexing import VectorSearchParameters, refresh_indexes, vector_search_parameters
+from .indexing import (
+    DEFAULT_ANN_INDEX_THRESHOLD,
+    VectorSearchParameters,
+    refresh_indexes,
+    vector_search_parameters,
+)
 from .ingestion import PreparedDocument, known_documents, write_batch
 from .models import (
     Document,
@@ -68,7 +73,7 @@ class KnowledgeBase:
     ``exact_vector_search`` makes every vector search an exact scan.
     """
 
-    DEFAULT_ANN_INDEX_THRESHOLD = 50_000
+    DEFAULT_ANN_INDEX_THRESHOLD = DEFAULT_ANN_INDEX_THRESHOLD
 
     def __init__(
         self,
