@@ -9,6 +9,8 @@ clustered unit vectors of 384 dimensions (the default embedder's), built as topi
 sub-topic offset + noise, so that neighbours are graded the way real embeddings are rather than
 uniformly random. Each query is 6 words of a random chunk, with that chunk's vector plus noise as
 its query vector; the embedder is a lookup table, so no timing includes embedding.
+``--vectors local:wordllama`` embeds the same paragraphs and queries with a real (fast) embedder
+instead, to check recall on vectors that were not made to be clustered.
 
 Figures per size: ingest chunks/s (parse, chunk, write, full-text and id indexes), the vector
 index the knowledge base chose for that size and its build time, vector / text / hybrid p50 and
@@ -35,7 +37,7 @@ from typing import Any
 import numpy as np
 from pydantic_ai.embeddings.result import EmbedInputType
 
-from rag_tools.embeddings import VectorEmbeddingModel
+from rag_tools.embeddings import VectorEmbeddingModel, resolve_embedding_model
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.indexing import vector_index_plan
 
@@ -184,12 +186,20 @@ async def _one_size(n: int, args: argparse.Namespace, root: Path) -> dict[str, A
         (corpus / f"doc{start // PER_DOC:05d}.txt").write_text(
             "\n\n".join(paragraphs[start : start + PER_DOC])
         )
-    matrix = clustered_vectors(n, args.seed)
     rng = random.Random(args.seed + 1)
     picked = rng.sample(range(n), args.queries)
     queries = [" ".join(rng.sample(paragraphs[i].split(), QUERY_WORDS)) for i in picked]
-    noise = np.random.default_rng(args.seed + 2).standard_normal((len(picked), DIMENSIONS), dtype=np.float32)
-    qmatrix = matrix[picked] + 0.3 * noise / np.linalg.norm(noise, axis=1, keepdims=True)
+    if args.vectors == "clustered":
+        matrix = clustered_vectors(n, args.seed)
+        noise = np.random.default_rng(args.seed + 2).standard_normal(
+            (len(picked), DIMENSIONS), dtype=np.float32
+        )
+        qmatrix = matrix[picked] + 0.3 * noise / np.linalg.norm(noise, axis=1, keepdims=True)
+    else:
+        embedder = resolve_embedding_model(args.vectors)
+        matrix = np.asarray((await embedder.embed(paragraphs, input_type="document")).embeddings, np.float32)
+        qmatrix = np.asarray((await embedder.embed(queries, input_type="query")).embeddings, np.float32)
+        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     qmatrix /= np.linalg.norm(qmatrix, axis=1, keepdims=True)
     (work / "queries.json").write_text(json.dumps(queries))
     np.save(work / "queries.npy", qmatrix)
@@ -339,6 +349,11 @@ async def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--ann-index-threshold", type=int, default=KnowledgeBase.DEFAULT_ANN_INDEX_THRESHOLD)
+    parser.add_argument(
+        "--vectors",
+        default="clustered",
+        help="clustered (synthetic, the default) or an embedder name (e.g. local:wordllama) for real ones",
+    )
     parser.add_argument("--sweep", action="store_true", help="also measure the --setting query settings")
     parser.add_argument(
         "--setting",
