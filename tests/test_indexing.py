@@ -41,7 +41,7 @@ def test_graph_search_widens_with_the_graph_within_bounds() -> None:
         for rows in (THRESHOLD, 100_000, 500_000, ROWS_PER_PARTITION)
     ]
     assert efs == sorted(efs)
-    assert all(ef is not None and 50 <= ef <= 400 for ef in efs)
+    assert all(ef is not None and 50 <= ef <= 512 for ef in efs)
 
 
 def _corpus(folder: Path, chunks: int) -> None:
