@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from rag_tools.config import RagConfig
 
-__all__ = ["WORKER_CONFIG_ENV", "AppConfig"]
+__all__ = ["WORKER_CONFIG_ENV", "AppConfig", "unreadable_setting"]
 
 #: Where ``serve`` leaves the validated configuration for the worker processes it starts.
 WORKER_CONFIG_ENV = "RAGSTREAM_WORKER_CONFIG"
@@ -121,3 +122,12 @@ class AppConfig(RagConfig, BaseSettings):
         if payload is None:
             return cls()
         return cls.model_validate_json(payload)
+
+
+def unreadable_setting(error: SettingsError) -> str:
+    """One line for a variable whose value pydantic-settings could not parse (a JSON field's bad JSON)."""
+    field = re.search(r'field "(\w+)"', str(error))
+    name = f"RAGSTREAM_{field.group(1).upper()}" if field else "a RAGSTREAM_* variable"
+    cause = error.__cause__
+    reason = f" ({cause})" if cause is not None else ""
+    return f"{name} is not valid JSON{reason}"

@@ -57,6 +57,10 @@ class KnowledgeBase:
 
     Use as ``async with KnowledgeBase(path) as kb:``. Opening an existing knowledge base with an
     embedder other than the one that built it raises ``EmbedderMismatchError``.
+
+    ``uri`` is a folder or an object-store URI (``s3://bucket/prefix``, ``gs://``, ``az://``); the
+    object store's credentials and endpoint come from its standard variables (``AWS_ENDPOINT_URL``,
+    ``AWS_ACCESS_KEY_ID``, ...), which ``storage_options`` (LanceDB's keys) override.
     """
 
     def __init__(
@@ -69,6 +73,7 @@ class KnowledgeBase:
         ann_ef: int = 200,
         ann_refine_factor: int | None = 4,
         read_consistency_interval: timedelta | None = timedelta(0),
+        storage_options: dict[str, str] | None = None,
     ) -> None:
         self.uri = str(uri)
         self.embedding_model = resolve_embedding_model(embedder)
@@ -78,7 +83,10 @@ class KnowledgeBase:
         self.ann_ef = ann_ef
         self.ann_refine_factor = ann_refine_factor
         self._tables = Tables(
-            self.uri, embedder=self.embedder, read_consistency_interval=read_consistency_interval
+            self.uri,
+            embedder=self.embedder,
+            read_consistency_interval=read_consistency_interval,
+            storage_options=storage_options,
         )
 
     @classmethod
@@ -89,6 +97,7 @@ class KnowledgeBase:
             embedder=config.embedder,
             chunk_max_chars=config.chunk_max_chars,
             ann_index_threshold=config.ann_index_threshold,
+            storage_options=config.kb_storage_options,
         )
 
     # -- lifecycle ---------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from urllib.parse import unquote
 import lancedb
 import pyarrow as pa
 
-from .errors import EmbedderMismatchError, KnowledgeBaseError, KnowledgeBaseFormatError
+from .errors import EmbedderMismatchError, KnowledgeBaseError, KnowledgeBaseFormatError, unavailable
 from .filters import sql_literal
 
 __all__ = [
@@ -113,8 +113,16 @@ def files_schema() -> pa.Schema:
 class Tables:
     """An open connection to a knowledge base's tables (``None`` until the first write creates them)."""
 
-    def __init__(self, uri: str, *, embedder: str, read_consistency_interval: timedelta | None) -> None:
+    def __init__(
+        self,
+        uri: str,
+        *,
+        embedder: str,
+        read_consistency_interval: timedelta | None,
+        storage_options: dict[str, str] | None = None,
+    ) -> None:
         self.uri = uri
+        self._storage_options = storage_options or None
         self.embedder = embedder
         self._read_consistency_interval = read_consistency_interval
         self.db: lancedb.AsyncConnection | None = None
@@ -125,14 +133,25 @@ class Tables:
         self.write_lock = asyncio.Lock()
 
     async def open(self) -> None:
-        """Connect; check the embedder and the format, migrating a format 1 knowledge base."""
+        """Connect; check the embedder and the format, migrating a format 1 knowledge base.
+
+        Once open, a table that did not exist yet is looked for again on every call: another
+        process (an ingest beside a server) may have created it since.
+        """
         if self.db is not None:
+            if self.chunks is None or self.documents is None or self.files is None:
+                await self._open_tables()
             return
         if "://" not in self.uri:
             Path(self.uri).mkdir(parents=True, exist_ok=True)
-        self.db = await lancedb.connect_async(
-            self.uri, read_consistency_interval=self._read_consistency_interval
-        )
+        try:
+            self.db = await lancedb.connect_async(
+                self.uri,
+                read_consistency_interval=self._read_consistency_interval,
+                storage_options=self._storage_options,
+            )
+        except ValueError as error:  # LanceDB reports an unreachable object store this way on connect
+            raise unavailable(self.uri, error) from error
         try:
             await self._open_tables()
         except BaseException:
@@ -161,11 +180,11 @@ class Tables:
                     f"version of ragstream reads ({FORMAT_VERSION}); upgrade ragstream, or re-ingest "
                     "into a new data directory."
                 )
-        if CHUNKS in names:
+        if CHUNKS in names and self.chunks is None:
             self.chunks = await db.open_table(CHUNKS)
-        if DOCUMENTS in names:
+        if DOCUMENTS in names and self.documents is None:
             self.documents = await db.open_table(DOCUMENTS)
-        if FILES in names:
+        if FILES in names and self.files is None:
             self.files = await db.open_table(FILES)
 
     def close(self) -> None:
