@@ -1,0 +1,221 @@
+"""The knowledge base on object storage: a real S3-compatible server (moto's server mode) started by
+the tests, reached through the standard AWS variables or RAGSTREAM_KB_STORAGE_OPTIONS; several
+processes on one knowledge base; and the store going away (clear errors, health, nothing half-written)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rag_tools.config import RagConfig
+from rag_tools.kb import KnowledgeBase, KnowledgeBaseUnavailable
+from tests.conftest import ROOT
+from tests.s3_helpers import MotoServer, S3Location, StoreProxy
+from tests.servers import free_port
+
+pytestmark = pytest.mark.timeout(600)
+
+RAGSTREAM = [sys.executable, "-m", "server.cli"]
+
+
+def write_docs(folder: Path, docs: dict[str, str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in docs.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def ragstream(
+    *args: str, env: dict[str, str], data: Path, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **env, "RAGSTREAM_DATA_DIR": str(data), "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [*RAGSTREAM, *args], capture_output=True, text=True, env=full, cwd=ROOT, timeout=timeout
+    )
+
+
+@pytest.fixture
+def aws_env(s3_location: S3Location, monkeypatch: pytest.MonkeyPatch) -> S3Location:
+    """This process reaches the S3 server through the standard AWS variables only."""
+    for name, value in s3_location.aws_env.items():
+        monkeypatch.setenv(name, value)
+    return s3_location
+
+
+@pytest.fixture
+def proxy(s3_server: MotoServer) -> Iterator[StoreProxy]:
+    store = StoreProxy(s3_server.port).start()
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+async def test_ingest_search_reingest_and_delete_on_s3(aws_env: S3Location, tmp_path: Path) -> None:
+    docs = write_docs(
+        tmp_path / "docs",
+        {
+            "backups.md": "# Backups\n\nNightly database backups are retained for 35 days in the vault.",
+            "ports.md": "# Ports\n\nThe ingestion gateway listens on port 7443 behind the balancer.",
+        },
+    )
+    async with KnowledgeBase(aws_env.uri) as kb:
+        report = await kb.ingest_paths([docs])
+        assert [o.status for o in report.outcomes] == ["added", "added"]
+        hits = await kb.search("how long are database backups retained", limit=1)
+        assert hits[0].uri == "backups.md"
+        assert "35 days" in hits[0].text
+        listed = await kb.list_documents()
+        assert [d.uri for d in listed.documents] == ["backups.md", "ports.md"]
+        original = await kb.get_document_file(listed.documents[0].document_id)
+        assert original is not None
+        assert original.data == (docs / "backups.md").read_bytes()
+
+    assert not (ROOT / "s3:").exists() and not Path("s3:").exists()  # nothing went to a local folder
+
+    (docs / "ports.md").write_text("# Ports\n\nThe ingestion gateway now listens on port 9443.")
+    async with KnowledgeBase(aws_env.uri) as kb:  # a new connection: everything came from the store
+        again = await kb.ingest_paths([docs])
+        assert sorted(o.status for o in again.outcomes) == ["unchanged", "updated"]
+        assert "9443" in (await kb.search("gateway port", limit=1, mode="text"))[0].text
+        assert await kb.search("7443", mode="text") == []
+        assert await kb.delete_document("backups.md")
+        assert await kb.search("vault", mode="text") == []
+        assert (await kb.list_documents()).total == 1
+        assert await kb.count_chunks() == sum(d.chunk_count for d in (await kb.list_documents()).documents)
+
+
+async def test_storage_options_from_the_config_override_the_environment(
+    s3_location: S3Location, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in s3_location.aws_env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    config = RagConfig(kb_uri=s3_location.uri, kb_storage_options={"aws_endpoint": s3_location.endpoint})
+    docs = write_docs(tmp_path / "docs", {"a.md": "# Alpha\n\nAlpha ships on Tuesdays."})
+    async with KnowledgeBase.from_config(config) as kb:
+        assert (await kb.ingest_paths([docs])).outcomes[0].status == "added"
+        assert (await kb.search("Alpha", mode="text"))[0].uri == "a.md"
+
+
+async def test_a_plain_http_endpoint_without_allow_http_is_named(
+    aws_env: S3Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AWS_ALLOW_HTTP")
+    with pytest.raises(KnowledgeBaseUnavailable) as caught:
+        async with KnowledgeBase(aws_env.uri):
+            pass
+    assert aws_env.uri in str(caught.value)
+    assert "AWS_ALLOW_HTTP=true" in str(caught.value)
+
+
+@pytest.mark.parametrize("command", [["ingest", "docs"], ["serve", "--port", "1"]])
+def test_bad_storage_options_stop_the_command_in_one_line(tmp_path: Path, command: list[str]) -> None:
+    result = ragstream(*command, env={"RAGSTREAM_KB_STORAGE_OPTIONS": "{allow_http: true"}, data=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "RAGSTREAM_KB_STORAGE_OPTIONS is not valid JSON" in lines[0]
+
+
+# -- several processes on one knowledge base ------------------------------------------------------
+
+
+@asynccontextmanager
+async def served(env: dict[str, str], data: Path) -> AsyncIterator[str]:
+    """``ragstream serve`` as its own process on a free port; yields its base URL once healthy."""
+    port = free_port()
+    full = {**os.environ, **env, "PYTHONPATH": str(ROOT), "RAGSTREAM_TOOL_DIRS": "[]"}
+    process = subprocess.Popen(
+        [*RAGSTREAM, "serve", "--port", str(port), "--data-dir", str(data)],
+        env=full,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+            deadline = time.monotonic() + 180  # a hang guard, generous for a loaded machine
+            while True:
+                if process.poll() is not None:
+                    raise RuntimeError(f"serve exited: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+                try:
+                    if (await http.get(f"{url}/health")).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.monotonic() < deadline, "serve did not become healthy"
+                await asyncio.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+async def documents_of(http: httpx.AsyncClient, url: str) -> dict[str, int]:
+    response = await http.get(f"{url}/documents")
+    assert response.status_code == 200, response.text
+    return {
+        d["uri"]: d["chunkCount"] if "chunkCount" in d else d["chunk_count"]
+        for d in response.json()["documents"]
+    }
+
+
+async def test_two_servers_read_one_s3_kb_while_a_third_process_ingests(
+    s3_location: S3Location, tmp_path: Path
+) -> None:
+    first = write_docs(tmp_path / "first", {"runbook.md": "# Runbook\n\nRestart the indexer with care."})
+    result = await asyncio.to_thread(
+        ragstream, "ingest", str(first), "--no-progress", env=s3_location.env, data=tmp_path / "cli"
+    )
+    assert result.returncode == 0, result.stderr
+
+    long_text = "\n\n".join(
+        f"## Part {i}\n\nThe relay station {i} forwards telemetry to the hub." for i in range(60)
+    )
+    second = write_docs(tmp_path / "second", {"relay.md": f"# Relay stations\n\n{long_text}"})
+    async with (
+        served(s3_location.env, tmp_path / "a") as server_a,
+        served(s3_location.env, tmp_path / "b") as server_b,
+        httpx.AsyncClient(timeout=60) as http,
+    ):
+        for url in (server_a, server_b):
+            assert list(await documents_of(http, url)) == ["runbook.md"]
+
+        ingest = asyncio.create_task(
+            asyncio.to_thread(
+                ragstream, "ingest", str(second), "--no-progress", env=s3_location.env, data=tmp_path / "cli"
+            )
+        )
+        seen: list[dict[str, int]] = []
+        while not ingest.done():  # both servers keep answering, and never list a partial document
+            for url in (server_a, server_b):
+                seen.append(await documents_of(http, url))
+            await asyncio.sleep(0.1)
+        result = await ingest
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("1 added, 0 updated, 0 unchanged, 0 failed;")
+
+        for url in (server_a, server_b):
+            listed = await documents_of(http, url)
+            assert list(listed) == ["relay.md", "runbook.md"]
+            assert all(view.get("relay.md") in (None, listed["relay.md"]) for view in seen)
+
+    async with KnowledgeBase(s3_location.uri, storage_options=s3_location.storage_options) as kb:
+        hits = await kb.search("which relay station forwards telemetry", limit=1)
+        assert hits[0].uri == "relay.md"
