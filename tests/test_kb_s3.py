@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import time
@@ -219,3 +220,92 @@ async def test_two_servers_read_one_s3_kb_while_a_third_process_ingests(
     async with KnowledgeBase(s3_location.uri, storage_options=s3_location.storage_options) as kb:
         hits = await kb.search("which relay station forwards telemetry", limit=1)
         assert hits[0].uri == "relay.md"
+
+
+# -- the store goes away ---------------------------------------------------------------------------
+
+
+async def test_ingest_into_an_unreachable_store_is_one_clear_line(
+    s3_location: S3Location, proxy: StoreProxy, tmp_path: Path
+) -> None:
+    docs = write_docs(tmp_path / "docs", {"a.md": "# Alpha\n\nAlpha ships on Tuesdays."})
+    proxy.cut()
+    result = await asyncio.to_thread(
+        ragstream,
+        "ingest",
+        str(docs),
+        "--no-progress",
+        env=s3_location.via(proxy.url).env,
+        data=tmp_path / "d",
+    )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr  # no traceback
+    assert lines[0] == (
+        f"ragstream: the knowledge base at {s3_location.uri} is unavailable: "
+        f"cannot reach the object store ({proxy.url}): Connection refused"
+    )
+
+
+async def test_health_reports_the_store_while_it_is_unreachable(
+    s3_location: S3Location, proxy: StoreProxy, tmp_path: Path
+) -> None:
+    env = {**s3_location.via(proxy.url).env, "RAGSTREAM_KB_STORAGE_OPTIONS": '{"client_max_retries": 1}'}
+    async with served(env, tmp_path / "data") as url, httpx.AsyncClient(timeout=60) as http:
+        proxy.cut()
+        down = await http.get(f"{url}/health")
+        assert down.status_code == 503
+        assert down.json()["error"]["code"] == "knowledge_base_unavailable"
+        listing = await http.get(f"{url}/documents")
+        assert listing.status_code == 503  # an answer, not a hang or a 500
+        proxy.restore()
+        assert (await http.get(f"{url}/health")).status_code == 200
+
+
+async def shown_revision(kb: KnowledgeBase, uri: str, word: str) -> str | None:
+    """The revision of ``uri`` that the knowledge base shows, checked whole; ``None`` when it is absent."""
+    document = await kb.get_document(uri, with_content=True)
+    hits = [h for h in await kb.search(word, mode="text", limit=100) if h.uri == uri]
+    if document is None:
+        assert hits == [], f"{uri} is not listed but {len(hits)} of its chunks are found"
+        return None
+    chunks = await kb.get_chunks(document.document_id)
+    assert len(chunks) == document.chunk_count > 0
+    assert {h.chunk_id for h in hits} <= {c.chunk_id for c in chunks}, "a chunk of another version is found"
+    assert len(hits) == sum(word in c.text.lower() for c in chunks)
+    assert await kb.get_document_file(document.document_id) is not None
+    revision = re.search(r"Revision (\d+)", document.content or "")
+    assert revision is not None and all(revision.group(0) in c.text for c in chunks if "Revision" in c.text)
+    return revision.group(1)
+
+
+async def test_a_store_lost_at_any_write_of_an_ingest_leaves_whole_documents(
+    s3_location: S3Location, proxy: StoreProxy, tmp_path: Path
+) -> None:
+    """The store goes away after the 1st, 2nd, 3rd... write of an ingest that changes one document and
+    adds another; once it is back each shows its previous version or its new one, whole, or is absent."""
+    options = {**s3_location.via(proxy.url).storage_options, "client_max_retries": "0"}
+    steps = "\n\n".join(f"## Step {i}\n\nThe quokka step {i} is documented here." for i in range(12))
+    docs = tmp_path / "docs"
+    write_docs(docs, {"quokka.md": f"# Quokka\n\n{steps}\n\nRevision 0 of the quokka notes."})
+    async with KnowledgeBase(s3_location.uri, storage_options=options) as kb:
+        await kb.ingest_paths([docs])
+    shown = "0"
+    for cut in range(1, 13):  # the data writes (files, chunks, documents, old chunks); indexes follow
+        (docs / "quokka.md").write_text(f"# Quokka\n\n{steps}\n\nRevision {cut} of the quokka notes.")
+        (docs / f"new{cut}.md").write_text(f"# New {cut}\n\nThe numbat note. Revision {cut}.")
+        proxy.cut_after_writes(cut)
+        with pytest.raises(KnowledgeBaseUnavailable):
+            async with KnowledgeBase(s3_location.uri, storage_options=options) as kb:
+                await kb.ingest_paths([docs])
+        proxy.restore()
+        async with KnowledgeBase(s3_location.uri, storage_options=options) as kb:
+            now = await shown_revision(kb, "quokka.md", "quokka")
+            assert now in (shown, str(cut))
+            shown = now
+            assert await shown_revision(kb, f"new{cut}.md", "numbat") in (None, str(cut))
+    async with KnowledgeBase(s3_location.uri, storage_options=options) as kb:  # the next ingest completes
+        await kb.ingest_paths([docs])
+        assert await shown_revision(kb, "quokka.md", "quokka") == "12"
+        for number in range(1, 13):
+            assert await shown_revision(kb, f"new{number}.md", "numbat") == str(number)

@@ -243,6 +243,7 @@ class KnowledgeBase:
         if self._tables.chunks is None or not query.strip():
             return []
         return await search_chunks(
+            self._tables,
             self._tables.chunks,
             query,
             embed_query=self.embed_query,

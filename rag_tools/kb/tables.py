@@ -33,6 +33,7 @@ __all__ = [
     "chunks_schema",
     "documents_schema",
     "files_schema",
+    "version_prefix",
 ]
 
 CHUNKS = "chunks"
@@ -59,6 +60,15 @@ CHUNKING_VERSION = "1"
 
 _V1_LOCAL = "starts_with(uri, 'file://') OR starts_with(uri, 'upload://')"
 _V1_DISPLAY = "regexp_replace(uri, '^(file|upload)://(.*/)?', '')"
+
+
+def version_prefix(document_id: str, content_hash: str) -> str:
+    """How every chunk id of this version of a document starts: ``<document id>:<hash[:12]>:``.
+
+    A chunk is visible only while its document's ``documents`` row carries the same hash, so the
+    ``documents`` commit publishes a new version at once (see rag_tools/kb/NOTES.md).
+    """
+    return f"{document_id}:{content_hash[:12]}:"
 
 
 def documents_schema() -> pa.Schema:
@@ -201,6 +211,19 @@ class Tables:
         if self.db is None:
             raise KnowledgeBaseError("the knowledge base is not open; use 'async with KnowledgeBase(...)'")
         return self.db
+
+    async def published(self, document_ids: set[str]) -> dict[str, str]:
+        """The published version (``version_prefix``) of each of these documents that is listed."""
+        if self.documents is None or not document_ids:
+            return {}
+        ids = ", ".join(sql_literal(i) for i in sorted(document_ids))
+        rows = (
+            await self.documents.query()
+            .where(f"document_id IN ({ids})")
+            .select(["document_id", "content_hash"])
+            .to_list()
+        )
+        return {row["document_id"]: version_prefix(row["document_id"], row["content_hash"]) for row in rows}
 
     async def _read_meta(self) -> dict[str, str]:
         table = await self.require_open().open_table(META)
