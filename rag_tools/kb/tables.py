@@ -141,6 +141,8 @@ class Tables:
         self.files: lancedb.AsyncTable | None = None
         self.dimensions: int | None = None
         self.write_lock = asyncio.Lock()
+        self._published: dict[str, str | None] = {}
+        self._published_version: int | None = None
 
     async def open(self) -> None:
         """Connect; check the embedder and the format, migrating a format 1 knowledge base.
@@ -213,17 +215,30 @@ class Tables:
         return self.db
 
     async def published(self, document_ids: set[str]) -> dict[str, str]:
-        """The published version (``version_prefix``) of each of these documents that is listed."""
+        """The published version (``version_prefix``) of each of these documents that is listed.
+
+        Remembered per version of the ``documents`` table: a search repeats no lookup until a
+        commit (of any process) changes the table.
+        """
         if self.documents is None or not document_ids:
             return {}
-        ids = ", ".join(sql_literal(i) for i in sorted(document_ids))
-        rows = (
-            await self.documents.query()
-            .where(f"document_id IN ({ids})")
-            .select(["document_id", "content_hash"])
-            .to_list()
-        )
-        return {row["document_id"]: version_prefix(row["document_id"], row["content_hash"]) for row in rows}
+        version = await self.documents.version()
+        if version != self._published_version:
+            self._published_version, self._published = version, {}
+        missing = document_ids - self._published.keys()
+        if missing:
+            ids = ", ".join(sql_literal(i) for i in sorted(missing))
+            rows = (
+                await self.documents.query()
+                .where(f"document_id IN ({ids})")
+                .select(["document_id", "content_hash"])
+                .to_list()
+            )
+            found = {
+                row["document_id"]: version_prefix(row["document_id"], row["content_hash"]) for row in rows
+            }
+            self._published.update({i: found.get(i) for i in missing})
+        return {i: prefix for i in document_ids if (prefix := self._published[i]) is not None}
 
     async def _read_meta(self) -> dict[str, str]:
         table = await self.require_open().open_table(META)
