@@ -19,7 +19,7 @@ from pydantic_ai import Agent
 from redis.asyncio import Redis
 
 from rag_tools import Toolkit, build_chat_toolkit, create_chat_agent
-from rag_tools.kb import KnowledgeBase
+from rag_tools.kb import KnowledgeBase, KnowledgeBaseUnavailable
 from rag_tools.state import SQLiteThreadStore, StoreError, ThreadStore, ToolContextCache
 from rag_tools.state.postgres_store import PostgresThreadStore, SchemaVersionError
 from rag_tools.state.redis_store import RedisThreadStore
@@ -95,7 +95,12 @@ class Services:
         logs: EventLog | None = None,
     ) -> Services:
         kb = KnowledgeBase.from_config(config)
-        await kb.open()
+        try:
+            await kb.open()
+        except (
+            KnowledgeBaseUnavailable
+        ) as exc:  # a store that is down: serve, /health says 503 until it is back
+            logger.warning("%s; serving anyway, every call tries again", exc)
         toolkit = toolkit or build_chat_toolkit(config)
         tools = ToolSystem(approve_tools=config.approve_tools, output_limit=config.tool_output_limit)
         report = tools.load(config.tool_dirs)

@@ -132,8 +132,9 @@ def test_bad_storage_options_stop_the_command_in_one_line(tmp_path: Path, comman
 
 
 @asynccontextmanager
-async def served(env: dict[str, str], data: Path) -> AsyncIterator[str]:
-    """``ragstream serve`` as its own process on a free port; yields its base URL once healthy."""
+async def served(env: dict[str, str], data: Path, *, ready: int = 200) -> AsyncIterator[str]:
+    """``ragstream serve`` as its own process on a free port; yields its base URL once ``/health``
+    answers ``ready``."""
     port = free_port()
     full = {**os.environ, **env, "PYTHONPATH": str(ROOT), "RAGSTREAM_TOOL_DIRS": "[]"}
     process = subprocess.Popen(
@@ -152,7 +153,7 @@ async def served(env: dict[str, str], data: Path) -> AsyncIterator[str]:
                 if process.poll() is not None:
                     raise RuntimeError(f"serve exited: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
                 try:
-                    if (await http.get(f"{url}/health")).status_code == 200:
+                    if (await http.get(f"{url}/health")).status_code == ready:
                         break
                 except httpx.HTTPError:
                     pass
@@ -251,13 +252,23 @@ async def test_health_reports_the_store_while_it_is_unreachable(
     s3_location: S3Location, proxy: StoreProxy, tmp_path: Path
 ) -> None:
     env = {**s3_location.via(proxy.url).env, "RAGSTREAM_KB_STORAGE_OPTIONS": '{"client_max_retries": 1}'}
-    async with served(env, tmp_path / "data") as url, httpx.AsyncClient(timeout=60) as http:
-        proxy.cut()
+    docs = write_docs(tmp_path / "docs", {"a.md": "# Alpha\n\nAlpha ships on Tuesdays."})
+    result = await asyncio.to_thread(
+        ragstream, "ingest", str(docs), "--no-progress", env=env, data=tmp_path / "d"
+    )
+    assert result.returncode == 0, result.stderr
+    proxy.cut()  # the server starts while the store is down: it serves, and says so
+    async with served(env, tmp_path / "data", ready=503) as url, httpx.AsyncClient(timeout=60) as http:
         down = await http.get(f"{url}/health")
         assert down.status_code == 503
         assert down.json()["error"]["code"] == "knowledge_base_unavailable"
         listing = await http.get(f"{url}/documents")
         assert listing.status_code == 503  # an answer, not a hang or a 500
+        proxy.restore()
+        assert (await http.get(f"{url}/health")).status_code == 200
+        assert list(await documents_of(http, url)) == ["a.md"]
+        proxy.cut()  # and goes away again while it serves
+        assert (await http.get(f"{url}/health")).status_code == 503
         proxy.restore()
         assert (await http.get(f"{url}/health")).status_code == 200
 
