@@ -20,6 +20,7 @@ import pytest
 from rag_tools.config import RagConfig
 from rag_tools.kb import KnowledgeBase, KnowledgeBaseUnavailable
 from tests.conftest import ROOT
+from tests.protocol import parse_sse
 from tests.s3_helpers import MotoServer, S3Location, StoreProxy
 from tests.servers import free_port
 
@@ -178,49 +179,70 @@ async def documents_of(http: httpx.AsyncClient, url: str) -> dict[str, int]:
     }
 
 
+async def ask(http: httpx.AsyncClient, url: str, thread: str, question: str) -> str:
+    """One AG-UI run of the offline model (it searches the knowledge base); the answer's text."""
+    body = {
+        "threadId": thread,
+        "runId": f"{thread}-1",
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "messages": [{"id": "u1", "role": "user", "content": question}],
+    }
+    response = await http.post(f"{url}/agui", json=body)
+    assert response.status_code == 200, response.text
+    events = [event for _, event in parse_sse(response.text)]
+    assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+    return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+
+
 async def test_two_servers_read_one_s3_kb_while_a_third_process_ingests(
     s3_location: S3Location, tmp_path: Path
 ) -> None:
     first = write_docs(tmp_path / "first", {"runbook.md": "# Runbook\n\nRestart the indexer with care."})
-    result = await asyncio.to_thread(
-        ragstream, "ingest", str(first), "--no-progress", env=s3_location.env, data=tmp_path / "cli"
-    )
-    assert result.returncode == 0, result.stderr
-
     long_text = "\n\n".join(
         f"## Part {i}\n\nThe relay station {i} forwards telemetry to the hub." for i in range(60)
     )
-    second = write_docs(tmp_path / "second", {"relay.md": f"# Relay stations\n\n{long_text}"})
-    async with (
+    second = write_docs(
+        tmp_path / "second",
+        {
+            "relay.md": f"# Relay stations\n\nRelay stations forward telemetry every 90 seconds.\n\n{long_text}"
+        },
+    )
+
+    async def ingest(folder: Path) -> subprocess.CompletedProcess[str]:
+        return await asyncio.to_thread(
+            ragstream, "ingest", str(folder), "--no-progress", env=s3_location.env, data=tmp_path / "cli"
+        )
+
+    async with (  # both start on an empty knowledge base: its tables do not exist yet
         served(s3_location.env, tmp_path / "a") as server_a,
         served(s3_location.env, tmp_path / "b") as server_b,
-        httpx.AsyncClient(timeout=60) as http,
+        httpx.AsyncClient(timeout=120) as http,
     ):
+        for url in (server_a, server_b):
+            assert await documents_of(http, url) == {}
+        assert (await ingest(first)).returncode == 0
         for url in (server_a, server_b):
             assert list(await documents_of(http, url)) == ["runbook.md"]
 
-        ingest = asyncio.create_task(
-            asyncio.to_thread(
-                ragstream, "ingest", str(second), "--no-progress", env=s3_location.env, data=tmp_path / "cli"
-            )
-        )
+        running = asyncio.create_task(ingest(second))
         seen: list[dict[str, int]] = []
-        while not ingest.done():  # both servers keep answering, and never list a partial document
+        while not running.done():  # both servers keep answering, and never list a partial document
             for url in (server_a, server_b):
                 seen.append(await documents_of(http, url))
             await asyncio.sleep(0.1)
-        result = await ingest
+        result = await running
         assert result.returncode == 0, result.stderr
         assert result.stdout.startswith("1 added, 0 updated, 0 unchanged, 0 failed;")
 
-        for url in (server_a, server_b):
+        for name, url in (("a", server_a), ("b", server_b)):
             listed = await documents_of(http, url)
             assert list(listed) == ["relay.md", "runbook.md"]
             assert all(view.get("relay.md") in (None, listed["relay.md"]) for view in seen)
-
-    async with KnowledgeBase(s3_location.uri, storage_options=s3_location.storage_options) as kb:
-        hits = await kb.search("which relay station forwards telemetry", limit=1)
-        assert hits[0].uri == "relay.md"
+            answer = await ask(http, url, f"relay-{name}", "How often do relay stations forward telemetry?")
+            assert "90 seconds" in answer, answer
 
 
 # -- the store goes away ---------------------------------------------------------------------------
