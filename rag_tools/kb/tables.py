@@ -151,7 +151,7 @@ class Tables:
         process (an ingest beside a server) may have created it since.
         """
         if self.db is not None:
-            if self.chunks is None or self.documents is None or self.files is None:
+            if self.chunks is None or self.documents is None:
                 await self._open_tables()
             return
         if "://" not in self.uri:
