@@ -245,6 +245,40 @@ async def test_two_servers_read_one_s3_kb_while_a_third_process_ingests(
             assert "90 seconds" in answer, answer
 
 
+async def test_three_processes_ingest_into_one_s3_kb_at_once(s3_location: S3Location, tmp_path: Path) -> None:
+    """Hosts ingesting at the same time (their commits conflict, and are retried) lose nothing."""
+    folders = [
+        write_docs(
+            tmp_path / name,
+            {f"{name}{i}.md": f"# {name} {i}\n\n" + f"The {name} note number {i}. " * 30 for i in range(15)},
+        )
+        for name in ("alpha", "beta", "gamma")
+    ]
+    results = await asyncio.gather(
+        *(
+            asyncio.to_thread(
+                ragstream,
+                "ingest",
+                str(folder),
+                "--no-progress",
+                env=s3_location.env,
+                data=tmp_path / f"d{n}",
+            )
+            for n, folder in enumerate(folders)
+        )
+    )
+    for result in results:
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("15 added, 0 updated, 0 unchanged, 0 failed;")
+    async with KnowledgeBase(s3_location.uri, storage_options=s3_location.storage_options) as kb:
+        documents = (await kb.list_documents(page_size=100)).documents
+        assert len(documents) == 45
+        assert await kb.count_chunks() == sum(d.chunk_count for d in documents)
+        for name in ("alpha", "beta", "gamma"):
+            hits = await kb.search(f"{name} note number 7", mode="text", limit=1)
+            assert hits[0].uri == f"{name}7.md"
+
+
 # -- the store goes away ---------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ __all__ = [
     "KnowledgeBaseError",
     "KnowledgeBaseFormatError",
     "KnowledgeBaseUnavailable",
+    "is_commit_conflict",
     "storage_errors",
     "unavailable",
 ]
@@ -57,6 +58,14 @@ def storage_reason(error: BaseException) -> str:
         return f"cannot reach the object store{at}" + (f": {messages[-1]}" if messages else "")
     text = _RUST_LOCATION.sub("", text).removeprefix("lance error: ").strip()
     return text if len(text) <= 400 else text[:400] + "…"
+
+
+def is_commit_conflict(error: BaseException) -> bool:
+    """LanceDB refused a commit because another writer (another process, another host) committed first."""
+    text = str(error)
+    return isinstance(error, RuntimeError) and (
+        "commit conflict" in text or "preempted by concurrent" in text
+    )
 
 
 def unavailable(uri: str, error: BaseException) -> KnowledgeBaseUnavailable:

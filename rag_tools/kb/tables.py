@@ -20,7 +20,13 @@ from urllib.parse import unquote
 import lancedb
 import pyarrow as pa
 
-from .errors import EmbedderMismatchError, KnowledgeBaseError, KnowledgeBaseFormatError, unavailable
+from .errors import (
+    EmbedderMismatchError,
+    KnowledgeBaseError,
+    KnowledgeBaseFormatError,
+    is_commit_conflict,
+    unavailable,
+)
 from .filters import sql_literal
 
 __all__ = [
@@ -256,24 +262,52 @@ class Tables:
         self, dimensions: int
     ) -> tuple[lancedb.AsyncTable, lancedb.AsyncTable, lancedb.AsyncTable]:
         """The chunks, documents and files tables, created for ``dimensions`` if missing."""
-        db = self.require_open()
+        self.require_open()
         if self.dimensions is not None and self.dimensions != dimensions:
             raise EmbedderMismatchError(
                 f"the knowledge base at {self.uri} holds {self.dimensions}-dimensional vectors but "
                 f"{self.embedder!r} produced {dimensions}; re-ingest into a new data directory."
             )
         if self.dimensions is None:
-            await self._write_meta(
-                {"embedder": self.embedder, "dimensions": str(dimensions), "format_version": FORMAT_VERSION}
-            )
+            meta = {
+                "embedder": self.embedder,
+                "dimensions": str(dimensions),
+                "format_version": FORMAT_VERSION,
+            }
+            await self._create(META, pa.Table.from_pylist([{"key": k, "value": v} for k, v in meta.items()]))
+            await self._check_created_meanwhile(meta)
             self.dimensions = dimensions
         if self.chunks is None:
-            self.chunks = await db.create_table(CHUNKS, schema=chunks_schema(dimensions), exist_ok=True)
+            self.chunks = await self._create(CHUNKS, chunks_schema(dimensions))
         if self.documents is None:
-            self.documents = await db.create_table(DOCUMENTS, schema=documents_schema(), exist_ok=True)
+            self.documents = await self._create(DOCUMENTS, documents_schema())
         if self.files is None:
-            self.files = await db.create_table(FILES, schema=files_schema(), exist_ok=True)
+            self.files = await self._create(FILES, files_schema())
         return self.chunks, self.documents, self.files
+
+    async def _create(self, name: str, content: pa.Schema | pa.Table) -> lancedb.AsyncTable:
+        """The table (empty for a schema) unless it exists: another process may create it at the same moment.
+
+        Never ``mode="overwrite"`` here: LanceDB 0.40 can panic when two processes overwrite one new
+        table at once.
+        """
+        db = self.require_open()
+        data, schema = (content, None) if isinstance(content, pa.Table) else (None, content)
+        try:
+            return await db.create_table(name, data=data, schema=schema, exist_ok=True)
+        except (RuntimeError, ValueError) as error:
+            if not (is_commit_conflict(error) or "already exists" in str(error)):
+                raise
+            return await db.open_table(name)
+
+    async def _check_created_meanwhile(self, meta: dict[str, str]) -> None:
+        """The recorded embedder is ours (another process may have created the knowledge base first)."""
+        stored = await self._read_meta()
+        if (stored.get("embedder"), stored.get("dimensions")) != (meta["embedder"], meta["dimensions"]):
+            raise EmbedderMismatchError(
+                f"the knowledge base at {self.uri} was just created with embedder {stored.get('embedder')!r} "
+                f"({stored.get('dimensions')} dimensions); the configured embedder is {self.embedder!r}."
+            )
 
     async def _migrate_from_1(self, names: set[str], meta: dict[str, str]) -> None:
         """Format 1 kept the source's absolute URI in ``uri``: move it to ``origin``, show the file name.
