@@ -3,6 +3,7 @@
 Access follows the one rule in ``server.access``: a thread that is not the caller's does not
 exist. The hydration view is what a reloaded page needs to continue: the messages in AG-UI form,
 the state exactly as runs emit it, the interrupts still waiting for an answer and the active run.
+Tool attachments are read one at a time, by reference.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from typing import Any
 
 from ag_ui.core import Interrupt
 
-from rag_tools.tools import APPROVAL_NAMESPACE, ApprovalPolicy
+from rag_tools.tools import APPROVAL_NAMESPACE, ATTACHMENTS_NAMESPACE, ApprovalPolicy, ToolAttachments
+from rag_tools.tools.results import AttachmentRecord
 
 from .access import owned_entry
 from .agui._upstream import approval_to_interrupt
@@ -21,6 +23,7 @@ from .services import Services
 
 __all__ = [
     "StateItemNotFound",
+    "attachment",
     "delete_thread",
     "list_threads",
     "set_approval_policy",
@@ -78,6 +81,18 @@ async def state_item(
     except KeyError:
         what = f"{field!r}" if key is None else f"{field}[{key!r}]"
         raise StateItemNotFound(f"thread {thread_id!r} has no state item {what}") from None
+
+
+async def attachment(
+    services: Services, thread_id: str, principal: str, ref: str
+) -> tuple[AttachmentRecord, bytes]:
+    """A tool attachment the thread keeps (``ToolResult.attachments``): its record and bytes."""
+    entry = await owned_entry(services.cache, thread_id, principal)
+    kept = entry.context.get(ATTACHMENTS_NAMESPACE, ToolAttachments)
+    found = kept.content(ref) if kept is not None else None
+    if found is None:
+        raise StateItemNotFound(f"thread {thread_id!r} keeps no attachment {ref!r}")
+    return found
 
 
 async def _check_idle(services: Services, thread_id: str, doing: str) -> None:
