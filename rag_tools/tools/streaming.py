@@ -18,10 +18,10 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
+from typing import Any, get_origin, get_type_hints
 
 from ag_ui.core import CustomEvent as AGUICustomEvent
-from pydantic_ai import RunContext, Tool
+from pydantic_ai import RunContext
 from pydantic_core import to_jsonable_python
 
 from ..deps import AGUIEvent
@@ -59,13 +59,22 @@ async def drain(ctx: RunContext[Any], generator: AsyncGenerator[Any, None]) -> A
     return last
 
 
+def _takes_ctx(func: Callable[..., Any]) -> bool:
+    """Whether ``func``'s first parameter is the run context (as pydantic-ai decides it for tools)."""
+    parameters = list(inspect.signature(func).parameters.values())
+    if not parameters:
+        return False
+    hint = get_type_hints(func).get(parameters[0].name)
+    return hint is RunContext or get_origin(hint) is RunContext
+
+
 def streaming(func: Callable[..., AsyncGenerator[Any, None]]) -> Callable[..., Awaitable[Any]]:
     """The tool function pydantic-ai runs for the async generator ``func``: same name, docstring and
     parameters (plus the run context, which it needs to stream), returning the final value.
     """
     if not is_streaming(func):
         raise TypeError(f"{getattr(func, '__name__', func)!r} is not an async generator function")
-    takes_ctx = Tool(func).takes_ctx
+    takes_ctx = _takes_ctx(func)
 
     @functools.wraps(func)
     async def run(ctx: RunContext[Any], *args: Any, **kwargs: Any) -> Any:
