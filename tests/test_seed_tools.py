@@ -312,3 +312,52 @@ async def test_ask_interrupts_the_run_and_reruns_the_tool_with_the_answer(
     assert interrupt["metadata"]["question"] == "Which year for taxes?"
     assert answered["finished"]["outcome"] == "success"
     assert answered["messages"][-1]["content"] == "pick_year: taxes in 2024"
+
+
+# -- the chat page -------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(180)
+async def test_the_chat_page_shows_streamed_values_results_attachments_and_questions(
+    scenario_config: Any,
+) -> None:
+    from playwright.async_api import expect
+
+    from tests.browser.chat import ChatPage, launch_browser, require_built_page
+
+    require_built_page()
+    async with seed_server(scenario_config) as (url, _), launch_browser() as browser:
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        chat = ChatPage(await context.new_page(), url, "seed-tools")
+        await chat.open()
+        page = chat.page
+        # streamed values appear under the tool call while it still runs
+        await chat.type_question('call count_up {"to": 6, "delay": 0.5}')
+        tool = page.locator("#log .tool").last
+        await expect(tool.locator(".tool-stream li")).to_have_count(2)
+        await expect(tool.locator(".tool-status")).to_have_text("running…")
+        await chat.wait_idle()
+        await expect(tool.locator(".tool-stream li")).to_have_count(6)
+        await expect(tool.locator(".tool-stream li").last).to_have_text('{"step":6,"of":6}')
+        await expect(chat.answers().last).to_have_text("count_up: {'step': 6, 'of': 6}")
+        # a ToolResult: title, metadata and the attachment, downloaded with the page's own request
+        await chat.ask('call make_report {"rows": 3}')
+        tool = page.locator("#log .tool").last
+        await expect(tool.locator(".tool-title")).to_have_text("Squares")
+        await expect(tool.locator(".tool-metadata")).to_contain_text("rows")
+        async with page.expect_download() as downloading:
+            await tool.get_by_role("button", name="Download squares.csv (21 bytes)").click()
+        download = await downloading.value
+        assert download.suggested_filename == "squares.csv"
+        assert Path(await download.path()).read_text() == "n,square\n0,0\n1,1\n2,4\n"
+        # a tool's question: answered in a card, the tool runs again with the answer
+        await chat.type_question('call pick_year {"topic": "taxes"}')
+        question = page.locator("#approvals .approval-question")
+        await expect(question.locator("h3")).to_have_text("Which year for taxes?")
+        before = await chat.answers().count()
+        await question.locator("input.question-answer").fill("2024")
+        await question.get_by_role("button", name="Answer").click()
+        await chat.wait_for_new_answer(before)
+        await expect(chat.answers().last).to_have_text("pick_year: taxes in 2024")
+        await chat.screenshot("seed-tools")
+        chat.assert_clean_console()

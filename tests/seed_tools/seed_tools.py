@@ -26,14 +26,15 @@ def log(record: dict[str, Any]) -> None:
         file.write(json.dumps(record) + "\n")
 
 
-async def count_up(to: int) -> AsyncIterator[dict[str, int]]:
+async def count_up(to: int, delay: float = 0.02) -> AsyncIterator[dict[str, int]]:
     """Count from 1 to ``to``, reporting each step.
 
     Args:
         to: The last number.
+        delay: Seconds before each step.
     """
     for n in range(1, to + 1):
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(delay)
         yield {"step": n, "of": to}
 
 
