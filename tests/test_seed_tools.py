@@ -361,3 +361,65 @@ async def test_the_chat_page_shows_streamed_values_results_attachments_and_quest
         await expect(chat.answers().last).to_have_text("pick_year: taxes in 2024")
         await chat.screenshot("seed-tools")
         chat.assert_clean_console()
+
+
+# -- the README's snippets, run verbatim --------------------------------------------------------
+
+
+def readme_snippet(marker: str) -> str:
+    """The fenced Python block right after ``<!-- snippet: marker -->`` in README.md."""
+    text = (ROOT / "README.md").read_text()
+    after = text.split(f"<!-- snippet: {marker} -->\n", 1)[1]
+    assert after.startswith("```python\n"), f"no python block after the {marker!r} marker"
+    return after[len("```python\n") :].split("\n```\n", 1)[0] + "\n"
+
+
+async def test_the_readme_tool_snippets_work_as_written(scenario_config: Any, tmp_path: Path) -> None:
+    tools_dir = tmp_path / "readme_tools"
+    tools_dir.mkdir()
+    for marker in ("streaming-tool", "locked-tool", "tool-result"):
+        (tools_dir / f"{marker.replace('-', '_')}.py").write_text(readme_snippet(marker))
+    scenario_config.tool_dirs = [tools_dir]
+    app = scenario_app(scenario_config)
+    async with serve(app) as url:
+        services = app.state.services
+        assert sorted(services.tools.registry.tools) == [
+            "check_links",
+            "export_orders",
+            "rebuild_search_index",
+        ]
+        assert services.tools.registry.tools["rebuild_search_index"].options.lock
+        gate = GatedLocks()
+        services.tools.locks = gate
+        async with gate.hold("rebuild_search_index"):
+            rebuilds = [
+                asyncio.create_task(drive(tmp_path, url, f"readme-lock-{n}", call("rebuild_search_index")))
+                for n in (1, 2)
+            ]
+            for _ in range(6000):
+                if gate.arrived == 3 or any(r.done() for r in rebuilds):
+                    break
+                await asyncio.sleep(0.01)
+        urls = ["https://ok.example", "http://plain.example"]
+        report = await drive(
+            tmp_path, url, "readme", call("check_links", urls=urls) + call("export_orders", month="2026-10")
+        )
+        checked, exported = (clean(s) for s in report["steps"] if s["op"] == "run")
+        [(_, shown)] = custom(exported, "ragstream.tool_result")
+        async with httpx.AsyncClient(base_url=url) as http:
+            download = await http.get(f"/threads/readme/attachments/{shown['attachments'][0]['ref']}")
+        for rebuilt in await asyncio.gather(*rebuilds):
+            run = clean(rebuilt["steps"][-1])
+            assert run["messages"][-1]["content"] == "rebuild_search_index: index rebuilt"
+            waits = [v["message"] for _, v in custom(run, "ragstream.progress")]
+            assert waits == ["waiting for rebuild_search_index"]
+    assert [v["value"]["url"] for _, v in custom(checked, "ragstream.tool_stream")] == urls
+    assert checked["messages"][-1]["content"] == (
+        "check_links: 1 of 2 links are broken: ['http://plain.example']"
+    )
+    assert shown["title"] == "Orders 2026-10" and shown["metadata"] == {"orders": 2, "month": "2026-10"}
+    assert (
+        exported["messages"][-1]["content"]
+        == "export_orders: Exported 2 orders for 2026-10; the user has the file."
+    )
+    assert download.status_code == 200 and download.text == "order,total\n1001,25.00\n1002,12.50\n"
