@@ -73,6 +73,29 @@ def call(tool: str, **args: Any) -> list[dict[str, Any]]:
     return [{"op": "user", "text": f"call {tool} {json.dumps(args)}"}, {"op": "run"}]
 
 
+# -- tool options: one declaration -------------------------------------------------------------
+
+
+def test_tool_options_are_one_declaration_for_the_decorator_and_the_registry() -> None:
+    from rag_tools.tools import ToolRegistry, tool_options
+    from rag_tools.tools.options import options_of
+
+    @tool_options(lock=True, tags=("io",), timeout=5)
+    def fetch(url: str) -> str:
+        """Fetch a URL."""
+        return url
+
+    assert options_of(fetch) is not None and options_of(fetch).lock
+    registry = ToolRegistry()
+    spec = registry.add_tool(fetch, tags=["net"], timeout=2)  # given here wins; tags join
+    assert (spec.options.lock, spec.options.tags, spec.options.timeout) == (True, {"io", "net"}, 2)
+    assert spec.tool.timeout == 2
+    with pytest.raises(TypeError, match="locked"):
+        tool_options(locked=True)
+    with pytest.raises(TypeError, match="retries"):
+        registry.add_tool(lambda: 1, name="other", retries=3)
+
+
 # -- streaming tools ---------------------------------------------------------------------------
 
 

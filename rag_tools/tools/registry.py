@@ -171,16 +171,15 @@ class ToolRegistry:
                 timeout=resolved.timeout if resolved.timeout is not None else tool.timeout,
                 sequential=resolved.sequential or tool.sequential,
             )
-            if is_streaming(tool.function):
-                made = Tool(
-                    streaming(tool.function),
+            if is_streaming(tool.function):  # the same tool, running the generator to its end
+                run = streaming(tool.function)
+                schema = Tool(
+                    run,
                     name=made.name,
-                    description=made.description,
-                    metadata=made.metadata,
-                    timeout=made.timeout,
-                    sequential=made.sequential,
-                    max_retries=made.max_retries,
-                )
+                    docstring_format=made.docstring_format,
+                    require_parameter_descriptions=made.require_parameter_descriptions,
+                ).function_schema
+                made = dataclasses.replace(made, function=run, function_schema=schema)
         else:
             made = Tool(
                 streaming(tool) if is_streaming(tool) else tool,
