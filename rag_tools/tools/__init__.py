@@ -9,7 +9,7 @@ from .loader import DEFAULT_TOOLS_DIR, LoadReport, ToolDiagnostic, exported_tool
 from .locks import LocalToolLocks, ToolLocks
 from .options import ApprovalInfo, RetryPolicy, ToolOptions, tool_options
 from .outputs import OUTPUTS_NAMESPACE, ToolOutputs
-from .registry import DuplicateToolError, ToolRegistry, ToolsetSpec, ToolSpec
+from .registry import DuplicateToolError, ToolRegistry, ToolsetSpec, ToolSpec, toolset_options
 from .results import ATTACHMENTS_NAMESPACE, RESULT_EVENT, ToolAttachment, ToolAttachments, ToolResult
 from .streaming import STREAM_EVENT, streaming
 from .system import ToolSystem
@@ -52,4 +52,5 @@ __all__ = [
     "race",
     "streaming",
     "tool_options",
+    "toolset_options",
 ]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-__all__ = ["ApprovalInfo", "RetryPolicy", "ToolOptions", "Unavailable", "tool_options"]
+__all__ = ["ApprovalInfo", "Instructions", "RetryPolicy", "ToolOptions", "Unavailable", "tool_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,6 +47,10 @@ class RetryPolicy:
 Unavailable = Callable[[], str | None]
 """Returns why a tool cannot run on this server right now, or ``None`` when it can."""
 
+Instructions = str | Callable[..., Any]
+"""Instructions for the model: text, or a function (sync or async, with or without the run context)
+returning the text (or ``None`` for none) before each model request, as pydantic-ai's own."""
+
 
 @dataclass(frozen=True)
 class ToolOptions:
@@ -63,7 +67,8 @@ class ToolOptions:
     - ``lock``: every call of this tool, across all runs of the process (and across workers when
       the server has Redis), runs alone; hooks run outside the lock, and a call that has to wait
       reports "waiting for <tool>" as progress;
-    - ``instructions``: text added to the agent's instructions while the tool is offered;
+    - ``instructions``: added to the agent's instructions while the tool is offered (text, or a
+      function of the run context, see ``Instructions``);
     - ``unavailable``: says why the tool cannot run on this server right now (then it is left out).
     """
 
@@ -73,7 +78,7 @@ class ToolOptions:
     retry: RetryPolicy | None = None
     sequential: bool = False
     lock: bool = False
-    instructions: str | None = None
+    instructions: Instructions | None = field(default=None, compare=False)
     unavailable: Unavailable | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:

@@ -5,7 +5,8 @@ pydantic-ai ``Hooks``: ``before_tool_execute`` enforces the approval policy for 
 agent can call, and ``tool_execute`` runs the hook chain around the call, retrying transient
 errors for tools that opted in, holding the tool's lock (``lock=True``, inside the hooks: hooks
 never wait for it), delivering ``ToolResult``s (``results``) and cutting results longer than
-``output_limit`` for the model. Timeouts and serialised execution within a run step are
+``output_limit`` for the model. Every call is timed (``timing.py``): its start and end reach the
+client and the thread's history. Timeouts and serialised execution within a run step are
 pydantic-ai's own per-tool ``timeout`` and ``sequential``; streaming tools are turned into plain
 ones when registered (``streaming``).
 """
@@ -32,6 +33,7 @@ from .locks import LocalToolLocks, ToolLocks
 from .outputs import OUTPUTS_NAMESPACE, READER_TOOL, ToolOutputs, output_toolset, truncate
 from .registry import ToolRegistry
 from .results import ATTACHMENTS_NAMESPACE, ToolAttachments, ToolResult, deliver
+from .timing import ToolCallTiming, with_timing
 
 __all__ = ["ToolSystem"]
 
@@ -126,20 +128,33 @@ class ToolSystem:
                     await asyncio.sleep(retry.backoff * 2**number)
             raise AssertionError("unreachable")
 
-        result = (
-            await self.hooks.run(ctx, call, tool_def, args, execute) if self.hooks else await execute(args)
-        )
+        timing = ToolCallTiming(tool_def.name, call.tool_call_id)
         limit = self.output_limit if tool_def.name != READER_TOOL else None
-        if isinstance(result, ToolResult):
-            return await deliver(
-                ctx,
-                tool_def.name,
-                call.tool_call_id,
-                result,
-                output_limit=limit,
-                attachment_limit=self.attachment_limit,
+        try:
+            result = (
+                await self.hooks.run(ctx, call, tool_def, args, execute)
+                if self.hooks
+                else await execute(args)
             )
-        context = getattr(ctx.deps, "tool_context", None)
-        if limit and isinstance(context, ToolContext):
-            result = truncate(context, tool_def.name, call.tool_call_id, result, limit)
-        return result
+            if isinstance(result, ToolResult):  # may raise ToolFailed: ``is_error`` reaches the model
+                result = await deliver(
+                    ctx,
+                    tool_def.name,
+                    call.tool_call_id,
+                    result,
+                    output_limit=limit,
+                    attachment_limit=self.attachment_limit,
+                )
+            else:
+                context = getattr(ctx.deps, "tool_context", None)
+                if limit and isinstance(context, ToolContext):
+                    result = truncate(context, tool_def.name, call.tool_call_id, result, limit)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # a retry, an approval request, an error: reported, then on its way
+            timing.end(type(exc).__name__)
+            await timing.report(ctx)
+            raise
+        timing.end()
+        await timing.report(ctx)
+        return with_timing(result, timing)

@@ -1,4 +1,4 @@
-"""User tools for the seed-feature tests (tests/test_seed_tools.py): a streaming tool, a locked
+"""User tools for the seed-feature tests (tests/test_tool_results.py): a streaming tool, a locked
 tool, ``ToolResult`` with an attachment and as an error, ``race`` and ``ask``.
 
 The locked tool appends ``{"label", "pid", "enter", "exit"}`` lines to the file named by
