@@ -16,8 +16,8 @@ from rag_tools.tools import APPROVAL_NAMESPACE, ATTACHMENTS_NAMESPACE, ApprovalP
 from rag_tools.tools.results import AttachmentRecord
 
 from .access import owned_entry
-from .agui._upstream import approval_to_interrupt
 from .agui.history import agui_messages, stored_messages
+from .agui.interrupts import interrupt_of
 from .runs import RunConflict
 from .services import Services
 
@@ -52,7 +52,7 @@ async def thread_view(services: Services, thread_id: str, principal: str) -> dic
     pending_calls: list[str] = []
     if conversation is not None and conversation.deferred_tool_requests is not None:
         requests = conversation.deferred_tool_requests
-        interrupts = [approval_to_interrupt(call, requests.metadata) for call in requests.approvals]
+        interrupts = [interrupt_of(call, requests.metadata) for call in requests.approvals]
         pending_calls = [call.tool_call_id for call in requests.calls]
     return {
         "threadId": thread_id,

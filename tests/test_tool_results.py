@@ -324,17 +324,24 @@ async def test_ask_interrupts_the_run_and_reruns_the_tool_with_the_answer(
     scenario_config: Any, tmp_path: Path
 ) -> None:
     async with seed_server(scenario_config) as (url, _):
-        report = await drive(
-            tmp_path,
-            url,
-            "ask",
-            [*call("pick_year", topic="taxes"), {"op": "approve", "approved": True, "answer": "2024"}],
-        )
-    asked, answered = (clean(s) for s in report["steps"] if s["op"] in ("run", "approve"))
+        first = await drive(tmp_path, url, "ask", call("pick_year", topic="taxes"))
+        async with httpx.AsyncClient(base_url=url) as http:
+            view = (await http.get("/threads/ask")).json()
+        interrupt_id = first["steps"][-1]["finished"]["interrupts"][0]["id"]
+        answer = {
+            "interruptId": interrupt_id,
+            "status": "resolved",
+            "payload": {"approved": True, "answer": "2024"},
+        }
+        second = await drive(tmp_path, url, "ask", [{"op": "hydrate"}, {"op": "run", "resume": [answer]}])
+    asked, answered = clean(first["steps"][-1]), clean(second["steps"][-1])
     assert asked["finished"]["outcome"] == "interrupt"
     [interrupt] = asked["finished"]["interrupts"]
     assert interrupt["metadata"]["kind"] == "question"
-    assert interrupt["metadata"]["question"] == "Which year for taxes?"
+    assert interrupt["message"] == interrupt["metadata"]["question"] == "Which year for taxes?"
+    schema = interrupt["responseSchema"]
+    assert schema["properties"]["answer"] == {"type": "string"} and "answer" in schema["required"]
+    assert view["interrupts"] == [interrupt]  # a reloaded page gets the same question
     assert answered["finished"]["outcome"] == "success"
     assert answered["messages"][-1]["content"] == "pick_year: taxes in 2024"
 
