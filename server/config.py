@@ -97,8 +97,9 @@ class AppConfig(RagConfig, BaseSettings):
         description="Characters of a tool result the model sees; the rest by reference.",
     )
     tool_attachment_max_bytes: int = Field(
-        default=5_000_000,
+        default=1_000_000,
         ge=1,
+        le=6_000_000,
         description="Largest file a tool may attach to its result (`ToolResult`); larger ones are not kept.",
     )
     cache_max_threads: int = Field(default=1000, ge=1, description="Thread contexts kept in memory.")

@@ -264,6 +264,23 @@ async def test_a_tool_result_shows_title_metadata_and_a_downloadable_attachment_
     assert theirs.status_code == 404 and missing.status_code == 404
 
 
+async def test_an_attachment_over_the_limit_is_recorded_but_not_kept(
+    scenario_config: Any, tmp_path: Path
+) -> None:
+    scenario_config.tool_attachment_max_bytes = 10
+    async with seed_server(scenario_config) as (url, _):
+        report = await drive(tmp_path, url, "big", call("make_report", rows=3))
+        run = clean(report["steps"][-1])
+        [(_, shown)] = custom(run, "ragstream.tool_result")
+        [attachment] = shown["attachments"]
+        async with httpx.AsyncClient(base_url=url) as http:
+            fetched = await http.get(f"/threads/big/attachments/{attachment['ref']}")
+    assert attachment["omitted"] == "larger than the 10 bytes an attachment may have"
+    assert attachment["size"] == 21
+    assert fetched.status_code == 404
+    assert run["messages"][-1]["content"] == "make_report: report with 3 rows"  # the call itself worked
+
+
 async def test_an_error_tool_result_reaches_the_post_hooks_and_the_model_as_an_error(
     scenario_config: Any, tmp_path: Path
 ) -> None:

@@ -8,9 +8,10 @@ capability (``ToolSystem.capability()``) then:
 - cuts ``output`` to the output limit like any result and records that in ``was_truncated`` and
   ``original_bytes`` (UTF-8 bytes of the full text);
 - keeps each attachment in the thread (namespace ``tools.attachments``: the records are in the
-  emitted state as ``tool_attachments``, the bytes stay on the server, the newest
-  ``MAX_STORED_ATTACHMENTS`` kept, one attachment at most ``attachment_limit`` bytes; a larger one
-  is recorded as omitted). The server serves them at ``GET /threads/{id}/attachments/{ref}``;
+  emitted state as ``tool_attachments``, the bytes stay on the server and are saved with the
+  thread: the newest ``MAX_STORED_ATTACHMENTS`` kept, within ``MAX_STORED_ATTACHMENT_BYTES``
+  (base64) together, one attachment at most ``attachment_limit`` bytes; a larger one is recorded
+  as omitted). The server serves them at ``GET /threads/{id}/attachments/{ref}``;
 - sends the client a CUSTOM event ``ragstream.tool_result`` (``toolCallId``, ``tool``, ``title``,
   ``metadata``, ``attachments`` records, ``isError``, ``wasTruncated``, ``originalBytes``) just
   before the call's TOOL_CALL_RESULT;
@@ -39,6 +40,7 @@ from .outputs import text_of, truncate
 __all__ = [
     "ATTACHMENTS_NAMESPACE",
     "MAX_STORED_ATTACHMENTS",
+    "MAX_STORED_ATTACHMENT_BYTES",
     "RESULT_EVENT",
     "AttachmentRecord",
     "ToolAttachment",
@@ -51,6 +53,7 @@ logger = logging.getLogger("ragstream.tools")
 
 ATTACHMENTS_NAMESPACE = "tools.attachments"
 MAX_STORED_ATTACHMENTS = 20
+MAX_STORED_ATTACHMENT_BYTES = 8_000_000
 RESULT_EVENT = "ragstream.tool_result"
 
 
@@ -121,11 +124,17 @@ class ToolAttachments(StateModel):
             self.attachment_bytes[ref] = base64.b64encode(data).decode()
         else:
             logger.warning("attachment %r of %s not kept: %s", attachment.name, tool, omitted)
-        while len(self.tool_attachments) > MAX_STORED_ATTACHMENTS:
+        while len(self.tool_attachments) > MAX_STORED_ATTACHMENTS or (
+            len(self.attachment_bytes) > 1 and self.stored_bytes() > MAX_STORED_ATTACHMENT_BYTES
+        ):
             oldest = next(iter(self.tool_attachments))
             del self.tool_attachments[oldest]
             self.attachment_bytes.pop(oldest, None)
         return record
+
+    def stored_bytes(self) -> int:
+        """Bytes the thread keeps for its attachments (as stored: base64)."""
+        return sum(len(encoded) for encoded in self.attachment_bytes.values())
 
     def content(self, ref: str) -> tuple[AttachmentRecord, bytes] | None:
         """The record and bytes of ``ref``, or ``None`` when the thread does not keep them."""

@@ -49,7 +49,7 @@ class ToolSystem:
         approve_tools: Sequence[str] = (),
         output_limit: int | None = 20_000,
         locks: ToolLocks | None = None,
-        attachment_limit: int = 5_000_000,
+        attachment_limit: int = 1_000_000,
     ) -> None:
         self.registry = registry or ToolRegistry()
         self.hooks = hooks or ToolHooks()
