@@ -399,6 +399,9 @@ async def test_the_chat_page_shows_streamed_values_results_attachments_and_quest
         download = await downloading.value
         assert download.suggested_filename == "squares.csv"
         assert Path(await download.path()).read_text() == "n,square\n0,0\n1,1\n2,4\n"
+        await chat.reload()  # the thread keeps the attachment: its button is back after a reload
+        tool = page.locator("#log .tool").last
+        await expect(tool.get_by_role("button", name="Download squares.csv (21 bytes)")).to_be_visible()
         # a tool's question: answered in a card, the tool runs again with the answer
         await chat.type_question('call pick_year {"topic": "taxes"}')
         question = page.locator("#approvals .approval-question")

@@ -119,7 +119,7 @@ function assistantItem(
       status: toolStatus(session, call.id, result),
       progress: session.progress.get(call.id),
       streamed: session.streamed.get(call.id) ?? [],
-      shown: session.shown.get(call.id),
+      shown: session.shownFor(call.id),
       result: result ? textOf(result.content) : null,
     };
   });

@@ -144,6 +144,29 @@ export class ChatSession {
     return { ...Object.fromEntries(this.archived), ...(this.state.citations ?? {}) };
   }
 
+  /**
+   * What a tool call's `ToolResult` showed: the live `ragstream.tool_result` event, or after a
+   * reload its attachments as the thread's state keeps them (`tool_attachments`).
+   */
+  shownFor(toolCallId: string): ToolResultShown | undefined {
+    const live = this.shown.get(toolCallId);
+    if (live) return live;
+    const kept = Object.values(this.state.tool_attachments ?? {}).filter(
+      (a) => a.tool_call_id === toolCallId,
+    );
+    if (!kept.length) return undefined;
+    return {
+      toolCallId,
+      tool: kept[0].tool,
+      title: null,
+      metadata: {},
+      attachments: kept,
+      isError: false,
+      wasTruncated: false,
+      originalBytes: null,
+    };
+  }
+
   /** Read the card of `[index]` from the server when the state no longer carries it. */
   requestCitation(index: number): void {
     if (!this.saved || this.fetching.has(index) || String(index) in this.citations) return;

@@ -43,6 +43,7 @@ export interface RagState {
   document_filter?: string[];
   citations?: Record<string, Citation>;
   searches?: Record<string, SearchRecord>;
+  tool_attachments?: Record<string, ToolAttachmentRecord>;
   [key: string]: unknown;
 }
 
