@@ -39,7 +39,12 @@ __all__ = ["ToolSystem"]
 
 
 class ToolSystem:
-    """Everything around tool calls that pydantic-ai does not already do."""
+    """Everything around tool calls that pydantic-ai does not already do.
+
+    ``locks`` serialises the calls of ``lock=True`` tools (``LocalToolLocks`` unless given; the
+    server sets a Redis-backed one when it has Redis); ``attachment_limit`` is the largest file, in
+    bytes, a ``ToolResult`` may attach.
+    """
 
     def __init__(
         self,
