@@ -11,8 +11,7 @@ policy does (pydantic-ai ``ApprovalRequired``; the interrupt's ``metadata`` is `
 "question", "question": ..., "tool": ...}``). The client resumes with the payload ``{"approved":
 true, "answer": "..."}``; the tool then runs again from the start with the same arguments, and
 this time ``ask`` returns the answer. A denial (``"approved": false``) reaches the model as a
-denied call. One question per tool call: a tool that needs several asks for them at once. A tool
-that needs approval asks nothing more (its call was approved once already).
+denied call. One question per tool call: a tool that needs several asks for them at once.
 """
 
 from __future__ import annotations
