@@ -154,9 +154,11 @@ def assert_no_overlap(records: list[dict[str, Any]]) -> None:
 async def test_a_locked_tool_never_runs_twice_at_once_across_runs_and_waiting_shows_as_progress(
     scenario_config: Any, tmp_path: Path, tool_log: Path
 ) -> None:
+    hooked: list[float] = []
     async with seed_server(scenario_config) as (url, services):
         gate = GatedLocks()
         services.tools.locks = gate
+        services.tools.hooks.add_pre(lambda *_: hooked.append(time.time()), tool="exclusive_step")
         async with gate.hold("exclusive_step"):  # hold the tool so both runs have to queue
             runs = [
                 asyncio.create_task(drive(tmp_path, url, f"lock-{n}", call("exclusive_step", label=f"t{n}")))
@@ -171,6 +173,7 @@ async def test_a_locked_tool_never_runs_twice_at_once_across_runs_and_waiting_sh
     records = intervals(tool_log)
     assert sorted(r["label"] for r in records) == ["t1", "t2"]
     assert all(r["enter"] >= released for r in records)
+    assert len(hooked) == 2 and all(t < released for t in hooked)  # hooks ran without waiting
     assert_no_overlap(records)
     for n, report in zip((1, 2), reports, strict=True):
         run = clean(report["steps"][-1])
