@@ -16,6 +16,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("server.runs",),  # the protocol-neutral run engine
     ("server.access", "server.validation", "server.config"),  # the rules every layer above shares
     ("server.agui",),  # the AG-UI binding: run factory, execution, adapter, encoding, history
+    ("server.jobs",),  # background ingestion: job records, queues, workers
     ("server.services",),  # the composition root: backends, engine, binding
     ("server.threads",),  # thread operations
     (  # the web layer: errors, auth, middleware, routes (the AG-UI route and its SSE included)
