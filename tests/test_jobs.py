@@ -58,8 +58,7 @@ async def test_a_job_whose_worker_died_is_retried_by_another(saq_config: Any) ->
     kb = KnowledgeBase.from_config(saq_config)
     submitter = open_ingest_jobs(saq_config, kb)
     assert isinstance(submitter, SaqIngestJobs)
-    await submitter.queue.connect()  # a process that only submits: no worker of its own
-    await submitter.staging.open()
+    await submitter.connect()  # a process that only submits: no worker of its own
     try:
         job = IngestJob.new(uuid.uuid4().hex, "local", [ZEBRA[0]])
         await submitter.submit(job, {0: ZEBRA[1]})
@@ -82,8 +81,7 @@ async def test_a_job_whose_worker_died_is_retried_by_another(saq_config: Any) ->
             listing = (await client.get("/documents", params={"page_size": 500})).json()["documents"]
             assert [d["uri"] for d in listing].count("zebra-facts.md") == 1
     finally:
-        await submitter.staging.close()
-        await submitter.queue.disconnect()
+        await submitter.close()
         kb.close()
 
 

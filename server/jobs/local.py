@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rag_tools.kb import KnowledgeBase
+from rag_tools.state import StoreError
 
 from .base import KEEP_SECONDS, MAX_ATTEMPTS, IngestJobs
 from .models import IngestFailed, IngestJob, run_ingest
@@ -47,25 +48,34 @@ class LocalIngestJobs(IngestJobs):
     def __init__(self, kb: KnowledgeBase, path: str | Path) -> None:
         self.kb = kb
         self.path = Path(path)
-        self._conn: sqlite3.Connection | None = None
+        self._schema_ready = False
+        self._recovered = False
         self._lock = asyncio.Lock()
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
 
     async def _db(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on a connection of its own (nothing stays open between uses); SQLite
+        failures (a read-only or missing data directory) become ``StoreError`` (503)."""
         async with self._lock:
-            if self._conn is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(self.path, timeout=10, check_same_thread=False, isolation_level=None)
+            try:
+                return await asyncio.to_thread(self._with_connection, fn)
+            except sqlite3.Error as exc:
+                raise StoreError(f"the job records cannot be read or written: {exc}") from exc
+
+    def _with_connection(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        try:
+            if not self._schema_ready:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.executescript(_SCHEMA)
-                self._conn = conn
-            return await asyncio.to_thread(fn, self._conn)
+                self._schema_ready = True
+            return fn(conn)
+        finally:
+            conn.close()
 
     async def start(self) -> None:
-        queued = await self._db(_recover)
-        for job_id in queued:
-            self._queue.put_nowait(job_id)
         self._task = asyncio.create_task(self._work())
 
     async def close(self) -> None:
@@ -73,12 +83,17 @@ class LocalIngestJobs(IngestJobs):
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        async with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+
+    async def _recover_once(self) -> None:
+        """Requeue what a previous process left (once; retried on use while the file is unusable)."""
+        if not self._recovered:
+            for job_id in await self._db(_recover):
+                self._queue.put_nowait(job_id)
+            self._recovered = True
 
     async def submit(self, job: IngestJob, uploads: dict[int, bytes]) -> None:
+        await self._recover_once()
+
         def insert(conn: sqlite3.Connection) -> None:
             with _transaction(conn):
                 conn.execute(
@@ -94,6 +109,7 @@ class LocalIngestJobs(IngestJobs):
         self._queue.put_nowait(job.id)
 
     async def get(self, job_id: str) -> IngestJob | None:
+        await self._recover_once()
         row = await self._db(
             lambda c: c.execute("SELECT record FROM ragstream_ingest_jobs WHERE id = ?", (job_id,)).fetchone()
         )
@@ -118,27 +134,39 @@ class LocalIngestJobs(IngestJobs):
         return bytes(row[0])
 
     async def _work(self) -> None:
+        delay = 1.0
+        while not self._recovered:
+            try:
+                await self._recover_once()
+            except StoreError as exc:
+                logger.warning("ingestion jobs cannot be recovered yet (retrying): %s", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
         while True:
             job_id = await self._queue.get()
-            job = await self.get(job_id)
-            if job is None or job.state != "queued":
-                continue
-            job.attempts += 1
             try:
-                await run_ingest(self.kb, job, lambda i, j=job_id: self._read(j, i), self._save)
-            except Exception as exc:
-                logger.warning("ingestion job %s failed (attempt %d)", job_id, job.attempts, exc_info=True)
-                if job.attempts < MAX_ATTEMPTS:
-                    job.state = "queued"
-                    await self._save(job)
-                    self._queue.put_nowait(job_id)
-                    continue
-                job.state = "failed"
-                job.error = str(exc) if isinstance(exc, IngestFailed) else "ingestion failed"
+                await self._run(job_id)
+            except StoreError:  # the record could not be written: it stays queued/running for a restart
+                logger.warning("ingestion job %s could not be run", job_id, exc_info=True)
+
+    async def _run(self, job_id: str) -> None:
+        job = await self.get(job_id)
+        if job is None or job.state != "queued":
+            return
+        job.attempts += 1
+        try:
+            await run_ingest(self.kb, job, lambda i, j=job_id: self._read(j, i), self._save)
+        except Exception as exc:
+            logger.warning("ingestion job %s failed (attempt %d)", job_id, job.attempts, exc_info=True)
+            if job.attempts < MAX_ATTEMPTS:
+                job.state = "queued"
                 await self._save(job)
-            await self._db(
-                lambda c, j=job_id: c.execute("DELETE FROM ragstream_uploads WHERE job_id = ?", (j,))
-            )
+                self._queue.put_nowait(job_id)
+                return
+            job.state = "failed"
+            job.error = str(exc) if isinstance(exc, IngestFailed) else "ingestion failed"
+            await self._save(job)
+        await self._db(lambda c, j=job_id: c.execute("DELETE FROM ragstream_uploads WHERE job_id = ?", (j,)))
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import asyncpg
@@ -22,6 +23,7 @@ from saq.queue.redis import RedisQueue
 
 from rag_tools.kb import KnowledgeBase
 
+from ..runs import BackendUnavailable
 from .base import KEEP_SECONDS, MAX_ATTEMPTS, IngestJobs
 from .models import IngestFailed, IngestJob, JobState, run_ingest
 
@@ -30,6 +32,9 @@ __all__ = ["SaqIngestJobs"]
 logger = logging.getLogger("ragstream.jobs")
 
 FUNCTION = "ingest_upload"
+
+#: How long a request waits for the queue's first connection before it is answered 503.
+CONNECT_WAIT_SECONDS = 5.0
 
 _STATES: dict[Status, JobState] = {
     Status.NEW: "queued",
@@ -47,6 +52,7 @@ class Staging(Protocol):
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...
+    async def ping(self) -> None: ...
     async def put(self, job_id: str, uploads: dict[int, bytes]) -> None: ...
     async def get(self, job_id: str, index: int) -> bytes: ...
     async def delete(self, job_id: str) -> None: ...
@@ -67,6 +73,9 @@ class RedisStaging:
 
     async def close(self) -> None:
         return None
+
+    async def ping(self) -> None:
+        await self.queue.redis.ping()
 
     async def put(self, job_id: str, uploads: dict[int, bytes]) -> None:
         if uploads:
@@ -107,6 +116,9 @@ class PostgresStaging:
         if self.pool is not None:
             await self.pool.close()
 
+    async def ping(self) -> None:
+        await self._pool().fetchval("SELECT 1", timeout=5)
+
     def _pool(self) -> asyncpg.Pool:
         assert self.pool is not None, "staging used before open()"
         return self.pool
@@ -131,9 +143,29 @@ class PostgresStaging:
 
 
 class _Worker(Worker[Any]):
-    """SAQ's worker without its own signal handlers: the server's process owns SIGINT/SIGTERM."""
+    """SAQ's worker inside a server process.
+
+    Without its own signal handlers (the server owns SIGINT/SIGTERM), and with a check of the
+    queue's backend before each dequeue: SAQ's worker asks again at once after a failed dequeue,
+    which while Redis or PostgreSQL is down would spin; here it waits, up to 10 s, then asks again.
+    """
 
     SIGNALS: list[Any] = []  # noqa: RUF012 - SAQ reads this class attribute
+
+    def __init__(self, queue: Queue, ping: Callable[[], Awaitable[None]], **kwargs: Any) -> None:
+        super().__init__(queue, **kwargs)
+        self._ping = ping
+        self._delay = 0.5
+
+    async def process(self) -> bool:
+        try:
+            await self._ping()
+        except Exception:
+            await asyncio.sleep(self._delay)
+            self._delay = min(self._delay * 2, 10.0)
+            return False
+        self._delay = 0.5
+        return await super().process()
 
 
 class SaqIngestJobs(IngestJobs):
@@ -146,12 +178,14 @@ class SaqIngestJobs(IngestJobs):
         self.heartbeat = max(1, round(heartbeat))
         self.worker = _Worker(
             queue,
+            self._ping,
             functions=[(FUNCTION, self._run)],
             concurrency=1,
             timers={"sweep": self.heartbeat, "worker_info": 10, "abort": 1, "schedule": 1},
             shutdown_grace_period_s=0,
         )
         self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
 
     @classmethod
     def for_postgres(cls, kb: KnowledgeBase, url: str, *, name: str, heartbeat: float) -> SaqIngestJobs:
@@ -168,12 +202,35 @@ class SaqIngestJobs(IngestJobs):
         return cls(kb, queue, RedisStaging(queue, prefix), heartbeat=heartbeat)
 
     async def start(self) -> None:
+        """Connect and work in the background: a queue that is down at start is retried, and the
+        routes answer 503 until it is up (the server itself starts either way)."""
+        self._task = asyncio.create_task(self._serve())
+
+    async def _serve(self) -> None:
+        delay = 0.5
+        while True:
+            try:
+                await self.connect()
+                break
+            except Exception as exc:
+                logger.warning("the ingestion queue is unavailable (retrying): %s", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+        await self.worker.start()
+
+    async def connect(self) -> None:
+        """Connect the queue and the staging store (``start`` does it; alone, it makes a process
+        that submits and reads jobs without working on them)."""
         await self.queue.connect()
         await self.staging.open()
-        self._task = asyncio.create_task(self.worker.start())
+        self._ready.set()
+
+    async def _ping(self) -> None:
+        await self.staging.ping()  # the staging store shares the queue's server
 
     async def close(self) -> None:
-        await self.worker.stop()
+        if self._task is not None:
+            await self.worker.stop()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -184,19 +241,35 @@ class SaqIngestJobs(IngestJobs):
             await self.queue.disconnect()
 
     async def submit(self, job: IngestJob, uploads: dict[int, bytes]) -> None:
-        await self.staging.put(job.id, uploads)
-        await self.queue.enqueue(
-            FUNCTION,
-            key=job.id,
-            timeout=0,  # a big PDF may take long; a dead worker is found by its heartbeat
-            heartbeat=self.heartbeat * 3,
-            retries=MAX_ATTEMPTS,
-            ttl=KEEP_SECONDS,
-            meta={"record": job.model_dump(mode="json")},
-        )
+        await self._check_connected()
+        try:
+            await self.staging.put(job.id, uploads)
+            await self.queue.enqueue(
+                FUNCTION,
+                key=job.id,
+                timeout=0,  # a big PDF may take long; a dead worker is found by its heartbeat
+                heartbeat=self.heartbeat * 3,
+                retries=MAX_ATTEMPTS,
+                ttl=KEEP_SECONDS,
+                meta={"record": job.model_dump(mode="json")},
+            )
+        except Exception as exc:
+            raise BackendUnavailable(f"the ingestion queue is unavailable: {exc}") from exc
+
+    async def _check_connected(self) -> None:
+        """Wait briefly for the first connection (a request right after start), else 503."""
+        if not self._ready.is_set():
+            try:
+                await asyncio.wait_for(self._ready.wait(), CONNECT_WAIT_SECONDS)
+            except TimeoutError:
+                raise BackendUnavailable("the ingestion queue is not connected yet") from None
 
     async def get(self, job_id: str) -> IngestJob | None:
-        saq_job = await self.queue.job(job_id)
+        await self._check_connected()
+        try:
+            saq_job = await self.queue.job(job_id)
+        except Exception as exc:
+            raise BackendUnavailable(f"the ingestion queue is unavailable: {exc}") from exc
         if saq_job is None or "record" not in saq_job.meta:
             return None
         record = IngestJob.model_validate(saq_job.meta["record"])
