@@ -6,7 +6,7 @@ from on the server) is used for matching but never returned.
 
 from __future__ import annotations
 
-from .filters import Filter, sql_literal
+from .filters import FilterLike, as_filter, sql_literal
 from .models import Document, DocumentFile, DocumentPage, SearchHit
 from .search import hit_from_row
 from .tables import DOC_COLUMNS, HIT_COLUMNS, Tables
@@ -43,11 +43,14 @@ async def document_by_id(tables: Tables, document_id: str, *, with_content: bool
     return docs[0] if docs else None
 
 
-async def list_documents(tables: Tables, page: int, page_size: int, filter: Filter | None) -> DocumentPage:
+async def list_documents(
+    tables: Tables, page: int, page_size: int, filter: FilterLike | None
+) -> DocumentPage:
     """One page of documents ordered by title (case-insensitive), then uri."""
     if page < 1 or page_size < 1:
         raise ValueError("page and page_size must be at least 1")
-    docs = await documents_where(tables, filter.to_sql() if filter else None)
+    restriction = as_filter(filter)
+    docs = await documents_where(tables, restriction.to_sql() if restriction else None)
     docs.sort(key=lambda d: (d.title.casefold(), d.uri))
     start = (page - 1) * page_size
     return DocumentPage(
@@ -56,12 +59,13 @@ async def list_documents(tables: Tables, page: int, page_size: int, filter: Filt
 
 
 async def find_document(
-    tables: Tables, query: str, filter: Filter | None, with_content: bool
+    tables: Tables, query: str, filter: FilterLike | None, with_content: bool
 ) -> Document | None:
     """By exact uri, else partial uri, else partial title; the shortest match wins, then alphabetical."""
     if not query.strip():
         return None
-    restrict = filter.to_sql() if filter else None
+    restriction = as_filter(filter)
+    restrict = restriction.to_sql() if restriction else None
     needle = sql_literal(query.lower())
     for predicate, key in (
         (f"uri = {sql_literal(query)}", None),

@@ -25,7 +25,7 @@ from .errors import (
     KnowledgeBaseUnavailable,
     storage_errors,
 )
-from .filters import Filter
+from .filters import FilterLike
 from .indexing import refresh_indexes
 from .ingestion import PreparedDocument, known_documents, write_batch
 from .models import (
@@ -222,7 +222,7 @@ class KnowledgeBase:
         *,
         limit: int = 5,
         mode: SearchMode = "hybrid",
-        filter: Filter | None = None,
+        filter: FilterLike | None = None,
         context_chars: int = 0,
     ) -> list[SearchHit]:
         """The ``limit`` best chunks for ``query``.
@@ -250,7 +250,7 @@ class KnowledgeBase:
 
     @storage_errors
     async def list_documents(
-        self, page: int = 1, page_size: int = 50, *, filter: Filter | None = None
+        self, page: int = 1, page_size: int = 50, *, filter: FilterLike | None = None
     ) -> DocumentPage:
         """Documents ordered by title (case-insensitive), then uri; ``page`` counts from 1."""
         await self.open()
@@ -258,7 +258,7 @@ class KnowledgeBase:
 
     @storage_errors
     async def get_document(
-        self, query: str, *, filter: Filter | None = None, with_content: bool = True
+        self, query: str, *, filter: FilterLike | None = None, with_content: bool = True
     ) -> Document | None:
         """Find a document by exact uri, else partial uri, else partial title (case-insensitive).
 

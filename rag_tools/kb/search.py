@@ -13,7 +13,7 @@ import lancedb
 from lancedb.rerankers import RRFReranker
 
 from ..config import SearchMode
-from .filters import Filter, sql_literal
+from .filters import FilterLike, as_filter, sql_literal
 from .models import SearchHit
 from .tables import FTS_COLUMN, HIT_COLUMNS
 
@@ -29,13 +29,14 @@ async def search_chunks(
     embed_query: Callable[[str], Awaitable[list[float]]],
     limit: int,
     mode: SearchMode,
-    filter: Filter | None,
+    filter: FilterLike | None,
     context_chars: int,
     ann_ef: int,
     ann_refine_factor: int | None,
 ) -> list[SearchHit]:
     """The ``limit`` best chunks for ``query`` in ``mode``, expanded when ``context_chars`` > 0."""
-    predicate = filter.to_sql() if filter is not None else None
+    restriction = as_filter(filter)
+    predicate = restriction.to_sql() if restriction is not None else None
     if mode == "text":
         builder: Any = chunks.query().nearest_to_text(query, columns=FTS_COLUMN)
     else:

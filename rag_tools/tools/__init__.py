@@ -7,7 +7,7 @@ from .hooks import HookContext, PostHook, PreHook, ToolHooks, ToolOutcome
 from .loader import DEFAULT_TOOLS_DIR, LoadReport, ToolDiagnostic, exported_tools, load_tool_dirs
 from .options import ApprovalInfo, RetryPolicy, ToolOptions, tool_options
 from .outputs import OUTPUTS_NAMESPACE, ToolOutputs
-from .registry import DuplicateToolError, ToolRegistry, ToolsetSpec, ToolSpec
+from .registry import DuplicateToolError, ToolRegistry, ToolsetSpec, ToolSpec, toolset_options
 from .system import ToolSystem
 
 __all__ = [
@@ -36,4 +36,5 @@ __all__ = [
     "load_tool_dirs",
     "matching_pattern",
     "tool_options",
+    "toolset_options",
 ]

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-__all__ = ["ApprovalInfo", "RetryPolicy", "ToolOptions", "Unavailable", "tool_options"]
+__all__ = ["ApprovalInfo", "Instructions", "RetryPolicy", "ToolOptions", "Unavailable", "tool_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -46,6 +46,10 @@ class RetryPolicy:
 Unavailable = Callable[[], str | None]
 """Returns why a tool cannot run on this server right now, or ``None`` when it can."""
 
+Instructions = str | Callable[..., Any]
+"""Instructions for the model: text, or a function (sync or async, with or without the run context)
+returning the text (or ``None`` for none) before each model request, as pydantic-ai's own."""
+
 
 @dataclass(frozen=True)
 class ToolOptions:
@@ -56,7 +60,7 @@ class ToolOptions:
     timeout: float | None = None
     retry: RetryPolicy | None = None
     sequential: bool = False
-    instructions: str | None = None
+    instructions: Instructions | None = field(default=None, compare=False)
     unavailable: Unavailable | None = field(default=None, compare=False)
 
 
@@ -67,7 +71,7 @@ def tool_options(
     timeout: float | None = None,
     retry: RetryPolicy | None = None,
     sequential: bool = False,
-    instructions: str | None = None,
+    instructions: Instructions | None = None,
     unavailable: Unavailable | None = None,
 ) -> Callable[[F], F]:
     """Declare how a plain function tool must be run (read by ``ToolRegistry`` and the loader)."""

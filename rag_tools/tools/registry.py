@@ -7,6 +7,11 @@ pydantic-ai's ``DynamicToolset``. ``resolve`` turns a selection into the toolset
 entries that declare themselves unavailable are left out (and logged), and a tool name that two
 sources would both provide is an error naming both origins, before any run starts. Names that
 only a factory knows are checked at run time by pydantic-ai, with the same origins as labels.
+
+A factory runs once per run by default; ``per_run_step=True`` rebuilds its toolset before every
+model request (tools that depend on what the run did so far). Instructions, of tools and of
+toolsets, may be text or a function of the run context, resolved before each model request by
+pydantic-ai itself.
 """
 
 from __future__ import annotations
@@ -21,13 +26,33 @@ from typing import Any
 from pydantic_ai import RunContext, Tool
 from pydantic_ai.toolsets import AbstractToolset, DynamicToolset, FunctionToolset, WrapperToolset
 
-from .options import ApprovalInfo, RetryPolicy, ToolOptions, Unavailable, options_of
+from .options import ApprovalInfo, Instructions, RetryPolicy, ToolOptions, Unavailable, options_of
 
-__all__ = ["DuplicateToolError", "ToolRegistry", "ToolSpec", "ToolsetSpec"]
+__all__ = ["DuplicateToolError", "ToolRegistry", "ToolSpec", "ToolsetSpec", "toolset_options"]
 
 logger = logging.getLogger("ragstream.tools")
 
 ToolsetFactory = Callable[..., Any]
+
+_TOOLSET_ATTRIBUTE = "__ragstream_toolset_options__"
+
+
+def toolset_options(
+    *,
+    per_run_step: bool = False,
+    instructions: Instructions | None = None,
+    unavailable: Unavailable | None = None,
+) -> Callable[[ToolsetFactory], ToolsetFactory]:
+    """Declare how a toolset factory is used (read by ``add_toolset`` and the loader's ``TOOLSETS``).
+
+    ``per_run_step`` rebuilds the toolset before every model request instead of once per run.
+    """
+
+    def attach(factory: ToolsetFactory) -> ToolsetFactory:
+        setattr(factory, _TOOLSET_ATTRIBUTE, (per_run_step, instructions, unavailable))
+        return factory
+
+    return attach
 
 
 class DuplicateToolError(ValueError):
@@ -54,17 +79,30 @@ class ToolsetSpec:
     name: str
     source: AbstractToolset[Any] | ToolsetFactory
     origin: str
-    instructions: str | None = None
+    instructions: Instructions | None = None
     unavailable: Unavailable | None = None
+    per_run_step: bool = False
 
 
 class _Labelled(WrapperToolset[Any]):
-    """A toolset shown under its origin in pydantic-ai's conflict errors, with optional instructions."""
+    """A toolset shown under its origin in pydantic-ai's conflict errors, with optional instructions.
 
-    def __init__(self, wrapped: AbstractToolset[Any], label: str, instructions: str | None = None) -> None:
+    The instructions (text or functions of the run context) are resolved by an empty pydantic-ai
+    ``FunctionToolset`` holding them, so they behave exactly like pydantic-ai's own.
+    """
+
+    def __init__(
+        self,
+        wrapped: AbstractToolset[Any],
+        label: str,
+        instructions: Instructions | list[Instructions] | None = None,
+    ) -> None:
         super().__init__(wrapped)
         self._label = label
         self._instructions = instructions
+        self._instruction_source: FunctionToolset[Any] | None = (
+            FunctionToolset(instructions=instructions) if instructions else None
+        )
 
     @property
     def label(self) -> str:
@@ -79,12 +117,10 @@ class _Labelled(WrapperToolset[Any]):
 
     async def get_instructions(self, ctx: RunContext[Any]) -> Any:
         inherited = await super().get_instructions(ctx)
-        if not self._instructions:
+        own = await self._instruction_source.get_instructions(ctx) if self._instruction_source else None
+        if not own:
             return inherited
-        return [
-            self._instructions,
-            *(inherited if isinstance(inherited, list) else [inherited] if inherited else []),
-        ]
+        return [*own, *(inherited if isinstance(inherited, list) else [inherited] if inherited else [])]
 
     def visit_and_replace(
         self, visitor: Callable[[AbstractToolset[Any]], AbstractToolset[Any]]
@@ -155,7 +191,7 @@ class ToolRegistry:
         timeout: float | None = None,
         retry: RetryPolicy | None = None,
         sequential: bool = False,
-        instructions: str | None = None,
+        instructions: Instructions | None = None,
         unavailable: Unavailable | None = None,
     ) -> ToolSpec:
         """Register a tool (a ``Tool`` or a plain function); options given here win over ``@tool_options``."""
@@ -210,17 +246,27 @@ class ToolRegistry:
         toolset: AbstractToolset[Any] | ToolsetFactory,
         *,
         origin: str = "registry",
-        instructions: str | None = None,
+        instructions: Instructions | None = None,
         unavailable: Unavailable | None = None,
+        per_run_step: bool = False,
     ) -> ToolsetSpec:
-        """Register a toolset, or a factory called fresh for every run."""
+        """Register a toolset, or a factory called fresh for every run (every step with ``per_run_step``)."""
         if name in self._toolsets:
             raise DuplicateToolError(
                 f"toolset {name!r} from {origin} is already registered from {self._toolsets[name].origin}"
             )
         if not isinstance(toolset, AbstractToolset) and not callable(toolset):
             raise TypeError(f"toolset {name!r} from {origin} is neither a toolset nor a factory")
-        spec = ToolsetSpec(name, toolset, origin, instructions, unavailable)
+        declared = getattr(toolset, _TOOLSET_ATTRIBUTE, None)
+        if declared is not None:
+            per_run_step = per_run_step or declared[0]
+            instructions = instructions or declared[1]
+            unavailable = unavailable or declared[2]
+        if per_run_step and isinstance(toolset, AbstractToolset):
+            raise TypeError(
+                f"toolset {name!r} from {origin}: per_run_step applies to factories, not toolsets"
+            )
+        spec = ToolsetSpec(name, toolset, origin, instructions, unavailable, per_run_step)
         self._toolsets[name] = spec
         return spec
 
@@ -274,7 +320,7 @@ class ToolRegistry:
                 _Labelled(
                     FunctionToolset([s.tool for s in available_tools], id="registry-tools"),
                     "registered tools",
-                    "\n".join(instructions) or None,
+                    instructions or None,
                 )
             )
         for toolset_spec in chosen_sets:
@@ -293,7 +339,9 @@ class ToolRegistry:
                 claim(_static_names(source) or [], label)
                 built: AbstractToolset[Any] = source
             else:
-                built = DynamicToolset(_checked_factory(toolset_spec.name, source), per_run_step=False)
+                built = DynamicToolset(
+                    _checked_factory(toolset_spec.name, source), per_run_step=toolset_spec.per_run_step
+                )
             result.append(_Labelled(built, label, toolset_spec.instructions))
         return result
 

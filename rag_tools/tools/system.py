@@ -4,6 +4,7 @@ Give an agent ``system.toolsets(...)`` and ``system.capability()``. The capabili
 pydantic-ai ``Hooks``: ``before_tool_execute`` enforces the approval policy for every tool the
 agent can call, and ``tool_execute`` runs the hook chain around the call, retrying transient
 errors for tools that opted in, and cutting results longer than ``output_limit`` for the model.
+Every call is timed (``timing.py``): its start and end reach the client and the thread's history.
 Timeouts and serialised execution are pydantic-ai's own per-tool ``timeout`` and ``sequential``.
 """
 
@@ -26,6 +27,7 @@ from .hooks import PASS_THROUGH, ToolHooks
 from .loader import LoadReport, load_tool_dirs
 from .outputs import OUTPUTS_NAMESPACE, READER_TOOL, ToolOutputs, output_toolset, truncate
 from .registry import ToolRegistry
+from .timing import ToolCallTiming, with_timing
 
 __all__ = ["ToolSystem"]
 
@@ -102,10 +104,22 @@ class ToolSystem:
                     await asyncio.sleep(retry.backoff * 2**attempt)
             raise AssertionError("unreachable")
 
-        result = (
-            await self.hooks.run(ctx, call, tool_def, args, execute) if self.hooks else await execute(args)
-        )
+        timing = ToolCallTiming(tool_def.name, call.tool_call_id)
+        try:
+            result = (
+                await self.hooks.run(ctx, call, tool_def, args, execute)
+                if self.hooks
+                else await execute(args)
+            )
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # a retry, an approval request, an error: reported, then on its way
+            timing.end(type(exc).__name__)
+            await timing.report(ctx)
+            raise
+        timing.end()
+        await timing.report(ctx)
         context = getattr(ctx.deps, "tool_context", None)
         if self.output_limit and tool_def.name != READER_TOOL and isinstance(context, ToolContext):
             result = truncate(context, tool_def.name, call.tool_call_id, result, self.output_limit)
-        return result
+        return with_timing(result, timing)
