@@ -8,6 +8,7 @@ it again. Embedded backend: the SQLite records a dead process left behind are re
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import uuid
@@ -82,6 +83,44 @@ async def test_a_job_whose_worker_died_is_retried_by_another(saq_config: Any) ->
             assert [d["uri"] for d in listing].count("zebra-facts.md") == 1
     finally:
         await submitter.close()
+        kb.close()
+
+
+async def test_a_job_whose_workers_keep_dying_fails_after_its_attempts(saq_config: Any) -> None:
+    kb = KnowledgeBase.from_config(saq_config)
+    jobs = open_ingest_jobs(saq_config, kb)
+    assert isinstance(jobs, SaqIngestJobs)
+    await jobs.connect()  # no worker here: the test sweeps by hand, as a live worker would
+    try:
+        job = IngestJob.new(uuid.uuid4().hex, "local", [ZEBRA[0]])
+        await jobs.submit(job, {0: ZEBRA[1]})
+        url = saq_config.database_url or saq_config.redis_url
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            dying = subprocess.run(
+                [sys.executable, "-c", DYING_WORKER, url, f"{saq_config.redis_prefix}ingest"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert dying.returncode == 9, dying.stderr
+            record = await jobs.get(job.id)
+            assert record is not None and record.state == "running" and record.attempts == attempt
+            for _ in range(100):  # silent for three heartbeats (3 s here): the sweep takes it
+                await jobs.queue.sweep(abort=0.1)
+                swept = await jobs.get(job.id)
+                if swept is not None and swept.state != "running":
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError(f"the sweep never took the dead worker's job (attempt {attempt})")
+        record = await jobs.get(job.id)
+        assert record is not None and record.state == "failed", record
+        assert record.error is not None and "worker was lost" in record.error
+        assert [f.status for f in record.files] == ["pending"]
+        listing = await kb.list_documents(page_size=500)
+        assert "zebra-facts.md" not in {d.uri for d in listing.documents}
+    finally:
+        await jobs.close()
         kb.close()
 
 

@@ -142,6 +142,20 @@ class PostgresStaging:
         await self._pool().execute("DELETE FROM ragstream_uploads WHERE job_id = $1", job_id)
 
 
+class _RedisQueue(RedisQueue):
+    """SAQ's Redis queue, sweeping at the heartbeat's pace.
+
+    Its sweep takes a lock for ``lock`` seconds (default 60) so that only one worker sweeps per
+    period, and the worker calls it without arguments: a dead worker's job would wait up to a
+    minute. Here the period is ``sweep_every`` (the heartbeat), as on the PostgreSQL queue.
+    """
+
+    sweep_every: int = 60
+
+    async def sweep(self, lock: int | None = None, abort: float = 5.0) -> list[str]:
+        return await super().sweep(lock=self.sweep_every if lock is None else lock, abort=abort)
+
+
 class _Worker(Worker[Any]):
     """SAQ's worker inside a server process.
 
@@ -198,7 +212,8 @@ class SaqIngestJobs(IngestJobs):
         cls, kb: KnowledgeBase, url: str, *, name: str, prefix: str, heartbeat: float
     ) -> SaqIngestJobs:
         """A Redis queue with uploads in Redis hashes under ``prefix``."""
-        queue = RedisQueue.from_url(url, name=name)
+        queue = _RedisQueue.from_url(url, name=name)
+        queue.sweep_every = max(1, round(heartbeat))
         return cls(kb, queue, RedisStaging(queue, prefix), heartbeat=heartbeat)
 
     async def start(self) -> None:

@@ -120,7 +120,7 @@ async def get_document(request: Request) -> Response:
     if _wants_file(request):
         original = await kb.get_document_file(document_id)
         if original is None:
-            raise ApiError(404, f"document {document_id!r} has no original file")
+            raise ApiError(404, f"document {document_id!r} not found, or kept without its original file")
         disposition = "inline" if original.media_type in _INLINE else "attachment"
         return Response(
             original.data,
