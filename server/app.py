@@ -33,6 +33,7 @@ from .routes.meta import capabilities, health
 from .routes.static import static_routes
 from .routes.threads import (
     POLICY_BODY_LIMIT,
+    get_attachment,
     get_state_item,
     get_thread,
     list_all,
@@ -96,6 +97,7 @@ def create_app(
         Route("/threads/{thread_id}", remove_thread, methods=["DELETE"]),
         Route("/threads/{thread_id}/state/{field}", get_state_item, methods=["GET"]),
         Route("/threads/{thread_id}/state/{field}/{key}", get_state_item, methods=["GET"]),
+        Route("/threads/{thread_id}/attachments/{ref}", get_attachment, methods=["GET"]),
         policy,
         Route("/threads/{thread_id}/runs/{run_id}/stop", stop_run, methods=["POST"]),
         Route("/threads/{thread_id}/runs/{run_id}/events", run_events, methods=["GET"]),

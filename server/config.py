@@ -111,6 +111,12 @@ class AppConfig(RagConfig, BaseSettings):
         ge=500,
         description="Characters of a tool result the model sees; the rest by reference.",
     )
+    tool_attachment_max_bytes: int = Field(
+        default=1_000_000,
+        ge=1,
+        le=6_000_000,
+        description="Largest file a tool may attach to its result (`ToolResult`); larger ones are not kept.",
+    )
     cache_max_threads: int = Field(default=1000, ge=1, description="Thread contexts kept in memory.")
     cache_ttl_seconds: float = Field(
         default=3600.0, gt=0, description="Idle time before a context is evicted."

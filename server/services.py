@@ -41,6 +41,7 @@ from .runs import (
     StopBus,
 )
 from .runs.redis import RedisEventLog, RedisRunLocks, RedisStopBus, redis_client
+from .tool_locks import LeasedToolLocks
 
 __all__ = ["Services"]
 
@@ -101,7 +102,11 @@ class Services:
         kb = KnowledgeBase.from_config(config)
         await kb.open()
         toolkit = toolkit or build_chat_toolkit(config)
-        tools = ToolSystem(approve_tools=config.approve_tools, output_limit=config.tool_output_limit)
+        tools = ToolSystem(
+            approve_tools=config.approve_tools,
+            output_limit=config.tool_output_limit,
+            attachment_limit=config.tool_attachment_max_bytes,
+        )
         report = tools.load(config.tool_dirs)
         if report.tools or report.toolsets:
             logger.info("user tools loaded: %s", ", ".join(report.tools + report.toolsets))
@@ -125,6 +130,8 @@ class Services:
                 worker_lost_event=encode_failure(RunFailure(FailureCode.WORKER_LOST)),
             )
             stop_bus = RedisStopBus(client, config.redis_prefix)
+            # locked tools (``tool_options(lock=True)``) run alone across every worker
+            tools.locks = LeasedToolLocks(redis_locks, ttl_seconds=config.run_lock_ttl_seconds)
         cache = ToolContextCache(
             store,
             max_entries=config.cache_max_threads,

@@ -381,6 +381,7 @@ NEW_THREAD_STATE = {
     "archived": [],
     "need_user_approve_tools": [],
     "truncated_outputs": {},
+    "tool_attachments": {},
 }
 
 

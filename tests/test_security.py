@@ -819,6 +819,8 @@ def test_prototype_pollution_keys_in_state_are_ignored(server: Server) -> None:
         "searches": {"s999": {"id": "s999"}},
         "citation_registry": {"evil": 1},
         "next_citation": -1,
+        "tool_attachments": {"att-evil": {"ref": "att-evil", "name": "evil.html", "size": 1}},
+        "attachment_bytes": {"att-evil": "PHNjcmlwdD4="},
     }
     response, events = server.run("alice", thread, None, state=proposal)
     assert response.status_code == 200, response.text

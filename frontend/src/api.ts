@@ -106,6 +106,15 @@ export class Api {
     }
   }
 
+  /** The bytes of a file a tool attached to its result (404 for another principal's thread). */
+  async attachment(threadId: string, ref: string): Promise<Blob> {
+    const path = `/threads/${encodeURIComponent(threadId)}/attachments/${encodeURIComponent(ref)}`;
+    const response = await fetch(path, { headers: this.headers });
+    if (!response.ok)
+      throw new ApiError(response.status, errorMessage(response.status, await response.text()));
+    return response.blob();
+  }
+
   async deleteThread(threadId: string): Promise<void> {
     await this.request<void>("DELETE", `/threads/${encodeURIComponent(threadId)}`);
   }
