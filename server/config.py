@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from rag_tools.config import RagConfig
@@ -49,6 +49,21 @@ class AppConfig(RagConfig, BaseSettings):
     tokens: dict[str, SecretStr] = Field(
         default_factory=dict,
         description='Bearer tokens by principal, as JSON: {"alice": "s3cret"}. Empty: no authentication.',
+    )
+    editors: list[str] = Field(
+        default_factory=list,
+        description=(
+            'Principals who may upload and delete documents, as JSON: ["alice"]. Every name must have a '
+            "token. Without tokens the local principal is an editor."
+        ),
+    )
+    job_heartbeat_seconds: float = Field(
+        default=10.0,
+        ge=1,
+        description=(
+            "How often workers look for ingestion jobs whose worker died; a job silent for three "
+            "times this is retried once, then failed."
+        ),
     )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS; empty: off.")
     max_body_bytes: int = Field(default=1_000_000, ge=1024, description="Largest accepted /agui body.")
@@ -107,6 +122,13 @@ class AppConfig(RagConfig, BaseSettings):
     cache_ttl_seconds: float = Field(
         default=3600.0, gt=0, description="Idle time before a context is evicted."
     )
+
+    @model_validator(mode="after")
+    def _editors_have_tokens(self) -> AppConfig:
+        unknown = [name for name in self.editors if self.tokens and name not in self.tokens]
+        if unknown:
+            raise ValueError(f"editors without a token: {', '.join(unknown)} (editors name token principals)")
+        return self
 
     @property
     def effective_disconnect_policy(self) -> Literal["cancel", "finish"]:

@@ -1,4 +1,5 @@
-"""Everything a running server holds, wired once at startup: knowledge base, threads, engine, binding.
+"""Everything a running server holds, wired once at startup: knowledge base, threads, engine, binding,
+ingestion jobs.
 
 ``Services.start`` opens the parts in order and ``close`` releases them in reverse; ``create_app``
 does both in the app's lifespan. This is the composition root: it picks the storage backends
@@ -28,6 +29,7 @@ from rag_tools.tools import ToolSystem
 from .agui.encoding import encode_failure
 from .agui.factory import AGUIRunFactory
 from .config import AppConfig
+from .jobs import IngestJobs, open_ingest_jobs
 from .runs import (
     EventLog,
     FailureCode,
@@ -82,6 +84,7 @@ class Services:
     runs: RunManager
     agui: AGUIRunFactory
     tools: ToolSystem
+    jobs: IngestJobs
     _background: list[asyncio.Task[Any]] = field(default_factory=list)
 
     @classmethod
@@ -94,6 +97,7 @@ class Services:
         store: ThreadStore | None = None,
         locks: RunLocks | None = None,
         logs: EventLog | None = None,
+        jobs: IngestJobs | None = None,
     ) -> Services:
         kb = KnowledgeBase.from_config(config)
         try:
@@ -162,7 +166,9 @@ class Services:
             toolsets=tools.toolsets(),
             capabilities=[tools.capability()],
         )
-        services = cls(config, kb, store, cache, toolkit, agent, runs, binding, tools)
+        jobs = jobs or open_ingest_jobs(config, kb)
+        await jobs.start()
+        services = cls(config, kb, store, cache, toolkit, agent, runs, binding, tools, jobs)
         services._background.append(asyncio.create_task(services._evict_idle_threads()))
         return services
 
@@ -178,6 +184,8 @@ class Services:
         for task in self._background:
             task.cancel()
         await self.runs.shutdown()
+        with contextlib.suppress(Exception):
+            await self.jobs.close()
         with contextlib.suppress(Exception):
             await self.cache.close()
         with contextlib.suppress(Exception):

@@ -112,6 +112,25 @@ export interface DocumentInfo {
   chunk_count: number;
 }
 
+/** One uploaded file of an ingestion job: `pending` until ingested, then what the server did. */
+export interface JobFile {
+  name: string;
+  status: "pending" | "added" | "updated" | "unchanged" | "error";
+  documentId: string | null;
+  chunks: number;
+  error: string | null;
+}
+
+/** `GET /documents/jobs/{id}`: an upload's ingestion, as any server worker reports it. */
+export interface IngestJob {
+  id: string;
+  state: "queued" | "running" | "done" | "failed";
+  progress: { filesTotal: number; filesDone: number; chunksDone: number; chunksTotal: number };
+  files: JobFile[];
+  error: string | null;
+  attempts: number;
+}
+
 /** What an approval card answers for one interrupt (ragstream's resume payload). */
 export type ApprovalPayload =
   | { approved: true }

@@ -161,14 +161,15 @@ class KnowledgeBase:
         name: str,
         uri: str | None = None,
         title: str | None = None,
+        on_progress: Callable[[IngestProgress], None] | None = None,
     ) -> IngestOutcome:
         """Ingest an in-memory source (an upload); ``name``'s suffix gives the format.
 
         The document is shown as ``uri`` when given (e.g. the URL it came from), else as ``name``;
-        its original bytes are kept for ``get_document_file``.
+        its original bytes are kept for ``get_document_file``. ``on_progress`` as in ``ingest_paths``.
         """
         await self.open()
-        (outcome,) = await self._ingest([bytes_source(data, name=name, uri=uri, title=title)], None)
+        (outcome,) = await self._ingest([bytes_source(data, name=name, uri=uri, title=title)], on_progress)
         if outcome.status in ("added", "updated"):
             await self.refresh_indexes()
         return outcome
