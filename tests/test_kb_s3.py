@@ -8,10 +8,7 @@ import asyncio
 import os
 import re
 import subprocess
-import sys
-import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -22,11 +19,9 @@ from rag_tools.kb import KnowledgeBase, KnowledgeBaseUnavailable
 from tests.conftest import ROOT
 from tests.protocol import parse_sse
 from tests.s3_helpers import MotoServer, S3Location, StoreProxy
-from tests.servers import free_port
+from tests.servers import RAGSTREAM, free_port, served
 
 pytestmark = pytest.mark.timeout(600)
-
-RAGSTREAM = [sys.executable, "-m", "server.cli"]
 
 
 def write_docs(folder: Path, docs: dict[str, str]) -> Path:
@@ -130,44 +125,6 @@ def test_bad_storage_options_stop_the_command_in_one_line(tmp_path: Path, comman
 
 
 # -- several processes on one knowledge base ------------------------------------------------------
-
-
-@asynccontextmanager
-async def served(env: dict[str, str], data: Path, *, ready: int = 200) -> AsyncIterator[str]:
-    """``ragstream serve`` as its own process on a free port; yields its base URL once ``/health``
-    answers ``ready``."""
-    port = free_port()
-    full = {**os.environ, **env, "PYTHONPATH": str(ROOT), "RAGSTREAM_TOOL_DIRS": "[]"}
-    process = subprocess.Popen(
-        [*RAGSTREAM, "serve", "--port", str(port), "--data-dir", str(data)],
-        env=full,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx.AsyncClient(timeout=30) as http:
-            deadline = time.monotonic() + 180  # a hang guard, generous for a loaded machine
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"serve exited: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
-                try:
-                    if (await http.get(f"{url}/health")).status_code == ready:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert time.monotonic() < deadline, "serve did not become healthy"
-                await asyncio.sleep(0.2)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
 
 
 async def documents_of(http: httpx.AsyncClient, url: str) -> dict[str, int]:
