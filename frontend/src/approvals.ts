@@ -59,11 +59,7 @@ export class ApprovalsView {
       "aria-labelledby": headingId,
       "data-interrupt-id": interrupt.id,
     });
-    const answered = (summary: string, payload: ApprovalPayload) => {
-      this.answers.set(interrupt.id, payload);
-      card.replaceChildren(h("p", { class: "approval-answered" }, summary));
-      if (this.answers.size === session.interrupts.length) this.submit(this.answers);
-    };
+    const answered = this.answerer(session, interrupt, card);
     const mode = (name: "choose" | "edit" | "deny") => {
       card.dataset.mode = name;
       error.hidden = true;
@@ -147,6 +143,15 @@ export class ApprovalsView {
     return card;
   }
 
+  /** Records one card's answer, shows its summary, and submits once every card is answered. */
+  private answerer(session: ChatSession, interrupt: Interrupt, card: HTMLElement) {
+    return (summary: string, payload: ApprovalPayload) => {
+      this.answers.set(interrupt.id, payload);
+      card.replaceChildren(h("p", { class: "approval-answered" }, summary));
+      if (this.answers.size === session.interrupts.length) this.submit(this.answers);
+    };
+  }
+
   /** A tool asks the user something (`ask`): a text answer, or declining to answer. */
   private questionCard(session: ChatSession, interrupt: Interrupt, question: string): HTMLElement {
     const headingId = `question-${interrupt.id}`;
@@ -156,11 +161,7 @@ export class ApprovalsView {
       "aria-labelledby": headingId,
       "data-interrupt-id": interrupt.id,
     });
-    const answered = (summary: string, payload: ApprovalPayload) => {
-      this.answers.set(interrupt.id, payload);
-      card.replaceChildren(h("p", { class: "approval-answered" }, summary));
-      if (this.answers.size === session.interrupts.length) this.submit(this.answers);
-    };
+    const answered = this.answerer(session, interrupt, card);
     const answer = () => {
       const text = input.value.trim();
       if (text) answered(`Answered: ${text}`, { approved: true, answer: text });
