@@ -4,14 +4,15 @@ The names here are the documented toolkit API; the subpackages hold the parts (`
 ``toolsets``, ``sandbox``).
 """
 
-from .agent import build_chat_toolkit, create_chat_agent
+from .agent import AGUI_STATE_KEY, build_chat_toolkit, create_chat_agent, prepare_chat_context
 from .config import RagConfig
-from .deps import AgentDeps, ChatDeps, emit_state_update
+from .deps import AgentDeps, ChatDeps, RAGDeps, emit_state_update
 from .embeddings import DEFAULT_EMBEDDER, resolve_embedding_model
 from .filters import build_document_filter, build_multi_document_filter, combine_filters, get_session_filter
 from .kb import DocumentFilter, KnowledgeBase
 from .kb_toolsets import (
     AnalysisResult,
+    QACitation,
     QAResult,
     create_analysis_toolset,
     create_document_toolset,
@@ -36,6 +37,7 @@ from .state import (
 from .toolkit import Toolkit, build_toolkit
 
 __all__ = [
+    "AGUI_STATE_KEY",
     "DEFAULT_EMBEDDER",
     "QA_NAMESPACE",
     "SEARCH_NAMESPACE",
@@ -45,8 +47,10 @@ __all__ = [
     "ChatDeps",
     "DocumentFilter",
     "KnowledgeBase",
+    "QACitation",
     "QAResult",
     "QASessionState",
+    "RAGDeps",
     "RagConfig",
     "SearchState",
     "SessionState",
@@ -67,6 +71,7 @@ __all__ = [
     "create_search_toolset",
     "emit_state_update",
     "get_session_filter",
+    "prepare_chat_context",
     "prepare_context",
     "report_progress",
     "resolve_embedding_model",

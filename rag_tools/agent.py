@@ -14,9 +14,26 @@ from .config import RagConfig
 from .deps import ChatDeps
 from .embeddings import resolve_embedding_model
 from .offline_model import create_extractive_model
+from .state import ToolContext
 from .toolkit import Toolkit, build_toolkit
 
-__all__ = ["CHAT_INSTRUCTIONS", "ChatAgent", "build_chat_toolkit", "create_chat_agent", "resolve_chat_model"]
+__all__ = [
+    "AGUI_STATE_KEY",
+    "CHAT_INSTRUCTIONS",
+    "ChatAgent",
+    "build_chat_toolkit",
+    "create_chat_agent",
+    "prepare_chat_context",
+    "resolve_chat_model",
+]
+
+AGUI_STATE_KEY = "ragstream"
+"""The key to put the whole AG-UI state under when the frontend's state is shared with other agents.
+
+ragstream emits a flat state by default; ``RagConfig.state_key`` (``RAGSTREAM_STATE_KEY``,
+``--state-key``) moves it under a key, and this is the conventional one (the seed's chat app uses
+``"haiku.rag.chat"`` the same way). Client proposals are read back from the same key.
+"""
 
 CHAT_INSTRUCTIONS = (
     "You are the assistant of a document collection. Be concise and precise, and cite the passages "
@@ -32,6 +49,17 @@ def build_chat_toolkit(config: RagConfig) -> Toolkit:
     if config.model:
         features.append("analysis")
     return build_toolkit(config, features)
+
+
+def prepare_chat_context(
+    context: ToolContext, config: RagConfig | None = None, *, state_key: str | None = None
+) -> ToolContext:
+    """Register the chat agent's state namespaces on ``context`` (idempotent), as its toolkit does.
+
+    ``state_key`` (e.g. ``AGUI_STATE_KEY``; default ``config.state_key``) puts the emitted state
+    under one key. Existing namespaces and their data are kept.
+    """
+    return build_chat_toolkit(config or RagConfig()).prepare(context, state_key)
 
 
 def resolve_chat_model(config: RagConfig) -> Model | str:

@@ -11,14 +11,21 @@ under any pydantic-ai AG-UI integration, and a consumer that folds one run's eve
 snapshot itself at the start of the run says so with ``begin_run``.
 
 Create deps per run: pydantic-ai writes ``deps.state`` in place.
+
+The toolsets need less than ``AgentDeps``: any deps object with ``client`` and ``tool_context``
+(the ``RAGDeps`` protocol) works, and its state changes still reach an AG-UI client: the first
+state event of each run is a snapshot of the context, later ones are deltas against it (the run's
+tracker is kept beside the context, keyed by the run id). Background work of such deps belongs to
+the process and lands in the context directly.
 """
 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
 from pydantic import ValidationError
@@ -29,7 +36,36 @@ from .config import RagConfig
 from .kb import KnowledgeBase
 from .state import SESSION_NAMESPACE, SessionState, StateTracker, ToolContext
 
-__all__ = ["AGUIEvent", "AgentDeps", "ChatDeps", "TaskTracker", "citation_hooks", "emit_state_update"]
+__all__ = [
+    "CITATIONS_CAPABILITY_ID",
+    "AGUIEvent",
+    "AgentDeps",
+    "ChatDeps",
+    "RAGDeps",
+    "TaskTracker",
+    "apply_later",
+    "citation_hooks",
+    "emit_state_update",
+    "spawn",
+]
+
+CITATIONS_CAPABILITY_ID = "ragstream-citations"
+"""The id of ``citation_hooks``: with it in a run, search cards wait until the answer cites them."""
+
+RUN_TRACKERS_KEPT = 8
+"""Per context, how many runs' state trackers are kept for deps that are not ``AgentDeps``."""
+
+
+@runtime_checkable
+class RAGDeps(Protocol):
+    """What the RAG toolsets need from an agent's deps: the knowledge base and the thread's context.
+
+    ``AgentDeps`` satisfies it; so does any class of yours with these two attributes. With
+    ``tool_context=None`` the tools work but keep nothing between calls.
+    """
+
+    client: KnowledgeBase
+    tool_context: ToolContext | None
 
 
 @dataclass(kw_only=True)
@@ -159,29 +195,81 @@ class ChatDeps(AgentDeps):
     config: RagConfig = field(default_factory=RagConfig)
 
 
+_PROCESS_TASKS = _LocalTasks()
+_RUN_TRACKERS: weakref.WeakKeyDictionary[ToolContext, dict[str, list[Any]]] = weakref.WeakKeyDictionary()
+
+
+def _run_state_events(context: ToolContext, run_id: str) -> list[BaseEvent]:
+    """``AgentDeps.state_update_events`` for deps that keep no tracker: one per run, beside the context."""
+    runs = _RUN_TRACKERS.setdefault(context, {})
+    entry = runs.get(run_id)
+    if entry is None:
+        entry = runs[run_id] = [StateTracker(), -1]
+        while len(runs) > RUN_TRACKERS_KEPT:
+            del runs[next(iter(runs))]
+    tracker, emitted = entry
+    if context.version == emitted:
+        return []
+    entry[1] = context.version
+    update = tracker.update(context.build_state_snapshot())
+    if update.kind == "delta":
+        return [StateDeltaEvent(delta=update.ops)]
+    if update.kind == "snapshot":
+        return [StateSnapshotEvent(snapshot=update.snapshot)]
+    return []
+
+
 async def emit_state_update(ctx: RunContext[Any]) -> None:
-    """Send the client what changed in the thread's state since it last heard (no-op outside AG-UI)."""
+    """Send the client what changed in the thread's state since it last heard (no-op outside AG-UI).
+
+    Works with any deps holding a ``tool_context``: ``AgentDeps`` keeps the run's baseline itself,
+    other deps get a per-run tracker (the run's first state event is a snapshot).
+    """
     deps = ctx.deps
     if isinstance(deps, AgentDeps):
-        for event in deps.state_update_events():
-            await ctx.emit(AGUIEvent(event=event))
+        events = deps.state_update_events()
+    else:
+        context = getattr(deps, "tool_context", None)
+        if not isinstance(context, ToolContext):
+            return
+        events = _run_state_events(context, ctx.run_id or "")
+    for event in events:
+        await ctx.emit(AGUIEvent(event=event))
+
+
+def spawn(deps: Any, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    """Start background work for ``deps``: the thread's (``AgentDeps.spawn``), else the process's."""
+    if isinstance(deps, AgentDeps):
+        return deps.spawn(coroutine)
+    task = asyncio.get_running_loop().create_task(coroutine)
+    _PROCESS_TASKS.track(task)
+    return task
+
+
+async def apply_later(deps: Any, context: ToolContext, change: Callable[[ToolContext], Any]) -> None:
+    """Apply a late change: saved with the thread (``AgentDeps.apply_later``), else to ``context``."""
+    if isinstance(deps, AgentDeps):
+        await deps.apply_later(change)
+    else:
+        change(context)
 
 
 def citation_hooks(limit: int = 200) -> Hooks[Any]:
-    """A capability that shows the citation cards a run's final answer cites.
+    """A capability that shows only the citation cards a run's final answer cites.
 
-    Searches number their hits but keep the cards server-side; when the answer is text, every
-    ``[n]`` in it brings card ``n`` into the emitted state (at most ``limit`` cards are kept), sent
-    to the client as a STATE_DELTA before the run finishes.
+    Without it a search shows the cards of its hits at once (a toolset cannot see the final
+    answer). With it searches number their hits but keep the cards server-side; when the answer is
+    text, every ``[n]`` in it brings card ``n`` into the emitted state (at most ``limit`` cards are
+    kept), sent to the client as a STATE_DELTA before the run finishes.
     """
 
     async def show_cited(ctx: RunContext[Any], *, output_context: Any, output: Any) -> Any:
-        deps = ctx.deps
-        if isinstance(deps, AgentDeps) and isinstance(output, str):
-            session = deps.tool_context.get(SESSION_NAMESPACE, SessionState)
+        context = getattr(ctx.deps, "tool_context", None)
+        if isinstance(context, ToolContext) and isinstance(output, str):
+            session = context.get(SESSION_NAMESPACE, SessionState)
             if session is not None and session.promote_cited(output, limit=limit):
-                deps.tool_context.mark_changed(SESSION_NAMESPACE)
+                context.mark_changed(SESSION_NAMESPACE)
                 await emit_state_update(ctx)
         return output
 
-    return Hooks(after_output_process=show_cited, id="ragstream-citations", description="show cited cards")
+    return Hooks(after_output_process=show_cited, id=CITATIONS_CAPABILITY_ID, description="show cited cards")

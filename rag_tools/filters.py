@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .kb.filters import DocumentFilter, Filter, combine_filters
+from .kb.filters import DocumentFilter, Filter, FilterLike, combine_filters
 from .state import SESSION_NAMESPACE, SessionState, ToolContext
 
 __all__ = [
@@ -33,7 +33,7 @@ def build_multi_document_filter(names: Iterable[str]) -> DocumentFilter | None:
     return DocumentFilter(names=cleaned) if cleaned else None
 
 
-def get_session_filter(context: ToolContext | None, base_filter: Filter | None = None) -> Filter | None:
+def get_session_filter(context: ToolContext | None, base_filter: FilterLike | None = None) -> Filter | None:
     """``base_filter`` combined with the session's document filter (the user's choice in the UI)."""
     session = context.get(SESSION_NAMESPACE, SessionState) if context is not None else None
     chosen = build_multi_document_filter(session.document_filter) if session is not None else None

@@ -13,7 +13,7 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from .config import RagConfig
 from .deps import citation_hooks
-from .kb import Filter
+from .kb import FilterLike
 from .kb_toolsets import (
     create_analysis_toolset,
     create_document_toolset,
@@ -61,7 +61,7 @@ class Toolkit:
 def build_toolkit(
     config: RagConfig,
     features: Sequence[str] = ("search", "documents"),
-    base_filter: Filter | None = None,
+    base_filter: FilterLike | None = None,
     expand_context: bool = True,
     on_qa_complete: OnQAComplete | None = None,
     *,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,3 +72,27 @@ class Script:
 
 def _has_user(message: ModelRequest) -> bool:
     return any(part.part_kind == "user-prompt" for part in message.parts)
+
+
+Plan = Callable[[list[ModelMessage], AgentInfo], "tuple[str, dict[str, Any]] | str"]
+
+
+def planned_model(plan: Plan, name: str = "planned") -> FunctionModel:
+    """A model that, at each step, makes the one tool call ``plan`` returns, or answers its text."""
+
+    async def function(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = plan(messages, info)
+        if isinstance(step, str):
+            return ModelResponse(parts=[TextPart(step)])
+        return ModelResponse(parts=[ToolCallPart(step[0], step[1])])
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        step = plan(messages, info)
+        if isinstance(step, str):
+            words = step.split(" ")
+            for i, word in enumerate(words):
+                yield word if i == len(words) - 1 else word + " "
+            return
+        yield {0: DeltaToolCall(name=step[0], json_args=json.dumps(step[1]))}
+
+    return FunctionModel(function, stream_function=stream, model_name=name)

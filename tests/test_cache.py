@@ -146,7 +146,7 @@ async def test_over_capacity_dirty_entry_is_saved_once_and_dropped(store: Thread
         entry.dirty = True
     for thread in ("a", "b", "c", "a", "b", "c"):  # each access is over capacity
         await cache.get_entry(thread)
-    await asyncio.sleep(0.05)
+    await cache.settle()
     assert saves.count("old") == 1
     assert "old" not in cache and len(cache) == 2
     record = await store.load("old")

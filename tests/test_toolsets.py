@@ -64,7 +64,9 @@ async def run(
     script: Script, toolkit_features: list[str], deps: AgentDeps, cfg: RagConfig | None = None, **kw: Any
 ) -> Any:
     toolkit = build_toolkit(cfg or config(), toolkit_features, **kw)
-    agent = Agent(script.model, deps_type=AgentDeps, toolsets=toolkit.toolsets)
+    agent = Agent(
+        script.model, deps_type=AgentDeps, toolsets=toolkit.toolsets, capabilities=toolkit.capabilities
+    )
     return await agent.run("go", deps=deps)
 
 

@@ -12,7 +12,16 @@ from .errors import (
     KnowledgeBaseFormatError,
     KnowledgeBaseUnavailable,
 )
-from .filters import AllOf, DocumentFilter, Filter, combine_filters, sql_literal
+from .filters import (
+    AllOf,
+    DocumentFilter,
+    Filter,
+    FilterLike,
+    SqlFilter,
+    as_filter,
+    combine_filters,
+    sql_literal,
+)
 from .knowledge_base import KnowledgeBase
 from .models import (
     Document,
@@ -36,6 +45,7 @@ __all__ = [
     "DocumentPage",
     "EmbedderMismatchError",
     "Filter",
+    "FilterLike",
     "IngestOutcome",
     "IngestProgress",
     "IngestReport",
@@ -44,7 +54,9 @@ __all__ = [
     "KnowledgeBaseFormatError",
     "KnowledgeBaseUnavailable",
     "SearchHit",
+    "SqlFilter",
     "UnsupportedFormatError",
+    "as_filter",
     "combine_filters",
     "document_id_for",
     "sql_literal",

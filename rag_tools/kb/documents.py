@@ -6,7 +6,7 @@ from on the server) is used for matching but never returned.
 
 from __future__ import annotations
 
-from .filters import Filter, sql_literal
+from .filters import FilterLike, as_filter, sql_literal
 from .models import Document, DocumentFile, DocumentPage, SearchHit
 from .search import hit_from_row
 from .tables import DOC_COLUMNS, HIT_COLUMNS, Tables
@@ -43,11 +43,14 @@ async def document_by_id(tables: Tables, document_id: str, *, with_content: bool
     return docs[0] if docs else None
 
 
-async def list_documents(tables: Tables, page: int, page_size: int, filter: Filter | None) -> DocumentPage:
+async def list_documents(
+    tables: Tables, page: int, page_size: int, filter: FilterLike | None
+) -> DocumentPage:
     """One page of documents ordered by title (case-insensitive), then uri."""
     if page < 1 or page_size < 1:
         raise ValueError("page and page_size must be at least 1")
-    docs = await documents_where(tables, filter.to_sql() if filter else None)
+    restriction = as_filter(filter)
+    docs = await documents_where(tables, restriction.to_sql() if restriction else None)
     docs.sort(key=lambda d: (d.title.casefold(), d.uri))
     start = (page - 1) * page_size
     return DocumentPage(
@@ -56,12 +59,13 @@ async def list_documents(tables: Tables, page: int, page_size: int, filter: Filt
 
 
 async def find_document(
-    tables: Tables, query: str, filter: Filter | None, with_content: bool
+    tables: Tables, query: str, filter: FilterLike | None, with_content: bool
 ) -> Document | None:
     """By exact uri, else partial uri, else partial title; the shortest match wins, then alphabetical."""
     if not query.strip():
         return None
-    restrict = filter.to_sql() if filter else None
+    restriction = as_filter(filter)
+    restrict = restriction.to_sql() if restriction else None
     needle = sql_literal(query.lower())
     for predicate, key in (
         (f"uri = {sql_literal(query)}", None),
@@ -80,11 +84,12 @@ async def find_document(
 
 async def document_chunks(tables: Tables, document_id: str) -> list[SearchHit]:
     """A document's chunks in document order (``score`` is 0)."""
-    if tables.chunks is None:
+    prefix = (await tables.published({document_id})).get(document_id)
+    if tables.chunks is None or prefix is None:
         return []
     rows = (
         await tables.chunks.query()
-        .where(f"document_id = {sql_literal(document_id)}")
+        .where(f"document_id = {sql_literal(document_id)} AND starts_with(chunk_id, {sql_literal(prefix)})")
         .select(HIT_COLUMNS)
         .to_list()
     )
@@ -116,8 +121,8 @@ async def delete_document(tables: Tables, key: str) -> bool:
     if not found:
         return False
     predicate = f"document_id = {sql_literal(found[0].document_id)}"
-    async with tables.write_lock:
-        for table in (tables.chunks, tables.files, tables.documents):
+    async with tables.write_lock:  # unpublish first: an interrupted delete leaves no half document
+        for table in (tables.documents, tables.chunks, tables.files):
             if table is not None:
                 await table.delete(predicate)
     return True

@@ -1,9 +1,15 @@
 """Structured document filters and their translation into LanceDB predicates.
 
-Nobody outside this module writes SQL: the model names documents, the browser edits a list of
-names, developers pass ``DocumentFilter`` values. Every user-supplied string reaches the predicate
-as a single-quoted literal with its quotes doubled, and matching uses ``strpos``/``starts_with``
-rather than ``LIKE``, so ``%``, ``_``, ``--`` or ``' OR 1=1`` match literally.
+Nobody outside this module writes SQL from input: the model names documents, the browser edits a
+list of names, developers pass ``DocumentFilter`` values. Every user-supplied string reaches the
+predicate as a single-quoted literal with its quotes doubled, and matching uses
+``strpos``/``starts_with`` rather than ``LIKE``, so ``%``, ``_``, ``--`` or ``' OR 1=1`` match
+literally.
+
+The one exception is the developer's own ``base_filter``, which may be a SQL WHERE string (the
+seed toolkit's form), written in code, never taken from a request: ``SqlFilter`` keeps it as one
+parenthesised term, checked to stay one term (balanced parentheses outside literals, no ``;``,
+no comments), so combining it with the structured filters (``AND``) cannot change their meaning.
 """
 
 from __future__ import annotations
@@ -11,9 +17,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-__all__ = ["AllOf", "DocumentFilter", "Filter", "combine_filters", "sql_literal"]
+__all__ = [
+    "AllOf",
+    "DocumentFilter",
+    "Filter",
+    "FilterLike",
+    "SqlFilter",
+    "as_filter",
+    "combine_filters",
+    "sql_literal",
+]
 
 _Term = Annotated[str, StringConstraints(min_length=1, max_length=500)]
 
@@ -62,12 +77,67 @@ class DocumentFilter(BaseModel):
         return terms[0] if len(terms) == 1 else "(" + " OR ".join(terms) + ")"
 
 
+def _check_where(where: str) -> str:
+    """``where`` stripped, when it is one self-contained SQL term; else ``ValueError`` saying why."""
+    text = where.strip()
+    if not text:
+        raise ValueError("a SQL filter must not be empty")
+    depth, quote, i = 0, "", 0
+    while i < len(text):
+        char = text[i]
+        if quote:
+            if char == quote:
+                if text[i + 1 : i + 2] == quote:
+                    i += 1  # a doubled quote inside a literal
+                else:
+                    quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f"a SQL filter closes a parenthesis it did not open: {where!r}")
+        elif char == ";" or text[i : i + 2] in ("--", "/*"):
+            raise ValueError(f"a SQL filter must be one expression, without ';' or comments: {where!r}")
+        i += 1
+    if quote or depth:
+        raise ValueError(f"a SQL filter leaves a literal or a parenthesis open: {where!r}")
+    return text
+
+
+class SqlFilter(BaseModel):
+    """A trusted SQL WHERE expression over the ``document_id``, ``title`` and ``uri`` columns.
+
+    For developers' ``base_filter`` only (code, not requests). It is kept as one parenthesised term.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    where: str
+
+    def __init__(self, where: str | None = None, /, **data: object) -> None:
+        if where is not None:
+            data["where"] = where
+        super().__init__(**data)
+
+    _checked = field_validator("where")(classmethod(lambda cls, value: _check_where(value)))
+
+    @property
+    def is_empty(self) -> bool:
+        return False
+
+    def to_sql(self) -> str:
+        return f"({self.where})"
+
+
 class AllOf(BaseModel):
     """A conjunction of filters: a document must match every one of them."""
 
     model_config = ConfigDict(frozen=True)
 
-    filters: tuple[DocumentFilter, ...]
+    filters: tuple[DocumentFilter | SqlFilter, ...]
 
     @property
     def is_empty(self) -> bool:
@@ -80,17 +150,28 @@ class AllOf(BaseModel):
         return parts[0] if len(parts) == 1 else "(" + " AND ".join(parts) + ")"
 
 
-Filter = DocumentFilter | AllOf
+Filter = DocumentFilter | SqlFilter | AllOf
+FilterLike = Filter | str
+"""A filter, or a trusted SQL WHERE string (a ``base_filter`` written in code)."""
 
 
-def _parts(value: Filter | None) -> Iterable[DocumentFilter]:
+def as_filter(value: FilterLike | None) -> Filter | None:
+    """``value`` as a ``Filter``: a string becomes a checked ``SqlFilter``."""
+    return SqlFilter(value) if isinstance(value, str) else value
+
+
+def _parts(value: FilterLike | None) -> Iterable[DocumentFilter | SqlFilter]:
+    value = as_filter(value)
     if value is None:
         return ()
     return value.filters if isinstance(value, AllOf) else (value,)
 
 
-def combine_filters(a: Filter | None, b: Filter | None) -> Filter | None:
-    """Both restrictions at once; ``None`` or empty filters drop out."""
+def combine_filters(a: FilterLike | None, b: FilterLike | None) -> Filter | None:
+    """Both restrictions at once (``AND``, each part parenthesised); ``None`` or empty filters drop out.
+
+    Either may be a trusted SQL WHERE string (see ``SqlFilter``).
+    """
     parts = tuple(f for f in (*_parts(a), *_parts(b)) if not f.is_empty)
     if not parts:
         return None

@@ -1,7 +1,10 @@
 """Index maintenance on the chunks table: full-text and id indexes always, a vector index past a size.
 
 Indexes are created once; afterwards ``optimize`` folds new rows into them and compacts the small
-fragments that each write commit leaves behind.
+fragments that each write commit leaves behind. Another process refreshing the same knowledge base
+at the same time (two hosts ingesting into one store) makes LanceDB refuse one of the commits as a
+conflict: the refresh is tried again, and if it keeps conflicting it is left to the next one (rows
+not yet indexed are still searched, by a scan).
 
 The vector index and the query settings are chosen from the number of chunks
 (``vector_index_plan``, ``vector_search_parameters``): below ``ann_index_threshold`` an exact scan
@@ -13,12 +16,15 @@ vectors. The figures behind the rule are in ``bench/RESULTS.md`` (``bench/kb.py`
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
 from dataclasses import dataclass
 from datetime import timedelta
 
 from lancedb.index import FTS, BTree, HnswSq
 
+from .errors import is_commit_conflict
 from .tables import FTS_COLUMN, Tables
 
 __all__ = [
@@ -35,6 +41,10 @@ ROWS_PER_PARTITION = 1_000_000
 # Below this many chunks LanceDB's exact scan is about as fast as the index (2,000 chunks: 3.4 ms
 # both); at 5,000 the index is already 2x faster and at 100,000 40x (bench/RESULTS.md).
 DEFAULT_ANN_INDEX_THRESHOLD = 5_000
+
+logger = logging.getLogger("ragstream.kb")
+
+_ATTEMPTS = 4
 
 
 @dataclass(frozen=True)
@@ -96,8 +106,26 @@ def vector_search_parameters(rows: int, *, ann_index_threshold: int) -> VectorSe
     return VectorSearchParameters(ef=ef, nprobes=plan.num_partitions, refine_factor=8)
 
 
-async def refresh_indexes(tables: Tables, *, ann_index_threshold: int) -> int:
-    """Create missing indexes (the vector one per ``vector_index_plan``), else optimize; the row count."""
+async def refresh_indexes(tables: Tables, *, ann_index_threshold: int) -> int | None:
+    """Create missing indexes (the vector one per ``vector_index_plan``), else optimize; the row count.
+
+    A commit conflict with another process's refresh is retried, then left to the next refresh
+    (``None``).
+    """
+    for attempt in range(_ATTEMPTS):
+        try:
+            return await _refresh(tables, ann_index_threshold=ann_index_threshold)
+        except RuntimeError as error:
+            if not is_commit_conflict(error):
+                raise
+            if attempt == _ATTEMPTS - 1:
+                logger.info("index refresh left to the next one: %s", error)
+                return None
+            await asyncio.sleep(0.25 * (attempt + 1))
+    return None
+
+
+async def _refresh(tables: Tables, *, ann_index_threshold: int) -> int:
     if tables.chunks is None:
         return 0
     async with tables.write_lock:

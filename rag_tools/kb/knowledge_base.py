@@ -27,7 +27,7 @@ from .errors import (
     KnowledgeBaseUnavailable,
     storage_errors,
 )
-from .filters import Filter
+from .filters import FilterLike
 from .indexing import (
     DEFAULT_ANN_INDEX_THRESHOLD,
     VectorSearchParameters,
@@ -71,6 +71,10 @@ class KnowledgeBase:
     The vector index and its query settings follow the number of chunks (``indexing``);
     ``ann_ef``, ``ann_nprobes`` and ``ann_refine_factor`` override the settings chosen by size, and
     ``exact_vector_search`` makes every vector search an exact scan.
+
+    ``uri`` is a folder or an object-store URI (``s3://bucket/prefix``, ``gs://``, ``az://``); the
+    object store's credentials and endpoint come from its standard variables (``AWS_ENDPOINT_URL``,
+    ``AWS_ACCESS_KEY_ID``, ...), which ``storage_options`` (LanceDB's keys) override.
     """
 
     DEFAULT_ANN_INDEX_THRESHOLD = DEFAULT_ANN_INDEX_THRESHOLD
@@ -86,6 +90,7 @@ class KnowledgeBase:
         ann_nprobes: int | None = None,
         ann_refine_factor: int | None = None,
         read_consistency_interval: timedelta | None = timedelta(0),
+        storage_options: dict[str, str] | None = None,
     ) -> None:
         self.uri = str(uri)
         self.embedding_model = resolve_embedding_model(embedder)
@@ -98,7 +103,10 @@ class KnowledgeBase:
         self.exact_vector_search = False
         self._rows: tuple[float, int] | None = None
         self._tables = Tables(
-            self.uri, embedder=self.embedder, read_consistency_interval=read_consistency_interval
+            self.uri,
+            embedder=self.embedder,
+            read_consistency_interval=read_consistency_interval,
+            storage_options=storage_options,
         )
 
     @classmethod
@@ -109,6 +117,7 @@ class KnowledgeBase:
             embedder=config.embedder,
             chunk_max_chars=config.chunk_max_chars,
             ann_index_threshold=config.ann_index_threshold,
+            storage_options=config.kb_storage_options,
         )
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -172,14 +181,15 @@ class KnowledgeBase:
         name: str,
         uri: str | None = None,
         title: str | None = None,
+        on_progress: Callable[[IngestProgress], None] | None = None,
     ) -> IngestOutcome:
         """Ingest an in-memory source (an upload); ``name``'s suffix gives the format.
 
         The document is shown as ``uri`` when given (e.g. the URL it came from), else as ``name``;
-        its original bytes are kept for ``get_document_file``.
+        its original bytes are kept for ``get_document_file``. ``on_progress`` as in ``ingest_paths``.
         """
         await self.open()
-        (outcome,) = await self._ingest([bytes_source(data, name=name, uri=uri, title=title)], None)
+        (outcome,) = await self._ingest([bytes_source(data, name=name, uri=uri, title=title)], on_progress)
         if outcome.status in ("added", "updated"):
             await self.refresh_indexes()
         return outcome
@@ -225,7 +235,8 @@ class KnowledgeBase:
     async def refresh_indexes(self) -> None:
         """Keep indexes current: full-text and id indexes always, the vector index past the threshold."""
         rows = await refresh_indexes(self._tables, ann_index_threshold=self.ann_index_threshold)
-        self._rows = (time.monotonic(), rows)
+        if rows is not None:
+            self._rows = (time.monotonic(), rows)
 
     def vector_search_parameters(self) -> VectorSearchParameters | None:
         """The vector query settings for the current size and overrides; ``None`` for an exact scan."""
@@ -261,7 +272,7 @@ class KnowledgeBase:
         *,
         limit: int = 5,
         mode: SearchMode = "hybrid",
-        filter: Filter | None = None,
+        filter: FilterLike | None = None,
         context_chars: int = 0,
     ) -> list[SearchHit]:
         """The ``limit`` best chunks for ``query``.
@@ -276,6 +287,7 @@ class KnowledgeBase:
             return []
         await self._count_for_search(chunks)
         return await search_chunks(
+            self._tables,
             chunks,
             query,
             embed_query=self.embed_query,
@@ -290,7 +302,7 @@ class KnowledgeBase:
 
     @storage_errors
     async def list_documents(
-        self, page: int = 1, page_size: int = 50, *, filter: Filter | None = None
+        self, page: int = 1, page_size: int = 50, *, filter: FilterLike | None = None
     ) -> DocumentPage:
         """Documents ordered by title (case-insensitive), then uri; ``page`` counts from 1."""
         await self.open()
@@ -298,7 +310,7 @@ class KnowledgeBase:
 
     @storage_errors
     async def get_document(
-        self, query: str, *, filter: Filter | None = None, with_content: bool = True
+        self, query: str, *, filter: FilterLike | None = None, with_content: bool = True
     ) -> Document | None:
         """Find a document by exact uri, else partial uri, else partial title (case-insensitive).
 

@@ -5,7 +5,7 @@ a pydantic-ai ``FunctionToolset``. The machinery that registers, hooks and guard
 from ._common import SearchResult
 from .analysis import AnalysisResult, create_analysis_toolset
 from .documents import DocumentContent, DocumentInfo, DocumentList, create_document_toolset
-from .qa import QAResult, create_qa_toolset, run_qa_core
+from .qa import QACitation, QAResult, create_qa_toolset, run_qa_core
 from .search import SearchResults, create_search_toolset
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "DocumentContent",
     "DocumentInfo",
     "DocumentList",
+    "QACitation",
     "QAResult",
     "SearchResult",
     "SearchResults",

@@ -2,26 +2,51 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
 from pydantic_ai import RunContext
 
 from ..config import RagConfig
-from ..deps import AgentDeps
+from ..deps import CITATIONS_CAPABILITY_ID, RAGDeps
 from ..kb import KnowledgeBase, SearchHit
-from ..state import SESSION_NAMESPACE, SessionState, ToolContext
+from ..state import FEATURE_NAMESPACES, SESSION_NAMESPACE, SessionState, ToolContext, prepare_context
 
-__all__ = ["SearchResult", "cite_hits", "deps_of", "location_of"]
+__all__ = ["SearchResult", "ToolDeps", "cite_hits", "deps_of", "location_of", "shows_cards_at_once"]
 
 
-def deps_of(ctx: RunContext[Any]) -> AgentDeps:
-    """The run's ``AgentDeps``; a clear error when the agent was given something else."""
-    if not isinstance(ctx.deps, AgentDeps):
+@dataclass
+class ToolDeps:
+    """The run's deps as the tools use them: a knowledge base and a context (never ``None``)."""
+
+    client: KnowledgeBase
+    tool_context: ToolContext
+    deps: Any
+
+
+def deps_of(ctx: RunContext[Any]) -> ToolDeps:
+    """The run's deps (anything satisfying ``RAGDeps``); a clear error when they do not.
+
+    Deps with ``tool_context=None`` get a fresh context for the call: the tools work, nothing is kept.
+    """
+    deps = ctx.deps
+    if not isinstance(deps, RAGDeps) or not isinstance(deps.client, KnowledgeBase):
         raise TypeError(
-            f"rag_tools toolsets need AgentDeps (or a subclass) as deps, got {type(ctx.deps).__name__}"
+            "rag_tools toolsets need deps with `client` (a KnowledgeBase) and `tool_context` "
+            f"(the RAGDeps protocol, e.g. AgentDeps), got {type(deps).__name__}"
         )
-    return ctx.deps
+    context = deps.tool_context
+    if context is None:
+        context = prepare_context(ToolContext(), FEATURE_NAMESPACES)
+    elif not isinstance(context, ToolContext):
+        raise TypeError(f"deps.tool_context must be a ToolContext or None, got {type(context).__name__}")
+    return ToolDeps(deps.client, context, deps)
+
+
+def shows_cards_at_once(ctx: RunContext[Any]) -> bool:
+    """Whether a search shows its hits' cards now: yes, unless ``citation_hooks`` shows the cited ones."""
+    return CITATIONS_CAPABILITY_ID not in ctx.capabilities
 
 
 def kb_of(ctx: RunContext[Any]) -> KnowledgeBase:
@@ -49,10 +74,13 @@ class SearchResult(BaseModel):
     score: float
 
 
-def cite_hits(context: ToolContext, hits: list[SearchHit], config: RagConfig) -> list[SearchResult]:
+def cite_hits(
+    context: ToolContext, hits: list[SearchHit], config: RagConfig, *, show: bool = False
+) -> list[SearchResult]:
     """Give each hit its stable citation number in the session and return them model-ready.
 
-    The cards stay server-side until an answer cites them (``SessionState.promote``).
+    With ``show`` the cards are shown at once; otherwise they stay server-side until an answer
+    cites them (``SessionState.promote``).
     """
     session = context.get_or_create(SESSION_NAMESPACE, SessionState)
     results = []
@@ -66,7 +94,7 @@ def cite_hits(context: ToolContext, hits: list[SearchHit], config: RagConfig) ->
             headings=hit.headings,
             page=hit.page,
             limit=config.citations_limit,
-            promote=False,
+            promote=show,
         )
         results.append(
             SearchResult(

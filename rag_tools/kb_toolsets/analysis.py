@@ -19,7 +19,7 @@ from pydantic_ai.models import Model
 
 from ..config import RagConfig
 from ..filters import build_document_filter, combine_filters, get_session_filter
-from ..kb import Filter
+from ..kb import FilterLike
 from ..offline_model import is_extractive_model
 from ..progress import report_progress
 from ..sandbox import SANDBOX_MODULES, SandboxLimits, SandboxResult, run_sandboxed
@@ -69,7 +69,7 @@ def _strip_fences(code: str) -> str:
 
 def create_analysis_toolset(
     config: RagConfig,
-    base_filter: Filter | None = None,
+    base_filter: FilterLike | None = None,
     tool_name: str = "analyze",
     *,
     model: Model | str | None = None,

@@ -11,7 +11,7 @@ from pydantic_ai.models import Model
 from ..config import RagConfig
 from ..extractive import extractive_summary
 from ..filters import get_session_filter
-from ..kb import Filter
+from ..kb import FilterLike
 from ..progress import report_progress
 from ._common import deps_of
 
@@ -49,7 +49,7 @@ class DocumentContent(BaseModel):
 
 
 def create_document_toolset(
-    config: RagConfig, base_filter: Filter | None = None, *, model: Model | str | None = None
+    config: RagConfig, base_filter: FilterLike | None = None, *, model: Model | str | None = None
 ) -> FunctionToolset[Any]:
     """``list_documents(page)``, ``get_document(query)`` and ``summarize_document(query)``.
 

@@ -7,15 +7,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 from pydantic_ai import Agent, FunctionToolset, RunContext
 from pydantic_ai.models import Model
 
 from ..config import RagConfig
-from ..deps import emit_state_update
+from ..deps import apply_later, emit_state_update, spawn
 from ..extractive import Passage, extractive_answer
 from ..filters import build_document_filter, combine_filters, get_session_filter
-from ..kb import Filter, KnowledgeBase
+from ..kb import FilterLike, KnowledgeBase
 from ..progress import report_progress
 from ..state import (
     QA_NAMESPACE,
@@ -28,7 +28,7 @@ from ..state import (
 )
 from ._common import SearchResult, cite_hits, deps_of
 
-__all__ = ["OnQAComplete", "QAResult", "create_qa_toolset", "run_qa_core", "summarize_session"]
+__all__ = ["OnQAComplete", "QACitation", "QAResult", "create_qa_toolset", "run_qa_core", "summarize_session"]
 
 NOT_FOUND = "I could not find an answer to that in the documents."
 SUMMARY_CHARS = 160
@@ -36,14 +36,52 @@ SUMMARY_CHARS = 160
 OnQAComplete = Callable[[QASessionState, RagConfig], Awaitable[None] | None]
 
 
+class QACitation(BaseModel):
+    """A passage an answer cites as ``[index]``: which document, where in it, and the text."""
+
+    index: int
+    document_id: str
+    document_title: str
+    uri: str
+    page: int | None = None
+    headings: list[str] = Field(default_factory=list)
+    passage: str
+
+
 class QAResult(BaseModel):
-    """An answer with the citation numbers it rests on."""
+    """An answer with the citations it rests on (``citation_indices`` gives just their numbers)."""
 
     question: str
     answer: str
     confidence: float = Field(ge=0.0, le=1.0)
-    citations: list[int] = Field(default_factory=list)
+    citations: list[QACitation] = Field(default_factory=list)
     recalled_from: str | None = Field(default=None, description="Id of the earlier answer that was reused.")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def citation_indices(self) -> list[int]:
+        """The ``[n]`` numbers the answer cites, in order."""
+        return [c.index for c in self.citations]
+
+
+def _citations(session: SessionState, indices: list[int]) -> list[QACitation]:
+    """The cards of ``indices`` as citation objects (a card the session no longer keeps is left out)."""
+    found = []
+    for index in dict.fromkeys(indices):
+        card = session.citations.get(str(index)) or session.pending_citations.get(str(index))
+        if card is not None:
+            found.append(
+                QACitation(
+                    index=card.index,
+                    document_id=card.document_id,
+                    document_title=card.title,
+                    uri=card.uri,
+                    page=card.page,
+                    headings=list(card.headings),
+                    passage=card.passage,
+                )
+            )
+    return found
 
 
 class _ModelAnswer(BaseModel):
@@ -90,7 +128,7 @@ async def run_qa_core(
     context: ToolContext | None = None,
     session_context: str | None = None,
     on_qa_complete: OnQAComplete | None = None,
-    base_filter: Filter | None = None,
+    base_filter: FilterLike | None = None,
     model: Model | str | None = None,
 ) -> QAResult:
     """The QA cycle without an agent: recall, else search and answer; then record it.
@@ -106,13 +144,7 @@ async def run_qa_core(
     recalled_id = _recall(qa, vector, document_name, config.qa_recall_threshold)
     if recalled_id is not None:
         prior = next(e for e in qa.qa_history if e.id == recalled_id)
-        result = QAResult(
-            question=question,
-            answer=prior.answer,
-            confidence=prior.confidence,
-            citations=list(prior.citations),
-            recalled_from=prior.id,
-        )
+        answer, confidence, cited = prior.answer, prior.confidence, list(prior.citations)
     else:
         restriction = get_session_filter(context, base_filter)
         if document_name:
@@ -123,31 +155,33 @@ async def run_qa_core(
         results = cite_hits(context, hits, config)
         answer_model = model if model is not None else config.model
         if not results:
-            result = QAResult(question=question, answer=NOT_FOUND, confidence=0.0)
+            answer, confidence, cited = NOT_FOUND, 0.0, []
         elif answer_model is not None:
             produced = await _answer_with_model(answer_model, question, results, session_context)
+            answer, confidence = produced.answer, produced.confidence
             cited = [r.citation for r in results if f"[{r.citation}]" in produced.answer]
-            result = QAResult(
-                question=question, answer=produced.answer, confidence=produced.confidence, citations=cited
-            )
         else:
             passages = [Passage(r.citation, r.text, f"{r.title}: {r.location or ''}") for r in results]
             extracted = await extractive_answer(client.embedding_model, question, passages)
-            result = QAResult(
-                question=question,
-                answer=extracted.text if extracted.found else NOT_FOUND,
-                confidence=extracted.confidence if extracted.found else 0.0,
-                citations=extracted.citations,
-            )
+            answer = extracted.text if extracted.found else NOT_FOUND
+            confidence = extracted.confidence if extracted.found else 0.0
+            cited = list(extracted.citations)
     session = context.get_or_create(SESSION_NAMESPACE, SessionState)
-    if session.promote(result.citations, limit=config.citations_limit, text=result.answer):
+    result = QAResult(
+        question=question,
+        answer=answer,
+        confidence=confidence,
+        citations=_citations(session, cited),
+        recalled_from=recalled_id,
+    )
+    if session.promote(cited, limit=config.citations_limit, text=answer):
         context.mark_changed(SESSION_NAMESPACE)
     qa.add_entry(
         {
             "question": question,
             "answer": result.answer,
             "confidence": result.confidence,
-            "citations": tuple(result.citations),
+            "citations": tuple(cited),
             "document": document_name,
             "recalled_from": result.recalled_from,
         },
@@ -190,7 +224,7 @@ def _keep_summary(summary: str) -> Callable[[ToolContext], None]:
 
 def create_qa_toolset(
     config: RagConfig,
-    base_filter: Filter | None = None,
+    base_filter: FilterLike | None = None,
     tool_name: str = "ask",
     on_ask_complete: OnQAComplete | None = None,
     *,
@@ -234,9 +268,10 @@ def create_qa_toolset(
         if answer_model is not None:
 
             async def refresh_summary() -> None:
-                await deps.apply_later(_keep_summary(await summarize_session(qa, answer_model)))
+                summary = await summarize_session(qa, answer_model)
+                await apply_later(deps.deps, deps.tool_context, _keep_summary(summary))
 
-            deps.spawn(refresh_summary())
+            spawn(deps.deps, refresh_summary())
         return result
 
     toolset.add_function(ask, name=tool_name)

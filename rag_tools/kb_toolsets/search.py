@@ -10,10 +10,10 @@ from pydantic_ai import FunctionToolset, RunContext
 from ..config import RagConfig
 from ..deps import emit_state_update
 from ..filters import build_multi_document_filter, combine_filters, get_session_filter
-from ..kb import Filter
+from ..kb import FilterLike
 from ..progress import report_progress
 from ..state import SEARCH_NAMESPACE, SESSION_NAMESPACE, SearchHitSummary, SearchState, SessionState
-from ._common import SearchResult, cite_hits, deps_of
+from ._common import SearchResult, cite_hits, deps_of, shows_cards_at_once
 
 __all__ = ["SearchResults", "create_search_toolset"]
 
@@ -32,7 +32,7 @@ class SearchResults(BaseModel):
 def create_search_toolset(
     config: RagConfig,
     expand_context: bool = True,
-    base_filter: Filter | None = None,
+    base_filter: FilterLike | None = None,
     tool_name: str = "search",
 ) -> FunctionToolset[Any]:
     """A toolset with one tool, ``search(query, limit?, filter?)``.
@@ -72,7 +72,7 @@ def create_search_toolset(
             filter=restriction,
             context_chars=config.context_chars if expand_context else 0,
         )
-        results = cite_hits(deps.tool_context, hits, config)
+        results = cite_hits(deps.tool_context, hits, config, show=shows_cards_at_once(ctx))
         searches = deps.tool_context.get_or_create(SEARCH_NAMESPACE, SearchState)
         searches.add_search(
             query,

@@ -227,8 +227,14 @@ class ToolContextCache:
             evicted += await self.evict(thread_id)
         return evicted
 
+    async def settle(self) -> None:
+        """Wait for the saving-evictions scheduled in the background (capacity overflow)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
     async def close(self) -> None:
-        """Save unsaved entries, cancel background tasks, close the store."""
+        """Finish background saves, save unsaved entries, cancel background tasks, close the store."""
+        await self.settle()
         for thread_id in list(self._entries):
             await self.evict(thread_id)
         for entry in list(self._entries.values()):

@@ -7,6 +7,11 @@ pydantic-ai's ``DynamicToolset``. ``resolve`` turns a selection into the toolset
 entries that declare themselves unavailable are left out (and logged), and a tool name that two
 sources would both provide is an error naming both origins, before any run starts. Names that
 only a factory knows are checked at run time by pydantic-ai, with the same origins as labels.
+
+A factory runs once per run by default; ``per_run_step=True`` rebuilds its toolset before every
+model request (tools that depend on what the run did so far). Instructions, of tools and of
+toolsets, may be text or a function of the run context, resolved before each model request by
+pydantic-ai itself.
 """
 
 from __future__ import annotations
@@ -21,13 +26,34 @@ from typing import Any
 from pydantic_ai import RunContext, Tool
 from pydantic_ai.toolsets import AbstractToolset, DynamicToolset, FunctionToolset, WrapperToolset
 
-from .options import ApprovalInfo, RetryPolicy, ToolOptions, Unavailable, options_of
+from .options import Instructions, ToolOptions, Unavailable, options_of
+from .streaming import is_streaming, streaming
 
-__all__ = ["DuplicateToolError", "ToolRegistry", "ToolSpec", "ToolsetSpec"]
+__all__ = ["DuplicateToolError", "ToolRegistry", "ToolSpec", "ToolsetSpec", "toolset_options"]
 
 logger = logging.getLogger("ragstream.tools")
 
 ToolsetFactory = Callable[..., Any]
+
+_TOOLSET_ATTRIBUTE = "__ragstream_toolset_options__"
+
+
+def toolset_options(
+    *,
+    per_run_step: bool = False,
+    instructions: Instructions | None = None,
+    unavailable: Unavailable | None = None,
+) -> Callable[[ToolsetFactory], ToolsetFactory]:
+    """Declare how a toolset factory is used (read by ``add_toolset`` and the loader's ``TOOLSETS``).
+
+    ``per_run_step`` rebuilds the toolset before every model request instead of once per run.
+    """
+
+    def attach(factory: ToolsetFactory) -> ToolsetFactory:
+        setattr(factory, _TOOLSET_ATTRIBUTE, (per_run_step, instructions, unavailable))
+        return factory
+
+    return attach
 
 
 class DuplicateToolError(ValueError):
@@ -54,17 +80,30 @@ class ToolsetSpec:
     name: str
     source: AbstractToolset[Any] | ToolsetFactory
     origin: str
-    instructions: str | None = None
+    instructions: Instructions | None = None
     unavailable: Unavailable | None = None
+    per_run_step: bool = False
 
 
 class _Labelled(WrapperToolset[Any]):
-    """A toolset shown under its origin in pydantic-ai's conflict errors, with optional instructions."""
+    """A toolset shown under its origin in pydantic-ai's conflict errors, with optional instructions.
 
-    def __init__(self, wrapped: AbstractToolset[Any], label: str, instructions: str | None = None) -> None:
+    The instructions (text or functions of the run context) are resolved by an empty pydantic-ai
+    ``FunctionToolset`` holding them, so they behave exactly like pydantic-ai's own.
+    """
+
+    def __init__(
+        self,
+        wrapped: AbstractToolset[Any],
+        label: str,
+        instructions: Instructions | list[Instructions] | None = None,
+    ) -> None:
         super().__init__(wrapped)
         self._label = label
         self._instructions = instructions
+        self._instruction_source: FunctionToolset[Any] | None = (
+            FunctionToolset(instructions=instructions) if instructions else None
+        )
 
     @property
     def label(self) -> str:
@@ -79,12 +118,10 @@ class _Labelled(WrapperToolset[Any]):
 
     async def get_instructions(self, ctx: RunContext[Any]) -> Any:
         inherited = await super().get_instructions(ctx)
-        if not self._instructions:
+        own = await self._instruction_source.get_instructions(ctx) if self._instruction_source else None
+        if not own:
             return inherited
-        return [
-            self._instructions,
-            *(inherited if isinstance(inherited, list) else [inherited] if inherited else []),
-        ]
+        return [*own, *(inherited if isinstance(inherited, list) else [inherited] if inherited else [])]
 
     def visit_and_replace(
         self, visitor: Callable[[AbstractToolset[Any]], AbstractToolset[Any]]
@@ -150,48 +187,49 @@ class ToolRegistry:
         *,
         name: str | None = None,
         origin: str = "registry",
-        tags: Iterable[str] = (),
-        approval: ApprovalInfo | None = None,
-        timeout: float | None = None,
-        retry: RetryPolicy | None = None,
-        sequential: bool = False,
-        instructions: str | None = None,
-        unavailable: Unavailable | None = None,
+        **options: Any,
     ) -> ToolSpec:
-        """Register a tool (a ``Tool`` or a plain function); options given here win over ``@tool_options``."""
+        """Register a tool (a ``Tool`` or a plain function, which may be an async generator: see
+        ``streaming``); ``options`` are ``ToolOptions`` fields and win over ``@tool_options``.
+        """
         if not callable(tool) and not isinstance(tool, Tool):
             raise TypeError(f"tool {name or tool!r} from {origin} is not callable")
-        declared = options_of(tool.function if isinstance(tool, Tool) else tool) or ToolOptions()
-        options = ToolOptions(
-            tags=frozenset(tags) | declared.tags,
-            approval=approval or declared.approval,
-            timeout=timeout if timeout is not None else declared.timeout,
-            retry=retry or declared.retry,
-            sequential=sequential or declared.sequential,
-            instructions=instructions or declared.instructions,
-            unavailable=unavailable or declared.unavailable,
-        )
-        metadata = {"tags": sorted(options.tags), "origin": origin}
-        if options.approval is not None:
-            metadata["approval"] = {**options.approval.metadata(), "required": options.approval.required}
+        function = tool.function if isinstance(tool, Tool) else tool
+        resolved = (options_of(function) or ToolOptions()).updated(**options)
+        metadata: dict[str, Any] = {"tags": sorted(resolved.tags), "origin": origin}
+        if resolved.approval is not None:
+            metadata["approval"] = {**resolved.approval.metadata(), "required": resolved.approval.required}
         if isinstance(tool, Tool):
             made = dataclasses.replace(
                 tool,
                 name=name or tool.name,
                 metadata={**(tool.metadata or {}), **metadata},
-                timeout=options.timeout if options.timeout is not None else tool.timeout,
-                sequential=options.sequential or tool.sequential,
+                timeout=resolved.timeout if resolved.timeout is not None else tool.timeout,
+                sequential=resolved.sequential or tool.sequential,
             )
+            if is_streaming(tool.function):  # the same tool, running the generator to its end
+                run = streaming(tool.function)
+                schema = Tool(
+                    run,
+                    name=made.name,
+                    docstring_format=made.docstring_format,
+                    require_parameter_descriptions=made.require_parameter_descriptions,
+                ).function_schema
+                made = dataclasses.replace(made, function=run, function_schema=schema)
         else:
             made = Tool(
-                tool, name=name, metadata=metadata, timeout=options.timeout, sequential=options.sequential
+                streaming(tool) if is_streaming(tool) else tool,
+                name=name,
+                metadata=metadata,
+                timeout=resolved.timeout,
+                sequential=resolved.sequential,
             )
         if made.name in self._tools:
             existing = self._tools[made.name]
             raise DuplicateToolError(
                 f"tool {made.name!r} from {origin} is already registered from {existing.origin}"
             )
-        spec = ToolSpec(made, origin, options)
+        spec = ToolSpec(made, origin, resolved)
         self._tools[made.name] = spec
         return spec
 
@@ -210,17 +248,27 @@ class ToolRegistry:
         toolset: AbstractToolset[Any] | ToolsetFactory,
         *,
         origin: str = "registry",
-        instructions: str | None = None,
+        instructions: Instructions | None = None,
         unavailable: Unavailable | None = None,
+        per_run_step: bool = False,
     ) -> ToolsetSpec:
-        """Register a toolset, or a factory called fresh for every run."""
+        """Register a toolset, or a factory called fresh for every run (every step with ``per_run_step``)."""
         if name in self._toolsets:
             raise DuplicateToolError(
                 f"toolset {name!r} from {origin} is already registered from {self._toolsets[name].origin}"
             )
         if not isinstance(toolset, AbstractToolset) and not callable(toolset):
             raise TypeError(f"toolset {name!r} from {origin} is neither a toolset nor a factory")
-        spec = ToolsetSpec(name, toolset, origin, instructions, unavailable)
+        declared = getattr(toolset, _TOOLSET_ATTRIBUTE, None)
+        if declared is not None:
+            per_run_step = per_run_step or declared[0]
+            instructions = instructions or declared[1]
+            unavailable = unavailable or declared[2]
+        if per_run_step and isinstance(toolset, AbstractToolset):
+            raise TypeError(
+                f"toolset {name!r} from {origin}: per_run_step applies to factories, not toolsets"
+            )
+        spec = ToolsetSpec(name, toolset, origin, instructions, unavailable, per_run_step)
         self._toolsets[name] = spec
         return spec
 
@@ -274,7 +322,7 @@ class ToolRegistry:
                 _Labelled(
                     FunctionToolset([s.tool for s in available_tools], id="registry-tools"),
                     "registered tools",
-                    "\n".join(instructions) or None,
+                    instructions or None,
                 )
             )
         for toolset_spec in chosen_sets:
@@ -293,7 +341,9 @@ class ToolRegistry:
                 claim(_static_names(source) or [], label)
                 built: AbstractToolset[Any] = source
             else:
-                built = DynamicToolset(_checked_factory(toolset_spec.name, source), per_run_step=False)
+                built = DynamicToolset(
+                    _checked_factory(toolset_spec.name, source), per_run_step=toolset_spec.per_run_step
+                )
             result.append(_Labelled(built, label, toolset_spec.instructions))
         return result
 

@@ -134,6 +134,10 @@ class MemoryEventLog(EventLog):
             if log.closed:
                 return
             await log.signal.wait()
+            # One more turn for the producer before collecting: a run streaming flat out appends
+            # again in that turn, so a burst leaves as one batch (one SSE write, one send-timeout
+            # scope) instead of one per event; a paced event goes out a loop pass later.
+            await asyncio.sleep(0)
 
     def _expire(self) -> None:
         cutoff = time.monotonic() - self.ttl_seconds

@@ -1,0 +1,17 @@
+"""The README's code blocks, for tests that run them as they stand."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+def readme_snippet(marker: str) -> str:
+    """The README's one ```python block whose first line is the comment ``# <marker> ...``."""
+    found = [b for b in _BLOCK.findall(README.read_text()) if b.startswith(f"# {marker}")]
+    assert len(found) == 1, f"expected one README python block starting with '# {marker}', got {len(found)}"
+    return found[0]
