@@ -1,56 +1,73 @@
-"""Knowledge base at scale: ingestion throughput and search latency against a numpy brute-force scan.
+"""Knowledge base scale curve: ingestion, index build, search latency and recall, memory and disk.
 
-    python -m bench.kb [--chunks 50000] [--queries 200] [--embedder local:wordllama]
+    python -m bench.kb [--sizes 10000,100000,500000] [--queries 200] [--sweep]
 
-Synthetic documents (paragraphs of words drawn from a Zipf-like vocabulary, one paragraph per
-chunk) are ingested through ``KnowledgeBase.ingest_paths``, the path users take. Two throughputs:
-with the embedder running, and with vectors precomputed (a lookup-table embedder), which isolates
-parsing, chunking and LanceDB writes. Search latency is measured for vector, text and hybrid
-queries before and after the ANN index (HNSW-SQ) exists, beside an exact cosine scan in numpy over
-the same vectors; the ratio to numpy is the figure. Recall@10 of the vector search against the
-exact scan is printed too.
+For each size, synthetic documents (one paragraph of 80 words per chunk, words drawn from a
+Zipf-like vocabulary of 5,000 pseudo-words, 100 chunks per text file) are ingested through
+``KnowledgeBase.ingest_paths``, the path users take, with vectors precomputed: deterministic
+clustered unit vectors of 384 dimensions (the default embedder's), built as topic centre +
+sub-topic offset + noise, so that neighbours are graded the way real embeddings are rather than
+uniformly random. Each query is 6 words of a random chunk, with that chunk's vector plus noise as
+its query vector; the embedder is a lookup table, so no timing includes embedding.
+``--vectors local:wordllama`` embeds the same paragraphs and queries with a real (fast) embedder
+instead, to check recall on vectors that were not made to be clustered.
 
-The default bulk embedder is ``local:wordllama`` because embedding 50k chunks with MiniLM takes
-minutes on two cores; MiniLM's own throughput is measured on a sample (``--sample``).
+Figures per size: ingest chunks/s (parse, chunk, write, full-text and id indexes), the vector
+index the knowledge base chose for that size and its build time, vector / text / hybrid p50 and
+p95 (top 10, no context expansion), vector recall@10 against an exact numpy scan, hybrid recall@10
+against the same hybrid query with the vector index bypassed (exact; first 50 queries), the resident memory of a
+fresh process that opened the knowledge base and served the queries (the server's share), and the
+knowledge base's size on disk. Searches run in that fresh process. ``--sweep`` adds recall and
+latency for other query settings. Everything lives in a temporary directory, removed at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from pydantic_ai.embeddings import EmbeddingModel
 from pydantic_ai.embeddings.result import EmbedInputType
 
-from rag_tools.embeddings import DEFAULT_EMBEDDER, VectorEmbeddingModel, resolve_embedding_model
+from rag_tools.embeddings import VectorEmbeddingModel, resolve_embedding_model
 from rag_tools.kb import KnowledgeBase
+from rag_tools.kb.indexing import vector_index_plan
 
 from ._util import median, percentile, table
 
+DIMENSIONS = 384
+PER_DOC = 100
+# Exact scans take ~1 s a query at 500,000 chunks: hybrid recall is measured on this many queries.
+EXACT_QUERIES = 50
+QUERY_WORDS = 6
+
 
 class _Precomputed(VectorEmbeddingModel):
-    """Returns vectors computed beforehand: ingestion cost without the embedder."""
+    """Returns vectors computed beforehand (a row of a matrix per known text): no embedding cost."""
 
-    def __init__(self, name: str, vectors: dict[str, list[float]]) -> None:
+    def __init__(self, rows: dict[str, int], matrix: np.ndarray) -> None:
         super().__init__()
-        self._name, self._vectors = name, vectors
+        self._rows, self._matrix = rows, matrix
 
     @property
     def model_name(self) -> str:
-        return self._name.split(":", 1)[1]
+        return "precomputed"
 
     @property
     def system(self) -> str:
-        return self._name.split(":", 1)[0]
+        return "bench"
 
     async def vectors(self, texts: list[str], input_type: EmbedInputType) -> list[list[float]]:
-        return [self._vectors[t] for t in texts]
+        # Documents are embedded as "title\ntext"; the paragraph alone is the key.
+        return [self._matrix[self._rows[t.rsplit("\n", 1)[-1]]].tolist() for t in texts]
 
 
 def _vocabulary(rng: random.Random, size: int = 5000) -> list[str]:
@@ -59,144 +76,310 @@ def _vocabulary(rng: random.Random, size: int = 5000) -> list[str]:
     return sorted(words)[:size]
 
 
-def _corpus(folder: Path, chunks: int, per_doc: int, seed: int) -> list[str]:
-    """Write ``chunks`` paragraphs into text files; returns the paragraphs in order."""
+def _paragraphs(chunks: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     vocab = _vocabulary(rng)
     weights = [1 / (i + 1) for i in range(len(vocab))]
-    paragraphs = [" ".join(rng.choices(vocab, weights, k=80)) + "." for _ in range(chunks)]
-    folder.mkdir(parents=True)
-    for start in range(0, chunks, per_doc):
-        (folder / f"doc{start // per_doc:05d}.txt").write_text(
-            "\n\n".join(paragraphs[start : start + per_doc])
+    return [" ".join(rng.choices(vocab, weights, k=80)) + "." for _ in range(chunks)]
+
+
+def clustered_vectors(n: int, seed: int, dimensions: int = DIMENSIONS) -> np.ndarray:
+    """``n`` unit vectors: topic centre + 0.6 x sub-topic offset + 0.8 x noise, normalised.
+
+    About 2,000 vectors per topic and 100 per sub-topic; neighbours inside a sub-topic sit at cosine
+    ~0.7, across sub-topics of one topic ~0.5, across topics ~0.
+    """
+    rng = np.random.default_rng(seed)
+    topics = max(1, n // 2000)
+    subtopics = max(1, n // 100)
+
+    def unit(rows: int) -> np.ndarray:
+        m = rng.standard_normal((rows, dimensions), dtype=np.float32)
+        return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+    centres = unit(topics)
+    sub = centres[rng.integers(0, topics, subtopics)] + 0.6 * unit(subtopics)
+    out = np.empty((n, dimensions), dtype=np.float32)
+    step = 50_000
+    for start in range(0, n, step):
+        rows = min(step, n - start)
+        block = sub[rng.integers(0, subtopics, rows)] + 0.8 * unit(rows)
+        out[start : start + rows] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    return out
+
+
+def _exact_top10(matrix: np.ndarray, queries: np.ndarray) -> list[list[int]]:
+    tops = []
+    for q in queries:
+        scores = matrix @ q
+        top = np.argpartition(-scores, 10)[:10]
+        tops.append(top[np.argsort(-scores[top])].tolist())
+    return tops
+
+
+def _du(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _rss_mb() -> tuple[float, float]:
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+# -- the search process -----------------------------------------------------------------------
+
+
+async def _search_process(work: Path, settings: list[dict[str, Any]], threshold: int) -> dict[str, Any]:
+    """Open the knowledge base fresh, run the queries in every mode; timings, hits and memory."""
+    queries: list[str] = json.loads((work / "queries.json").read_text())
+    qvectors = np.load(work / "queries.npy")
+    model = _Precomputed({q: i for i, q in enumerate(queries)}, qvectors)
+    kb = KnowledgeBase(work / "kb", embedder=model, ann_index_threshold=threshold)
+    await kb.open()
+    rss_open = _rss_mb()[0]
+    out: dict[str, Any] = {"rss_open_mb": rss_open}
+
+    async def run(mode: str, count: int = len(queries)) -> tuple[list[float], list[list[str]]]:
+        for q in queries[:5]:
+            await kb.search(q, limit=10, mode=mode)  # type: ignore[arg-type]
+        times, hits = [], []
+        for q in queries[:count]:
+            start = time.perf_counter()
+            found = await kb.search(q, limit=10, mode=mode)  # type: ignore[arg-type]
+            times.append((time.perf_counter() - start) * 1000)
+            hits.append([f"{h.title}:{h.position}" for h in found])
+        return times, hits
+
+    for mode in ("vector", "text", "hybrid"):
+        out[mode] = await run(mode)
+    out["rss_mb"], out["hwm_mb"] = _rss_mb()
+    out["params"] = kb.vector_search_parameters().__dict__ if kb.vector_search_parameters() else None
+    # Hybrid with an exact vector scan: the reference for hybrid recall.
+    kb.exact_vector_search = True
+    out["hybrid_exact"] = await run("hybrid", EXACT_QUERIES)
+    out["vector_exact"] = await run("vector", EXACT_QUERIES)
+    kb.exact_vector_search = False
+    sweep = []
+    for s in settings:
+        kb.ann_ef, kb.ann_nprobes, kb.ann_refine_factor = s.get("ef"), s.get("nprobes"), s.get("refine")
+        sweep.append({"setting": s, "vector": await run("vector"), "hybrid": await run("hybrid")})
+    out["sweep"] = sweep
+    kb.close()
+    return out
+
+
+# -- one size ----------------------------------------------------------------------------------
+
+
+def _recall(found: list[list[str]], truth: list[list[str]]) -> float:
+    """Recall@10 over the queries ``truth`` covers (the first ones)."""
+    pairs = list(zip(found, truth, strict=False))
+    return sum(len(set(f) & set(t)) for f, t in pairs) / (10 * len(pairs))
+
+
+async def _one_size(n: int, args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    work = root / f"n{n}"
+    corpus = work / "corpus"
+    corpus.mkdir(parents=True)
+    paragraphs = _paragraphs(n, args.seed)
+    for start in range(0, n, PER_DOC):
+        (corpus / f"doc{start // PER_DOC:05d}.txt").write_text(
+            "\n\n".join(paragraphs[start : start + PER_DOC])
         )
-    return paragraphs
+    rng = random.Random(args.seed + 1)
+    picked = rng.sample(range(n), args.queries)
+    queries = [" ".join(rng.sample(paragraphs[i].split(), QUERY_WORDS)) for i in picked]
+    if args.vectors == "clustered":
+        matrix = clustered_vectors(n, args.seed)
+        noise = np.random.default_rng(args.seed + 2).standard_normal(
+            (len(picked), DIMENSIONS), dtype=np.float32
+        )
+        qmatrix = matrix[picked] + 0.3 * noise / np.linalg.norm(noise, axis=1, keepdims=True)
+    else:
+        embedder = resolve_embedding_model(args.vectors)
+        matrix = np.asarray((await embedder.embed(paragraphs, input_type="document")).embeddings, np.float32)
+        qmatrix = np.asarray((await embedder.embed(queries, input_type="query")).embeddings, np.float32)
+        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    qmatrix /= np.linalg.norm(qmatrix, axis=1, keepdims=True)
+    (work / "queries.json").write_text(json.dumps(queries))
+    np.save(work / "queries.npy", qmatrix)
+    truth = [[f"doc{i // PER_DOC:05d}:{i % PER_DOC}" for i in top] for top in _exact_top10(matrix, qmatrix)]
 
-
-async def _ingest(path: Path, corpus: Path, embedder: EmbeddingModel) -> tuple[float, KnowledgeBase]:
-    kb = KnowledgeBase(path, embedder=embedder, ann_index_threshold=0)
+    model = _Precomputed({p: i for i, p in enumerate(paragraphs)}, matrix)
+    del paragraphs
+    kb = KnowledgeBase(work / "kb", embedder=model, ann_index_threshold=0)
     await kb.open()
     start = time.perf_counter()
     report = await kb.ingest_paths([corpus])
-    elapsed = time.perf_counter() - start
+    ingest_s = time.perf_counter() - start
     assert not report.errors, report.errors[:3]
-    return elapsed, kb
+    shutil.rmtree(corpus)
+    kb.ann_index_threshold = args.ann_index_threshold
+    plan = vector_index_plan(n, ann_index_threshold=args.ann_index_threshold)
+    start = time.perf_counter()
+    await kb.refresh_indexes()
+    index_s = time.perf_counter() - start
+    kb.close()
+    del model, matrix
+    disk = _du(work / "kb")
+    chunks_disk = _du(work / "kb" / "chunks.lance")
+
+    settings = [json.loads(s) for s in args.setting] if args.sweep else []
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.kb",
+        "--search-process",
+        str(work),
+        "--settings",
+        json.dumps(settings),
+        "--ann-index-threshold",
+        str(args.ann_index_threshold),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    stdout, _ = await proc.communicate()
+    assert proc.returncode == 0, f"the search process failed ({proc.returncode})"
+    res = json.loads(stdout.decode().strip().splitlines()[-1])
+    shutil.rmtree(work)
+    row: dict[str, Any] = {
+        "n": n,
+        "ingest": n / ingest_s,
+        "index": plan.describe() if plan else "none (exact scan)",
+        "index_s": index_s if plan else 0.0,
+        "disk_mb": disk / 2**20,
+        "chunks_mb": chunks_disk / 2**20,
+        "rss_mb": res["rss_mb"],
+        "hwm_mb": res["hwm_mb"],
+        "rss_open_mb": res["rss_open_mb"],
+        "params": res["params"],
+        "vector_recall": _recall(res["vector"][1], truth),
+        "vector_exact_recall": _recall(res["vector_exact"][1], truth),
+        "hybrid_recall": _recall(res["hybrid"][1], res["hybrid_exact"][1]),
+        "sweep": [
+            (
+                s["setting"],
+                median(s["vector"][0]),
+                _recall(s["vector"][1], truth),
+                median(s["hybrid"][0]),
+                _recall(s["hybrid"][1], res["hybrid_exact"][1]),
+            )
+            for s in res["sweep"]
+        ],
+    }
+    for mode in ("vector", "text", "hybrid", "vector_exact", "hybrid_exact"):
+        row[mode] = (median(res[mode][0]), percentile(res[mode][0], 95))
+    return row
 
 
-async def _latencies(kb: KnowledgeBase, queries: list[str], mode: str) -> list[float]:
-    times = []
-    for q in queries:
-        start = time.perf_counter()
-        await kb.search(q, limit=10, mode=mode)  # type: ignore[arg-type]
-        times.append((time.perf_counter() - start) * 1000)
-    return times
+def _print(rows: list[dict[str, Any]]) -> None:
+    print(
+        table(
+            [
+                "chunks",
+                "ingest chunks/s",
+                "vector index",
+                "build s",
+                "disk MB",
+                "chunks table MB",
+                "server RSS MB",
+            ],
+            [
+                (
+                    f"{r['n']:,}",
+                    r["ingest"],
+                    r["index"],
+                    r["index_s"],
+                    r["disk_mb"],
+                    r["chunks_mb"],
+                    r["rss_mb"],
+                )
+                for r in rows
+            ],
+        )
+    )
+    print()
+    print(
+        table(
+            [
+                "chunks",
+                "query settings",
+                "vector p50",
+                "vector p95",
+                "text p50",
+                "text p95",
+                "hybrid p50",
+                "hybrid p95",
+                "vector recall@10",
+                "hybrid recall@10",
+                "exact vector p50",
+                "exact hybrid p50",
+            ],
+            [
+                (
+                    f"{r['n']:,}",
+                    ", ".join(f"{k}={v}" for k, v in (r["params"] or {}).items() if v) or "exact scan",
+                    *r["vector"],
+                    *r["text"],
+                    *r["hybrid"],
+                    r["vector_recall"],
+                    r["hybrid_recall"],
+                    r["vector_exact"][0],
+                    r["hybrid_exact"][0],
+                )
+                for r in rows
+            ],
+        )
+    )
+    sweeps = [(f"{r['n']:,}", json.dumps(s), *rest) for r in rows for s, *rest in r["sweep"]]
+    if sweeps:
+        print()
+        print(
+            table(
+                ["chunks", "setting", "vector p50", "vector recall@10", "hybrid p50", "hybrid recall@10"],
+                sweeps,
+            )
+        )
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--chunks", type=int, default=50_000)
-    parser.add_argument("--per-doc", type=int, default=100)
+    parser.add_argument("--sizes", default="10000,100000,500000")
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--embedder", default="local:wordllama")
-    parser.add_argument("--sample", type=int, default=1000, help="chunks for the MiniLM throughput sample")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--ann-index-threshold", type=int, default=KnowledgeBase.DEFAULT_ANN_INDEX_THRESHOLD)
+    parser.add_argument(
+        "--vectors",
+        default="clustered",
+        help="clustered (synthetic, the default) or an embedder name (e.g. local:wordllama) for real ones",
+    )
+    parser.add_argument("--sweep", action="store_true", help="also measure the --setting query settings")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        help='a JSON query setting for --sweep, e.g. \'{"ef": 100, "refine": 2}\' (repeatable)',
+    )
+    parser.add_argument("--search-process", help=argparse.SUPPRESS)
+    parser.add_argument("--settings", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.search_process:
+        result = await _search_process(
+            Path(args.search_process), json.loads(args.settings), args.ann_index_threshold
+        )
+        print(json.dumps(result))
+        return
 
-    work = Path(tempfile.mkdtemp(prefix="ragstream-bench-kb-"))
+    root = Path(tempfile.mkdtemp(prefix="ragstream-bench-kb-"))
+    rows = []
     try:
-        paragraphs = _corpus(work / "corpus", args.chunks, args.per_doc, args.seed)
-        model = resolve_embedding_model(args.embedder)
-        rng = random.Random(args.seed + 1)
-        queries = [" ".join(rng.sample(p.split(), 6)) for p in rng.sample(paragraphs, args.queries)]
-
-        print(f"{args.chunks} chunks in {args.chunks // args.per_doc} documents; embedder {args.embedder}")
-        with_embedding, kb = await _ingest(work / "kb_embed", work / "corpus", model)
-        kb.close()
-
-        search_texts = [f"doc{i // args.per_doc:05d}\n{p}" for i, p in enumerate(paragraphs)]
-        vectors = (await model.embed(search_texts, input_type="document")).embeddings
-        lookup = dict(zip(search_texts, (list(v) for v in vectors), strict=True))
-        query_vectors = (await model.embed(queries, input_type="query")).embeddings
-        lookup.update(zip(queries, (list(v) for v in query_vectors), strict=True))
-        without_embedding, kb = await _ingest(work / "kb", work / "corpus", _Precomputed(kb.embedder, lookup))
-
-        sample_rows = []
-        for name in dict.fromkeys([DEFAULT_EMBEDDER, args.embedder]):
-            sample = search_texts[: args.sample]
-            sample_model = resolve_embedding_model(name)
-            await sample_model.embed(sample[:8], input_type="document")  # load the model outside the timing
-            start = time.perf_counter()
-            await sample_model.embed(sample, input_type="document")
-            sample_rows.append((name, len(sample) / (time.perf_counter() - start)))
-
-        print()
-        print(
-            table(
-                ["ingestion", "chunks/s"],
-                [
-                    (f"embedding included ({args.embedder})", args.chunks / with_embedding),
-                    ("embedding excluded (vectors precomputed)", args.chunks / without_embedding),
-                    *[(f"embedder alone, {n} ({args.sample}-chunk sample)", r) for n, r in sample_rows],
-                ],
-            )
-        )
-
-        matrix = np.asarray(vectors, dtype=np.float32)
-        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-        qmatrix = np.asarray(query_vectors, dtype=np.float32)
-        numpy_times, exact = [], []
-        for q in qmatrix:
-            start = time.perf_counter()
-            scores = matrix @ (q / np.linalg.norm(q))
-            top = np.argpartition(-scores, 10)[:10]
-            top = top[np.argsort(-scores[top])]
-            numpy_times.append((time.perf_counter() - start) * 1000)
-            exact.append(set(top.tolist()))
-
-        row_of = {f"{i // args.per_doc:05d}:{i % args.per_doc}": i for i in range(args.chunks)}
-
-        async def recall() -> float:
-            found = 0
-            for q, truth in zip(queries, exact, strict=True):
-                hits = await kb.search(q, limit=10, mode="vector")
-                ids = {row_of[f"{h.title[3:]}:{h.position}"] for h in hits}
-                found += len(ids & truth)
-            return found / (10 * len(queries))
-
-        results, recalls = [], []
-        for label in ("flat (no ANN index)", "HNSW-SQ index"):
-            if label.startswith("HNSW"):
-                start = time.perf_counter()
-                kb.ann_index_threshold = 1
-                await kb.refresh_indexes()
-                print(f"\nHNSW-SQ index built in {time.perf_counter() - start:.1f}s")
-            for mode in ("vector", "text", "hybrid"):
-                await _latencies(kb, queries[:5], mode)  # warm caches
-                times = await _latencies(kb, queries, mode)
-                results.append((label, mode, median(times), percentile(times, 95)))
-            if label.startswith("HNSW"):
-                for ef, refine in ((20, None), (100, None), (200, None), (200, 4), (400, 8)):
-                    kb.ann_ef, kb.ann_refine_factor = ef, refine
-                    recalls.append((f"{label}, ef={ef}, refine={refine}", await recall()))
-                kb.ann_ef, kb.ann_refine_factor = 200, 4
-            else:
-                recalls.append((label, await recall()))
-        np_p50, np_p95 = median(numpy_times), percentile(numpy_times, 95)
-        print()
-        print(
-            table(
-                ["index", "mode", "p50 ms", "p95 ms", "p50 / numpy"],
-                [(lbl, mode, p50, p95, p50 / np_p50) for lbl, mode, p50, p95 in results]
-                + [("exact numpy cosine scan", "vector", np_p50, np_p95, 1.0)],
-            )
-        )
-        print()
-        print(table(["index", "vector recall@10 vs exact scan"], recalls))
-        kb.close()
+        for n in (int(s) for s in args.sizes.split(",")):
+            rows.append(await _one_size(n, args, root))
+            print(f"-- {n:,} chunks done", file=sys.stderr, flush=True)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
+    _print(rows)
 
 
 if __name__ == "__main__":

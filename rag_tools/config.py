@@ -9,13 +9,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .embeddings import DEFAULT_EMBEDDER
 
 __all__ = ["RagConfig", "SearchMode"]
 
 SearchMode = Literal["hybrid", "vector", "text"]
+
+
+def _option_text(value: object) -> object:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value) if isinstance(value, int | float) else value
 
 
 class RagConfig(BaseModel):
@@ -30,6 +36,13 @@ class RagConfig(BaseModel):
     kb_uri: str | None = Field(
         default=None,
         description="LanceDB URI of the knowledge base (for example s3://bucket/kb); default: <data_dir>/kb.",
+    )
+    kb_storage_options: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            'Object-store options for the knowledge base, as JSON (e.g. {"client_max_retries": "1"}); '
+            "they override the standard AWS_* variables."
+        ),
     )
     embedder: str = Field(
         default=DEFAULT_EMBEDDER,
@@ -49,9 +62,9 @@ class RagConfig(BaseModel):
         default=1500, ge=0, le=20_000, description="Characters of neighbouring text added to a hit."
     )
     ann_index_threshold: int = Field(
-        default=50_000,
+        default=5_000,
         ge=0,
-        description="Build an ANN vector index once the chunks table has this many rows.",
+        description="Build the vector index once the chunks table has this many rows (0: never).",
     )
     qa_recall_threshold: float = Field(
         default=0.9, ge=0.0, le=1.0, description="Cosine similarity at which a prior answer is reused."
@@ -82,6 +95,14 @@ class RagConfig(BaseModel):
         max_length=100,
         description="Put the whole AG-UI state under this key (e.g. ragstream); unset: flat.",
     )
+
+    @field_validator("kb_storage_options", mode="before")
+    @classmethod
+    def _options_as_strings(cls, value: object) -> object:
+        """LanceDB takes strings: JSON numbers and booleans are accepted and spelled as strings."""
+        if not isinstance(value, dict):
+            return value
+        return {key: _option_text(item) for key, item in value.items()}
 
     @property
     def emit_limits(self) -> dict[str, int]:

@@ -28,11 +28,12 @@ from .auth import TokenBackend, unauthorized
 from .config import AppConfig
 from .errors import exception_handlers
 from .middleware import BodyLimitMiddleware
-from .routes.documents import list_documents, upload_documents
+from .routes.documents import delete_document, get_document, get_job, list_documents, upload_documents
 from .routes.meta import capabilities, health
 from .routes.static import static_routes
 from .routes.threads import (
     POLICY_BODY_LIMIT,
+    get_attachment,
     get_state_item,
     get_thread,
     list_all,
@@ -96,11 +97,15 @@ def create_app(
         Route("/threads/{thread_id}", remove_thread, methods=["DELETE"]),
         Route("/threads/{thread_id}/state/{field}", get_state_item, methods=["GET"]),
         Route("/threads/{thread_id}/state/{field}/{key}", get_state_item, methods=["GET"]),
+        Route("/threads/{thread_id}/attachments/{ref}", get_attachment, methods=["GET"]),
         policy,
         Route("/threads/{thread_id}/runs/{run_id}/stop", stop_run, methods=["POST"]),
         Route("/threads/{thread_id}/runs/{run_id}/events", run_events, methods=["GET"]),
         Route("/documents", list_documents, methods=["GET"]),
         upload,
+        Route("/documents/jobs/{job_id}", get_job, methods=["GET"]),
+        Route("/documents/{document_id}", get_document, methods=["GET"]),
+        Route("/documents/{document_id}", delete_document, methods=["DELETE"]),
         *public,  # last: the chat page's catch-alls must not shadow the API
     ]
     middleware = []

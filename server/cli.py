@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
-from .config import AppConfig
+from .config import AppConfig, unreadable_setting
 
 __all__ = ["main"]
 
@@ -92,6 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = _config(args)
     except ValidationError as exc:
         print(f"ragstream: invalid configuration:\n{exc}", file=sys.stderr)
+        return 2
+    except SettingsError as exc:
+        print(f"ragstream: invalid configuration: {unreadable_setting(exc)}", file=sys.stderr)
         return 2
     from . import commands
 

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from rag_tools.config import RagConfig
 
-__all__ = ["WORKER_CONFIG_ENV", "AppConfig"]
+__all__ = ["WORKER_CONFIG_ENV", "AppConfig", "unreadable_setting"]
 
 #: Where ``serve`` leaves the validated configuration for the worker processes it starts.
 WORKER_CONFIG_ENV = "RAGSTREAM_WORKER_CONFIG"
@@ -48,6 +49,21 @@ class AppConfig(RagConfig, BaseSettings):
     tokens: dict[str, SecretStr] = Field(
         default_factory=dict,
         description='Bearer tokens by principal, as JSON: {"alice": "s3cret"}. Empty: no authentication.',
+    )
+    editors: list[str] = Field(
+        default_factory=list,
+        description=(
+            'Principals who may upload and delete documents, as JSON: ["alice"]. Every name must have a '
+            "token. Without tokens the local principal is an editor."
+        ),
+    )
+    job_heartbeat_seconds: float = Field(
+        default=10.0,
+        ge=1,
+        description=(
+            "How often workers look for ingestion jobs whose worker died; a job silent for three "
+            "times this is retried once, then failed."
+        ),
     )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS; empty: off.")
     max_body_bytes: int = Field(default=1_000_000, ge=1024, description="Largest accepted /agui body.")
@@ -96,10 +112,23 @@ class AppConfig(RagConfig, BaseSettings):
         ge=500,
         description="Characters of a tool result the model sees; the rest by reference.",
     )
+    tool_attachment_max_bytes: int = Field(
+        default=1_000_000,
+        ge=1,
+        le=6_000_000,
+        description="Largest file a tool may attach to its result (`ToolResult`); larger ones are not kept.",
+    )
     cache_max_threads: int = Field(default=1000, ge=1, description="Thread contexts kept in memory.")
     cache_ttl_seconds: float = Field(
         default=3600.0, gt=0, description="Idle time before a context is evicted."
     )
+
+    @model_validator(mode="after")
+    def _editors_have_tokens(self) -> AppConfig:
+        unknown = [name for name in self.editors if self.tokens and name not in self.tokens]
+        if unknown:
+            raise ValueError(f"editors without a token: {', '.join(unknown)} (editors name token principals)")
+        return self
 
     @property
     def effective_disconnect_policy(self) -> Literal["cancel", "finish"]:
@@ -121,3 +150,12 @@ class AppConfig(RagConfig, BaseSettings):
         if payload is None:
             return cls()
         return cls.model_validate_json(payload)
+
+
+def unreadable_setting(error: SettingsError) -> str:
+    """One line for a variable whose value pydantic-settings could not parse (a JSON field's bad JSON)."""
+    field = re.search(r'field "(\w+)"', str(error))
+    name = f"RAGSTREAM_{field.group(1).upper()}" if field else "a RAGSTREAM_* variable"
+    cause = error.__cause__
+    reason = f" ({cause})" if cause is not None else ""
+    return f"{name} is not valid JSON{reason}"

@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from rag_tools.kb import KnowledgeBaseError
 from rag_tools.state import StoreError
 
-from .access import ThreadNotFound
+from .access import JobNotFound, NotAnEditor, ThreadNotFound
 from .runs import BackendUnavailable, FailureCode, RunConflict, RunNotFound
 from .threads import StateItemNotFound
 from .validation import InvalidRequest
@@ -78,6 +78,8 @@ class _Answer:
 ERROR_TABLE: tuple[tuple[type[Exception], _Answer], ...] = (
     (InvalidRequest, _Answer(422)),
     (ThreadNotFound, _Answer(404)),
+    (JobNotFound, _Answer(404)),
+    (NotAnEditor, _Answer(403)),
     (RunNotFound, _Answer(404)),
     (StateItemNotFound, _Answer(404)),
     (RunConflict, _Answer(409)),

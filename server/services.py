@@ -1,4 +1,5 @@
-"""Everything a running server holds, wired once at startup: knowledge base, threads, engine, binding.
+"""Everything a running server holds, wired once at startup: knowledge base, threads, engine, binding,
+ingestion jobs.
 
 ``Services.start`` opens the parts in order and ``close`` releases them in reverse; ``create_app``
 does both in the app's lifespan. This is the composition root: it picks the storage backends
@@ -19,7 +20,7 @@ from pydantic_ai import Agent
 from redis.asyncio import Redis
 
 from rag_tools import Toolkit, build_chat_toolkit, create_chat_agent
-from rag_tools.kb import KnowledgeBase
+from rag_tools.kb import KnowledgeBase, KnowledgeBaseUnavailable
 from rag_tools.state import SQLiteThreadStore, StoreError, ThreadStore, ToolContextCache
 from rag_tools.state.postgres_store import PostgresThreadStore, SchemaVersionError
 from rag_tools.state.redis_store import RedisThreadStore
@@ -28,6 +29,7 @@ from rag_tools.tools import ToolSystem
 from .agui.encoding import encode_failure
 from .agui.factory import AGUIRunFactory
 from .config import AppConfig
+from .jobs import IngestJobs, open_ingest_jobs
 from .runs import (
     EventLog,
     FailureCode,
@@ -39,6 +41,7 @@ from .runs import (
     StopBus,
 )
 from .runs.redis import RedisEventLog, RedisRunLocks, RedisStopBus, redis_client
+from .tool_locks import LeasedToolLocks
 
 __all__ = ["Services"]
 
@@ -81,6 +84,7 @@ class Services:
     runs: RunManager
     agui: AGUIRunFactory
     tools: ToolSystem
+    jobs: IngestJobs
     _background: list[asyncio.Task[Any]] = field(default_factory=list)
 
     @classmethod
@@ -93,11 +97,21 @@ class Services:
         store: ThreadStore | None = None,
         locks: RunLocks | None = None,
         logs: EventLog | None = None,
+        jobs: IngestJobs | None = None,
     ) -> Services:
         kb = KnowledgeBase.from_config(config)
-        await kb.open()
+        try:
+            await kb.open()
+        except (
+            KnowledgeBaseUnavailable
+        ) as exc:  # a store that is down: serve, /health says 503 until it is back
+            logger.warning("%s; serving anyway, every call tries again", exc)
         toolkit = toolkit or build_chat_toolkit(config)
-        tools = ToolSystem(approve_tools=config.approve_tools, output_limit=config.tool_output_limit)
+        tools = ToolSystem(
+            approve_tools=config.approve_tools,
+            output_limit=config.tool_output_limit,
+            attachment_limit=config.tool_attachment_max_bytes,
+        )
         report = tools.load(config.tool_dirs)
         if report.tools or report.toolsets:
             logger.info("user tools loaded: %s", ", ".join(report.tools + report.toolsets))
@@ -121,6 +135,8 @@ class Services:
                 worker_lost_event=encode_failure(RunFailure(FailureCode.WORKER_LOST)),
             )
             stop_bus = RedisStopBus(client, config.redis_prefix)
+            # locked tools (``tool_options(lock=True)``) run alone across every worker
+            tools.locks = LeasedToolLocks(redis_locks, ttl_seconds=config.run_lock_ttl_seconds)
         cache = ToolContextCache(
             store,
             max_entries=config.cache_max_threads,
@@ -150,7 +166,9 @@ class Services:
             toolsets=tools.toolsets(),
             capabilities=[tools.capability()],
         )
-        services = cls(config, kb, store, cache, toolkit, agent, runs, binding, tools)
+        jobs = jobs or open_ingest_jobs(config, kb)
+        await jobs.start()
+        services = cls(config, kb, store, cache, toolkit, agent, runs, binding, tools, jobs)
         services._background.append(asyncio.create_task(services._evict_idle_threads()))
         return services
 
@@ -166,6 +184,8 @@ class Services:
         for task in self._background:
             task.cancel()
         await self.runs.shutdown()
+        with contextlib.suppress(Exception):
+            await self.jobs.close()
         with contextlib.suppress(Exception):
             await self.cache.close()
         with contextlib.suppress(Exception):

@@ -3,6 +3,7 @@
 Access follows the one rule in ``server.access``: a thread that is not the caller's does not
 exist. The hydration view is what a reloaded page needs to continue: the messages in AG-UI form,
 the state exactly as runs emit it, the interrupts still waiting for an answer and the active run.
+Tool attachments are read one at a time, by reference.
 """
 
 from __future__ import annotations
@@ -11,16 +12,18 @@ from typing import Any
 
 from ag_ui.core import Interrupt
 
-from rag_tools.tools import APPROVAL_NAMESPACE, ApprovalPolicy
+from rag_tools.tools import APPROVAL_NAMESPACE, ATTACHMENTS_NAMESPACE, ApprovalPolicy, ToolAttachments
+from rag_tools.tools.results import AttachmentRecord
 
 from .access import owned_entry
-from .agui._upstream import approval_to_interrupt
 from .agui.history import agui_messages, stored_messages
+from .agui.interrupts import interrupt_of
 from .runs import RunConflict
 from .services import Services
 
 __all__ = [
     "StateItemNotFound",
+    "attachment",
     "delete_thread",
     "list_threads",
     "set_approval_policy",
@@ -49,7 +52,7 @@ async def thread_view(services: Services, thread_id: str, principal: str) -> dic
     pending_calls: list[str] = []
     if conversation is not None and conversation.deferred_tool_requests is not None:
         requests = conversation.deferred_tool_requests
-        interrupts = [approval_to_interrupt(call, requests.metadata) for call in requests.approvals]
+        interrupts = [interrupt_of(call, requests.metadata) for call in requests.approvals]
         pending_calls = [call.tool_call_id for call in requests.calls]
     return {
         "threadId": thread_id,
@@ -78,6 +81,18 @@ async def state_item(
     except KeyError:
         what = f"{field!r}" if key is None else f"{field}[{key!r}]"
         raise StateItemNotFound(f"thread {thread_id!r} has no state item {what}") from None
+
+
+async def attachment(
+    services: Services, thread_id: str, principal: str, ref: str
+) -> tuple[AttachmentRecord, bytes]:
+    """A tool attachment the thread keeps (``ToolResult.attachments``): its record and bytes."""
+    entry = await owned_entry(services.cache, thread_id, principal)
+    kept = entry.context.get(ATTACHMENTS_NAMESPACE, ToolAttachments)
+    found = kept.content(ref) if kept is not None else None
+    if found is None:
+        raise StateItemNotFound(f"thread {thread_id!r} keeps no attachment {ref!r}")
+    return found
 
 
 async def _check_idle(services: Services, thread_id: str, doing: str) -> None:

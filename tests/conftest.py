@@ -125,3 +125,23 @@ def postgres_url(postgres_server: str) -> Any:
         yield url
     finally:
         drop_database(url)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Any:
+    """moto's S3 server, started for the session on a free loopback port (tests/s3_helpers.py)."""
+    from tests.s3_helpers import MotoServer
+
+    server = MotoServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_location(s3_server: Any) -> Any:
+    """A fresh bucket on the S3 server and a knowledge base URI in it, with the env that reaches it."""
+    from tests.s3_helpers import new_location
+
+    return new_location(s3_server)

@@ -21,6 +21,7 @@ SERVER_OWNED = frozenset(
         "archived",
         "need_user_approve_tools",
         "truncated_outputs",
+        "tool_attachments",
     }
 )
 CHAT_STATE_KEYS = CLIENT_OWNED | SERVER_OWNED

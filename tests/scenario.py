@@ -4,6 +4,8 @@
 - ``pick``: calls the browser's ``pick_color`` tool (a frontend tool the client declares);
 - ``slow``: streams 300 tokens, 20 ms apart (for stop and abort tests);
 - ``convert 3 km mi`` / ``note <text>``: call the example user tools (examples/custom_tools);
+- ``call <tool> <json args>``: calls any tool with those arguments (a failed call is answered
+  ``Failed: <message>``);
 - ``fail``: the model raises an error whose text holds a secret;
 - ``hang``: the model waits forever (for run timeouts);
 - anything else: ``search`` for the text, then answer citing the first passage.
@@ -54,7 +56,8 @@ async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterato
         elif part.tool_name == "pick_color":
             yield f"You picked {part.content}."
         else:
-            yield ("Denied: " if part.outcome == "denied" else f"{part.tool_name}: ") + str(part.content)
+            prefix = {"denied": "Denied: ", "failed": "Failed: "}.get(part.outcome, f"{part.tool_name}: ")
+            yield prefix + str(part.content)
         return
     text = last_user_text(messages).strip()
     if text.startswith("slow"):
@@ -71,6 +74,9 @@ async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterato
         yield {0: DeltaToolCall(name="convert_units", json_args=json.dumps(args))}
     elif text.startswith("note "):
         yield {0: DeltaToolCall(name="save_note", json_args=json.dumps({"text": text[5:]}))}
+    elif text.startswith("call "):
+        name, _, args = text[5:].partition(" ")
+        yield {0: DeltaToolCall(name=name, json_args=args or "{}")}
     elif text.startswith("fail"):
         raise RuntimeError(f"connection to {SECRET} failed")
     elif text.startswith("hang"):

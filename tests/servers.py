@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
+
+ROOT = Path(__file__).resolve().parent.parent
+RAGSTREAM = [sys.executable, "-m", "server.cli"]
 
 
 def free_port() -> int:
@@ -36,3 +45,44 @@ async def serve(app: Any, **config: Any) -> AsyncIterator[str]:
     finally:
         server.should_exit = True
         await asyncio.wait_for(task, 15)
+
+
+@asynccontextmanager
+async def served(env: dict[str, str], data: Path, *, ready: int = 200) -> AsyncIterator[str]:
+    """``ragstream serve`` as its own process (a host of its own) on a free port, with ``env`` on top of
+    this process's environment; yields its base URL once ``/health`` answers ``ready``."""
+    port = free_port()
+    full = {**os.environ, **env, "PYTHONPATH": str(ROOT), "RAGSTREAM_TOOL_DIRS": "[]"}
+    data.mkdir(parents=True, exist_ok=True)
+    log = data / f"serve-{port}.log"  # a file, not a pipe: a chatty server never blocks on it
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [*RAGSTREAM, "serve", "--port", str(port), "--data-dir", str(data)],
+            env=full,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+            deadline = time.monotonic() + 180  # a hang guard, generous for a loaded machine
+            while True:
+                if process.poll() is not None:
+                    raise RuntimeError(f"serve exited: {log.read_text(errors='replace')[-2000:]}")
+                try:
+                    if (await http.get(f"{url}/health")).status_code == ready:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.monotonic() < deadline, "serve did not become healthy"
+                await asyncio.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)

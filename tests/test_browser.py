@@ -12,6 +12,7 @@ Needs the built page (`bash scripts/build-frontend.sh`) and Debian's Chromium
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -452,3 +453,70 @@ async def test_the_server_explains_a_page_that_is_not_built(tmp_path: Path) -> N
         assert asset.status_code == 200
         assert "immutable" in asset.headers["cache-control"]
         assert (await client.get("/assets/nope.js")).status_code == 404
+
+
+@pytest.fixture
+async def editor_url(scenario_config: Any) -> AsyncIterator[str]:
+    """The product app with tokens; alice is an editor, bob only reads."""
+    scenario_config.tokens = {"alice": SecretStr("alice-token"), "bob": SecretStr("bob-token")}
+    scenario_config.editors = ["alice"]
+    async with serve(create_app(scenario_config)) as url:
+        yield url
+
+
+async def test_upload_shows_its_job_and_citations_open_the_pdf_at_the_page(
+    browser: Browser, editor_url: str, tmp_path: Path
+) -> None:
+    from tests.test_documents_api import pdf_bytes
+
+    pdf = tmp_path / "okapi.pdf"
+    pdf.write_bytes(
+        pdf_bytes(
+            [
+                "Okapis live in the Ituri rainforest of central Africa.",
+                "The okapi tongue is long enough to clean its own eyelids and ears.",
+            ]
+        )
+    )
+    binary = tmp_path / "tool.exe"
+    binary.write_bytes(b"MZ\x00\x00")
+    chat = await open_chat_at(browser, editor_url, "upload", "?token=alice-token")
+    page = chat.page
+    listed = await page.locator("#filter .doc-list li").count()
+
+    await page.locator("#upload-files").set_input_files([str(pdf), str(binary)])
+    await page.locator("#upload button[type=submit]").click()
+    job = page.locator("#jobs .job").first
+    await expect(job).to_have_attribute("data-state", "done", timeout=60_000)
+    await expect(job.locator(".job-state")).to_contain_text("Ingested · 2/2 files")
+    await expect(job.locator(".job-file").nth(0)).to_have_text(
+        re.compile(r"okapi\.pdf: added \(\d+ chunks\)")
+    )
+    await expect(job.locator(".job-file").nth(1)).to_contain_text(
+        "tool.exe: not ingested — unsupported file type"
+    )
+    await expect(page.locator("#filter .doc-list li")).to_have_count(listed + 1)  # listed once ingested
+    await chat.screenshot("upload-done")
+
+    await chat.ask("How long is the okapi tongue?")
+    async with httpx.AsyncClient(base_url=editor_url, headers={"Authorization": "Bearer alice-token"}) as api:
+        state = (await api.get(f"/threads/{chat.thread_id}")).json()["state"]
+    cited = [(n, c) for n, c in state["citations"].items() if c["uri"] == "okapi.pdf"]
+    assert cited, state["citations"]
+    number, citation = cited[0]
+    link = page.locator(f"#source-{number} a.source-open")
+    href = await link.get_attribute("href")
+    assert href == f"/documents/{citation['document_id']}?format=file#page={citation['page']}"
+    # with a token the link opens the fetched file (a link cannot carry the header), at the page
+    async with page.context.expect_page() as opened:
+        await link.click()
+    tab = await opened.value
+    await tab.wait_for_url(re.compile(rf"^blob:.*#page={citation['page']}$"))
+    chat.assert_clean_console()
+
+    # bob reads but may not upload: the page says why
+    reader = await open_chat_at(browser, editor_url, "upload-reader", "?token=bob-token")
+    await reader.page.locator("#upload-files").set_input_files([str(pdf)])
+    await reader.page.locator("#upload button[type=submit]").click()
+    await expect(reader.page.locator("#jobs .job-error")).to_contain_text("You may not add documents")
+    assert all("403" in p for p in reader.problems), reader.problems

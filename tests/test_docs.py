@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rag_tools.progress import PROGRESS_EVENT
+from rag_tools.tools import RESULT_EVENT, STREAM_EVENT
 from rag_tools.tools.timing import TOOL_CALL_EVENT
 from server.config import AppConfig
 from server.runs import FailureCode
@@ -22,6 +23,6 @@ def test_every_run_error_code_is_documented() -> None:
 
 
 def test_custom_events_are_namespaced_and_documented() -> None:
-    for event in (PROGRESS_EVENT, TOOL_CALL_EVENT):
+    for event in (PROGRESS_EVENT, TOOL_CALL_EVENT, STREAM_EVENT, RESULT_EVENT):
         assert event.startswith("ragstream.")
         assert f"`{event}`" in README

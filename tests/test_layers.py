@@ -14,8 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Lowest first. A module may import its own layer or lower ones, never a higher one.
 LAYERS: list[tuple[str, ...]] = [
     ("server.runs",),  # the protocol-neutral run engine
-    ("server.access", "server.validation", "server.config"),  # the rules every layer above shares
+    # the rules every layer above shares, and the tool locks shared through the run-lock backend
+    ("server.access", "server.validation", "server.config", "server.tool_locks"),
     ("server.agui",),  # the AG-UI binding: run factory, execution, adapter, encoding, history
+    ("server.jobs",),  # background ingestion: job records, queues, workers
     ("server.services",),  # the composition root: backends, engine, binding
     ("server.threads",),  # thread operations
     (  # the web layer: errors, auth, middleware, routes (the AG-UI route and its SSE included)

@@ -21,8 +21,10 @@ so the sandbox is tested against a realistic layout.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import os
+import re
 import shutil
 import socket
 import threading
@@ -249,6 +251,7 @@ def server(corpus_kb_template: Path) -> Iterator[Server]:
     config = AppConfig(
         data_dir=data_dir,
         tokens={"alice": SecretStr(ALICE), "bob": SecretStr(BOB)},
+        editors=["alice"],
         keepalive_seconds=5,
         run_timeout=90,
         max_upload_bytes=200_000,
@@ -390,6 +393,10 @@ PROTECTED = [
     ("GET", "/threads/{t}/runs/{r}/events"),
     ("GET", "/documents"),
     ("POST", "/documents"),
+    ("GET", "/documents/jobs/{r}"),
+    ("GET", "/documents/{r}"),
+    ("GET", "/documents/{r}?format=file"),
+    ("DELETE", "/documents/{r}"),
 ]
 BAD_AUTHORIZATION = [
     None,
@@ -510,6 +517,56 @@ def test_bob_cannot_see_or_touch_alices_thread(server: Server, alice_thread: dic
     assert server.log.take() == []
 
 
+_IDS = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}")
+
+
+def _same_apart_from_ids(response: httpx.Response, *ids: str) -> tuple[int, bytes]:
+    body = response.content
+    for index, value in enumerate(ids):
+        body = body.replace(value.encode(), f"<id{index}>".encode())
+    body = _IDS.sub(b"<uuid>", body)
+    # wall-clock readings (event timestamps, a tool call's start, end and duration) differ anyway
+    body = re.sub(rb'"timestamp":\s*\d+', b'"timestamp":0', body)
+    body = re.sub(rb'"(startedAt|endedAt)":"[^"]*"', rb'"\1":"<time>"', body)
+    body = re.sub(rb'"durationMs":[\d.]+', b'"durationMs":0', body)
+    return response.status_code, body
+
+
+def test_run_ids_cannot_be_probed_across_principals(server: Server, alice_thread: dict[str, Any]) -> None:
+    """A run id alice used is, to bob, exactly an id nobody used: stopping it, reading its events and
+    starting a run with it in his own threads all answer byte for byte the same, apart from the ids."""
+    bob = server["bob"]
+    unused = f"never-{uuid.uuid4().hex[:8]}"
+    server.run("bob", "bob-probe", "nightly backups")  # bob's own thread, with a run of his own
+    for method, template, headers in (
+        ("POST", "/threads/bob-probe/runs/{r}/stop", {}),
+        ("GET", "/threads/bob-probe/runs/{r}/events", {}),
+        ("GET", "/threads/bob-probe/runs/{r}/events", {"Last-Event-ID": "1"}),
+    ):
+        answers = [
+            _same_apart_from_ids(bob.request(method, template.replace("{r}", run), headers=headers), run)
+            for run in ("alice-r1", unused)
+        ]
+        assert answers[0] == answers[1], (method, template, answers)
+        assert answers[0][0] == 404
+    starts = []
+    for thread, run in (
+        (f"bob-new-{uuid.uuid4().hex[:6]}", "alice-r1"),
+        (f"bob-new-{uuid.uuid4().hex[:6]}", unused),
+    ):
+        response, events = server.run("bob", thread, "nightly backups", run_id=run)
+        assert events[-1]["type"] == "RUN_FINISHED", events[-1:]
+        starts.append(_same_apart_from_ids(response, thread, run, f"u-{run}"))
+    assert starts[0][0] == starts[1][0]
+    assert starts[0][1] == starts[1][1], "\n".join(
+        difflib.unified_diff(
+            starts[0][1].decode().split("\n"), starts[1][1].decode().split("\n"), lineterm=""
+        )
+    )
+    # alice's run is untouched and still hers
+    assert server["alice"].get("/threads/alice-t/runs/alice-r1/events").status_code == 200
+
+
 def test_bobs_run_on_alices_busy_thread_is_404_and_names_no_run(server: Server) -> None:
     """While alice runs, bob gets the same 404 as for any thread not his, not a 409 with her run id."""
     alice = server["alice"]
@@ -619,14 +676,23 @@ SQL_TERMS = [
 NUL_NAME = "nul\x00name.md"
 
 
+def _finished_job(server: Server, job_id: str) -> dict[str, Any]:
+    for _ in range(600):
+        job = server["alice"].get(f"/documents/jobs/{job_id}").json()
+        if job["state"] in ("done", "failed"):
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"ingestion job {job_id} did not finish")
+
+
 @pytest.fixture(scope="module")
 def hostile_documents(server: Server) -> list[dict[str, Any]]:
     files = [("file", (name, content.encode(), "text/markdown")) for name, content in HOSTILE_DOCS]
     response = server["alice"].post("/documents", files=files)
-    assert response.status_code == 201, response.text
-    outcomes = response.json()["outcomes"]
+    assert response.status_code == 202, response.text
+    outcomes = _finished_job(server, response.json()["jobId"])["files"]
     assert [o["status"] for o in outcomes] == ["added"] * len(HOSTILE_DOCS), outcomes
-    assert [o["source"] for o in outcomes] == [name for name, _ in HOSTILE_DOCS]
+    assert [o["name"] for o in outcomes] == [name for name, _ in HOSTILE_DOCS]
     # a NUL in a file name: httpx will not send it, so the multipart body is written by hand
     multipart = (
         b'--b0undary\r\nContent-Disposition: form-data; name="file"; filename="'
@@ -638,8 +704,8 @@ def hostile_documents(server: Server) -> list[dict[str, Any]]:
         (b"Content-Type", b"multipart/form-data; boundary=b0undary"),
     ]
     raw = raw_request(server.url, b"POST", b"/documents", headers, multipart)
-    assert raw.status == 201, raw.body[:300]
-    assert json.loads(raw.body)["outcomes"][0]["source"] == NUL_NAME
+    assert raw.status == 202, raw.body[:300]
+    assert _finished_job(server, json.loads(raw.body)["jobId"])["files"][0]["name"] == NUL_NAME
     documents = server["alice"].get("/documents", params={"page_size": 500}).json()["documents"]
     return documents
 
@@ -763,6 +829,8 @@ def test_prototype_pollution_keys_in_state_are_ignored(server: Server) -> None:
         "searches": {"s999": {"id": "s999"}},
         "citation_registry": {"evil": 1},
         "next_citation": -1,
+        "tool_attachments": {"att-evil": {"ref": "att-evil", "name": "evil.html", "size": 1}},
+        "attachment_bytes": {"att-evil": "PHNjcmlwdD4="},
     }
     response, events = server.run("alice", thread, None, state=proposal)
     assert response.status_code == 200, response.text

@@ -15,6 +15,7 @@ from pydantic import SecretStr
 from tests.conftest import scenario_app
 from tests.protocol import check_stream, parse_sse, run_body
 from tests.servers import serve
+from tests.test_documents_api import finished_job
 
 
 @asynccontextmanager
@@ -237,11 +238,12 @@ async def test_documents_routes(scenario_config: Any) -> None:
             )
         }
         response = await client.post("/documents", files=upload)
-        assert response.status_code == 201, response.text
-        assert response.json()["outcomes"][0]["status"] == "added"
+        assert response.status_code == 202, response.text
+        job = await finished_job(client, response.json()["jobId"])
+        assert job["files"][0]["status"] == "added"
         again = await client.post("/documents", files=upload)
-        assert again.status_code == 200
-        assert again.json()["outcomes"][0]["status"] == "unchanged"
+        assert again.status_code == 202
+        assert (await finished_job(client, again.json()["jobId"]))["files"][0]["status"] == "unchanged"
         assert (await client.get("/documents")).json()["total"] == 13
         _, events = await run(client, run_body("zebra", "r1", "how long do zebras sleep"))
         assert "Zebra facts" in json.dumps(events)

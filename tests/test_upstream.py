@@ -26,6 +26,12 @@ def test_approval_to_interrupt_still_builds_the_interrupt_run_finished_carries()
     assert "approved" in interrupt.response_schema["properties"]
 
 
+def test_interrupt_ids_still_map_back_to_the_tool_call() -> None:
+    call = ToolCallPart(tool_name="ask_year", args={}, tool_call_id="call-7")
+    interrupt = _upstream.approval_to_interrupt(call, {})
+    assert _upstream.interrupt_id_to_tool_call_id(interrupt.id) == "call-7"
+
+
 def test_get_ui_message_id_still_reads_the_id_the_adapter_keeps() -> None:
     message = ModelRequest(parts=[UserPromptPart("hi")])
     assert _upstream.get_ui_message_id(message) is None

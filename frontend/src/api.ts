@@ -1,6 +1,6 @@
 // The REST side of the server (threads, documents, stop) and the bearer token every request carries.
 // Runs themselves go through @ag-ui/client's HttpAgent (see session.ts); it gets the same headers.
-import type { Citation, DocumentInfo, ThreadSummary, ThreadView } from "./types";
+import type { Citation, DocumentInfo, IngestJob, ThreadSummary, ThreadView } from "./types";
 
 const TOKEN_KEY = "ragstream.token";
 
@@ -50,8 +50,12 @@ export class Api {
     return authHeaders(this.token);
   }
 
-  private async request<T>(method: string, path: string): Promise<T> {
-    const response = await fetch(path, { method, headers: { ...this.headers, Accept: "application/json" } });
+  private async request<T>(method: string, path: string, form?: FormData): Promise<T> {
+    const response = await fetch(path, {
+      method,
+      body: form,
+      headers: { ...this.headers, Accept: "application/json" },
+    });
     if (response.status === 204) return undefined as T;
     const text = await response.text();
     let body: unknown = text;
@@ -102,12 +106,72 @@ export class Api {
     }
   }
 
+  /** The bytes of a file a tool attached to its result (404 for another principal's thread). */
+  async attachment(threadId: string, ref: string): Promise<Blob> {
+    const path = `/threads/${encodeURIComponent(threadId)}/attachments/${encodeURIComponent(ref)}`;
+    const response = await fetch(path, { headers: this.headers });
+    if (!response.ok)
+      throw new ApiError(response.status, errorMessage(response.status, await response.text()));
+    return response.blob();
+  }
+
   async deleteThread(threadId: string): Promise<void> {
     await this.request<void>("DELETE", `/threads/${encodeURIComponent(threadId)}`);
   }
 
   async listDocuments(): Promise<DocumentInfo[]> {
     return (await this.request<{ documents: DocumentInfo[] }>("GET", "/documents?page_size=500")).documents;
+  }
+
+  /**
+   * Upload files for ingestion. The server stores them with a job and answers at once (202); the
+   * job is then followed with `job()`. Only editors may upload (403 for everyone else).
+   */
+  async upload(files: File[]): Promise<IngestJob> {
+    const form = new FormData();
+    for (const file of files) form.append("file", file, file.name);
+    return (await this.request<{ jobId: string; job: IngestJob }>("POST", "/documents", form)).job;
+  }
+
+  async job(jobId: string): Promise<IngestJob> {
+    return await this.request<IngestJob>("GET", `/documents/jobs/${encodeURIComponent(jobId)}`);
+  }
+
+  /** The address of a document's original file, at a page for PDFs (`#page=N`). */
+  documentFileUrl(documentId: string, page: number | null): string {
+    const path = `/documents/${encodeURIComponent(documentId)}?format=file`;
+    return page !== null ? `${path}#page=${page}` : path;
+  }
+
+  /**
+   * Open a document's original in a new tab. Without a token a plain link does it; with one, a
+   * link cannot carry the Authorization header, so the file is fetched here and opened as a blob
+   * (the tab is opened first, inside the click, so popup blockers let it through).
+   */
+  async openDocument(documentId: string, page: number | null): Promise<void> {
+    const tab = window.open("", "_blank");
+    const response = await fetch(this.documentFileUrl(documentId, null), { headers: this.headers });
+    if (!response.ok) {
+      tab?.close();
+      const text = await response.text();
+      let body: unknown = text;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        // not JSON
+      }
+      throw new ApiError(response.status, errorMessage(response.status, body));
+    }
+    const url = URL.createObjectURL(await response.blob());
+    const target = page !== null ? `${url}#page=${page}` : url;
+    if (tab) tab.location.href = target;
+    else window.location.assign(target);
+    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  }
+
+  /** Whether requests carry a token (then links to protected files need `openDocument`). */
+  get hasToken(): boolean {
+    return this.token !== null;
   }
 
   /**

@@ -2,6 +2,8 @@
 // approval ends with outcome `interrupt`; the page shows one card per interrupt and resumes the
 // thread with `resume: [{interruptId, status: "resolved", payload}]` once every card is answered.
 // ragstream's payload is {approved: true} | {approved: true, editedArgs: {...}} | {approved: false, reason?}.
+// A tool's question (`ask`, interrupt metadata `kind: "question"`) gets a text field instead and is
+// answered with {approved: true, answer: "..."}; the tool then runs again and gets the answer.
 import type { Interrupt } from "@ag-ui/client";
 import { h } from "./dom";
 import type { ChatSession } from "./session";
@@ -28,6 +30,10 @@ export class ApprovalsView {
   }
 
   private card(session: ChatSession, interrupt: Interrupt): HTMLElement {
+    const metadata = (interrupt.metadata ?? {}) as { kind?: unknown; question?: unknown };
+    if (metadata.kind === "question" && typeof metadata.question === "string") {
+      return this.questionCard(session, interrupt, metadata.question);
+    }
     const call = session.messages
       .flatMap((m) => (m.role === "assistant" ? (m.toolCalls ?? []) : []))
       .find((c) => c.id === interrupt.toolCallId);
@@ -53,11 +59,7 @@ export class ApprovalsView {
       "aria-labelledby": headingId,
       "data-interrupt-id": interrupt.id,
     });
-    const answered = (summary: string, payload: ApprovalPayload) => {
-      this.answers.set(interrupt.id, payload);
-      card.replaceChildren(h("p", { class: "approval-answered" }, summary));
-      if (this.answers.size === session.interrupts.length) this.submit(this.answers);
-    };
+    const answered = this.answerer(session, interrupt, card);
     const mode = (name: "choose" | "edit" | "deny") => {
       card.dataset.mode = name;
       error.hidden = true;
@@ -138,6 +140,53 @@ export class ApprovalsView {
       ),
     );
     mode("choose");
+    return card;
+  }
+
+  /** Records one card's answer, shows its summary, and submits once every card is answered. */
+  private answerer(session: ChatSession, interrupt: Interrupt, card: HTMLElement) {
+    return (summary: string, payload: ApprovalPayload) => {
+      this.answers.set(interrupt.id, payload);
+      card.replaceChildren(h("p", { class: "approval-answered" }, summary));
+      if (this.answers.size === session.interrupts.length) this.submit(this.answers);
+    };
+  }
+
+  /** A tool asks the user something (`ask`): a text answer, or declining to answer. */
+  private questionCard(session: ChatSession, interrupt: Interrupt, question: string): HTMLElement {
+    const headingId = `question-${interrupt.id}`;
+    const input = h("input", { type: "text", class: "question-answer", "aria-labelledby": headingId });
+    const card = h("section", {
+      class: "approval approval-question",
+      "aria-labelledby": headingId,
+      "data-interrupt-id": interrupt.id,
+    });
+    const answered = this.answerer(session, interrupt, card);
+    const answer = () => {
+      const text = input.value.trim();
+      if (text) answered(`Answered: ${text}`, { approved: true, answer: text });
+      else input.focus();
+    };
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") answer();
+    });
+    card.append(
+      h("h3", { id: headingId }, question),
+      input,
+      h(
+        "div",
+        { class: "approval-actions" },
+        h("button", { type: "button", class: "primary", onclick: answer }, "Answer"),
+        h(
+          "button",
+          {
+            type: "button",
+            onclick: () => answered("Declined.", { approved: false, reason: "The user declined to answer." }),
+          },
+          "Decline",
+        ),
+      ),
+    );
     return card;
   }
 }

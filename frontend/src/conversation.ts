@@ -6,11 +6,13 @@ import type { Message, ToolCall } from "@ag-ui/client";
 type ToolMessage = Extract<Message, { role: "tool" }>;
 import { h } from "./dom";
 import type { ChatSession } from "./session";
-import type { Citation, ToolProgress } from "./types";
+import type { Citation, ToolProgress, ToolResultShown, ToolStreamValue } from "./types";
 
 /** `[3]`, `[1, 2]` or `[1; 4]` in answer text. */
 const CITATION = /\[(\d+(?:\s*[,;]\s*\d+)*)\]/g;
 const RESULT_PREVIEW_CHARS = 1500;
+/** How many of a streaming tool's latest values the tool call shows. */
+const STREAMED_SHOWN = 8;
 
 interface Item {
   key: string;
@@ -116,6 +118,8 @@ function assistantItem(
       call,
       status: toolStatus(session, call.id, result),
       progress: session.progress.get(call.id),
+      streamed: session.streamed.get(call.id) ?? [],
+      shown: session.shownFor(call.id),
       result: result ? textOf(result.content) : null,
     };
   });
@@ -136,7 +140,9 @@ function assistantItem(
       }
       const toolsOnly = !paragraphs.length;
       return bubble("assistant", labelled ? "Assistant" : null, toolsOnly ? "message-tools" : "", [
-        ...calls.map((c) => toolCallBlock(c.call, c.status, c.progress, c.result)),
+        ...calls.map((c) =>
+          toolCallBlock(session, c.call, c.status, c.progress, c.streamed, c.shown, c.result),
+        ),
         ...paragraphs,
       ]);
     },
@@ -177,9 +183,12 @@ function toolStatus(session: ChatSession, toolCallId: string, result: ToolMessag
 }
 
 function toolCallBlock(
+  session: ChatSession,
   call: ToolCall,
   status: ToolStatus,
   progress: ToolProgress | undefined,
+  streamed: ToolStreamValue[],
+  shown: ToolResultShown | undefined,
   result: string | null,
 ): HTMLElement {
   const labels: Record<ToolStatus, string> = {
@@ -202,7 +211,60 @@ function toolCallBlock(
       h("span", { class: "tool-status" }, labels[status]),
     ),
     progress ? progressLine(progress, status === "running") : null,
+    streamed.length ? streamedList(streamed) : null,
+    shown ? shownResult(session, shown) : null,
     result !== null ? resultDetails(result) : null,
+  );
+}
+
+/** What a streaming tool yielded so far (CUSTOM `ragstream.tool_stream`), newest last. */
+function streamedList(streamed: ToolStreamValue[]): HTMLElement {
+  const recent = streamed.slice(-STREAMED_SHOWN);
+  return h(
+    "ol",
+    { class: "tool-stream", start: recent[0].index + 1, "aria-live": "polite" },
+    recent.map((s) => h("li", {}, typeof s.value === "string" ? s.value : JSON.stringify(s.value))),
+  );
+}
+
+/** A `ToolResult`'s title, metadata and attachments (CUSTOM `ragstream.tool_result`). */
+function shownResult(session: ChatSession, shown: ToolResultShown): HTMLElement {
+  const metadata = Object.entries(shown.metadata ?? {});
+  return h(
+    "div",
+    { class: `tool-shown${shown.isError ? " tool-shown-error" : ""}` },
+    shown.title ? h("p", { class: "tool-title" }, shown.title) : null,
+    metadata.length
+      ? h(
+          "dl",
+          { class: "tool-metadata" },
+          metadata.flatMap(([k, v]) => [
+            h("dt", {}, k),
+            h("dd", {}, typeof v === "string" ? v : JSON.stringify(v)),
+          ]),
+        )
+      : null,
+    shown.wasTruncated
+      ? h(
+          "p",
+          { class: "tool-truncated" },
+          `The model saw part of a ${shown.originalBytes ?? "?"}-byte result.`,
+        )
+      : null,
+    ...(shown.attachments ?? []).map((a) =>
+      a.omitted
+        ? h("p", { class: "tool-attachment" }, `${a.name} (not kept: ${a.omitted})`)
+        : h(
+            "button",
+            {
+              type: "button",
+              class: "tool-attachment",
+              "data-attachment-ref": a.ref,
+              onclick: () => void session.downloadAttachment(a),
+            },
+            `Download ${a.name} (${a.size} bytes)`,
+          ),
+    ),
   );
 }
 

@@ -9,6 +9,7 @@ import { byId } from "./dom";
 import { FilterView, SourcesView, ThreadListView } from "./panels";
 import { ChatSession, type RunResult, describe } from "./session";
 import "./styles.css";
+import { UploadsView } from "./uploads";
 import type { ThreadSummary } from "./types";
 
 const api = new Api(takeToken());
@@ -28,13 +29,17 @@ const ui = {
   newChat: byId<HTMLButtonElement>("new-chat"),
 };
 
-const sources = new SourcesView(byId("sources"), byId("sources-count"));
+const sources = new SourcesView(byId("sources"), byId("sources-count"), api, (message) =>
+  showBanner(message),
+);
 const conversation = new ConversationView(byId("log"), (n) => sources.show(n));
 const approvals = new ApprovalsView(
   byId("approvals"),
   (answers) => void session.answer(answers).then(afterRun),
 );
 const filter = new FilterView(byId("filter"), (names) => session.setFilter(names));
+// After an upload's job finishes, the filter lists the new documents.
+new UploadsView(byId("uploads"), api, () => void refreshDocuments());
 const threadList = new ThreadListView(byId("threads"), (thread) => void deleteThread(thread));
 
 let session: ChatSession;
@@ -144,6 +149,15 @@ async function deleteThread(thread: ThreadSummary): Promise<void> {
   await refreshThreads();
 }
 
+async function refreshDocuments(): Promise<void> {
+  try {
+    filter.setDocuments(await api.listDocuments());
+    scheduleRender();
+  } catch (error) {
+    showBanner(`Could not list the documents: ${describe(error)}`);
+  }
+}
+
 function afterRun(result: RunResult): void {
   // Offer a question the server did not keep (stopped or failed run) again.
   if (result.unsavedQuestion && !ui.question.value.trim()) ui.question.value = result.unsavedQuestion;
@@ -205,10 +219,5 @@ void (async () => {
   await openThread(threadIdFromUrl());
   ui.question.focus();
   await refreshThreads();
-  try {
-    filter.setDocuments(await api.listDocuments());
-    scheduleRender();
-  } catch (error) {
-    showBanner(`Could not list the documents: ${describe(error)}`);
-  }
+  await refreshDocuments();
 })();

@@ -1,5 +1,6 @@
 // The panels around the conversation: the chat list, the document filter and the source cards.
 import { h, nodes } from "./dom";
+import type { Api } from "./api";
 import type { Citation, DocumentInfo, ThreadSummary } from "./types";
 
 /** The sidebar list of chats; each is a link to `#thread=<id>`. */
@@ -224,6 +225,8 @@ export class SourcesView {
   constructor(
     private readonly root: HTMLElement,
     private readonly count: HTMLElement,
+    private readonly api: Api,
+    private readonly onError: (message: string) => void,
   ) {}
 
   render(citations: Record<string, Citation>): void {
@@ -274,8 +277,31 @@ export class SourcesView {
       { class: "source", id: `source-${n}`, "data-citation": n, tabindex: -1, "aria-labelledby": headingId },
       h("h3", { id: headingId }, h("span", { class: "source-number" }, `[${n}]`), " ", citation.title),
       where.length ? h("p", { class: "source-where" }, where.join(" · ")) : null,
-      h("p", { class: "source-uri" }, uriLink(citation.uri)),
+      h("p", { class: "source-uri" }, uriLink(citation.uri), " ", this.openLink(citation)),
       h("blockquote", { class: "source-passage" }, citation.passage),
+    );
+  }
+
+  /** A link to the cited document's original, at the cited page (`GET /documents/{id}`). */
+  private openLink(citation: Citation): HTMLElement {
+    const open = (event: Event) => {
+      if (!this.api.hasToken) return; // the plain link works
+      event.preventDefault();
+      this.api
+        .openDocument(citation.document_id, citation.page)
+        .catch((error: unknown) => this.onError(`Could not open “${citation.title}”: ${String(error)}`));
+    };
+    return h(
+      "a",
+      {
+        class: "source-open",
+        href: this.api.documentFileUrl(citation.document_id, citation.page),
+        target: "_blank",
+        rel: "noopener",
+        onclick: open,
+        "aria-label": `Open ${citation.title}${citation.page !== null ? ` at page ${citation.page}` : ""}`,
+      },
+      citation.page !== null ? `Open at page ${citation.page}` : "Open",
     );
   }
 }

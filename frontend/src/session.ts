@@ -3,7 +3,16 @@
 // ChatSession and listens to its changes; it never talks to the agent itself.
 import { HttpAgent, type Interrupt, type Message, type ResumeEntry } from "@ag-ui/client";
 import { type Api, ApiError, errorMessage, newId } from "./api";
-import type { ApprovalPayload, Citation, RagState, ThreadView, ToolProgress } from "./types";
+import type {
+  ApprovalPayload,
+  Citation,
+  RagState,
+  ThreadView,
+  ToolAttachmentRecord,
+  ToolProgress,
+  ToolResultShown,
+  ToolStreamValue,
+} from "./types";
 
 export type RunPhase = "idle" | "running" | "stopping";
 
@@ -37,6 +46,10 @@ export class ChatSession {
    * the server does not keep it, so a reloaded page shows tool calls without it.
    */
   readonly progress = new Map<string, ToolProgress>();
+  /** What streaming tools yielded (CUSTOM `ragstream.tool_stream`), by toolCallId, in order; live only. */
+  readonly streamed = new Map<string, ToolStreamValue[]>();
+  /** What `ToolResult`s show (CUSTOM `ragstream.tool_result`): title, metadata, attachments; live only. */
+  readonly shown = new Map<string, ToolResultShown>();
   readonly notices: Notice[] = [];
   /** How this page answered approval requests, by toolCallId (shown on the tool calls). */
   readonly decisions = new Map<string, "approved" | "edited" | "denied">();
@@ -91,6 +104,13 @@ export class ChatSession {
         if (event.name === "ragstream.progress" && isProgress(event.value)) {
           this.progress.set(event.value.toolCallId, event.value);
           this.changed();
+        } else if (event.name === "ragstream.tool_stream" && isForCall(event.value)) {
+          const value = event.value as ToolStreamValue;
+          this.streamed.set(value.toolCallId, [...(this.streamed.get(value.toolCallId) ?? []), value]);
+          this.changed();
+        } else if (event.name === "ragstream.tool_result" && isForCall(event.value)) {
+          this.shown.set(event.value.toolCallId, event.value as ToolResultShown);
+          this.changed();
         }
         // Other CUSTOM events (e.g. pydantic_ai_conversation_saved) are not for display.
       },
@@ -124,6 +144,29 @@ export class ChatSession {
     return { ...Object.fromEntries(this.archived), ...(this.state.citations ?? {}) };
   }
 
+  /**
+   * What a tool call's `ToolResult` showed: the live `ragstream.tool_result` event, or after a
+   * reload its attachments as the thread's state keeps them (`tool_attachments`).
+   */
+  shownFor(toolCallId: string): ToolResultShown | undefined {
+    const live = this.shown.get(toolCallId);
+    if (live) return live;
+    const kept = Object.values(this.state.tool_attachments ?? {}).filter(
+      (a) => a.tool_call_id === toolCallId,
+    );
+    if (!kept.length) return undefined;
+    return {
+      toolCallId,
+      tool: kept[0].tool,
+      title: null,
+      metadata: {},
+      attachments: kept,
+      isError: false,
+      wasTruncated: false,
+      originalBytes: null,
+    };
+  }
+
   /** Read the card of `[index]` from the server when the state no longer carries it. */
   requestCitation(index: number): void {
     if (!this.saved || this.fetching.has(index) || String(index) in this.citations) return;
@@ -145,6 +188,21 @@ export class ChatSession {
 
   get busy(): boolean {
     return this.phase !== "idle";
+  }
+
+  /** Save a file a tool attached to its result (fetched with this page's token, then saved). */
+  async downloadAttachment(record: ToolAttachmentRecord): Promise<void> {
+    try {
+      const blob = await this.api.attachment(this.threadId, record.ref);
+      const url = URL.createObjectURL(blob);
+      const link = document.createElement("a");
+      link.href = url;
+      link.download = record.name;
+      link.click();
+      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+    } catch (error) {
+      this.notify("error", `Could not download ${record.name}: ${describe(error)}`);
+    }
   }
 
   /** The latest progress report of a tool call that has no result yet. */
@@ -303,6 +361,10 @@ function sentence(text: string): string {
   const trimmed = text.trim();
   const capitalized = trimmed.charAt(0).toUpperCase() + trimmed.slice(1);
   return /[.!?]$/.test(capitalized) ? capitalized : `${capitalized}.`;
+}
+
+function isForCall(value: unknown): value is { toolCallId: string } {
+  return !!value && typeof (value as { toolCallId?: unknown }).toolCallId === "string";
 }
 
 function isProgress(value: unknown): value is ToolProgress {

@@ -43,6 +43,7 @@ export interface RagState {
   document_filter?: string[];
   citations?: Record<string, Citation>;
   searches?: Record<string, SearchRecord>;
+  tool_attachments?: Record<string, ToolAttachmentRecord>;
   [key: string]: unknown;
 }
 
@@ -53,6 +54,37 @@ export interface ToolProgress {
   message: string;
   done?: number;
   total?: number;
+}
+
+/** CUSTOM event `ragstream.tool_stream`: one value a streaming tool yielded while it runs. */
+export interface ToolStreamValue {
+  toolCallId: string;
+  tool: string;
+  index: number;
+  value: unknown;
+}
+
+/** A file a tool attached to its result; its bytes are at `GET /threads/{id}/attachments/{ref}`. */
+export interface ToolAttachmentRecord {
+  ref: string;
+  name: string;
+  mime_type: string;
+  size: number;
+  tool: string;
+  tool_call_id: string;
+  omitted?: string | null;
+}
+
+/** CUSTOM event `ragstream.tool_result`: what a tool's `ToolResult` shows the person (not the model). */
+export interface ToolResultShown {
+  toolCallId: string;
+  tool: string;
+  title: string | null;
+  metadata: Record<string, unknown>;
+  attachments: ToolAttachmentRecord[];
+  isError: boolean;
+  wasTruncated: boolean;
+  originalBytes: number | null;
 }
 
 export interface ThreadSummary {
@@ -80,8 +112,28 @@ export interface DocumentInfo {
   chunk_count: number;
 }
 
+/** One uploaded file of an ingestion job: `pending` until ingested, then what the server did. */
+export interface JobFile {
+  name: string;
+  status: "pending" | "added" | "updated" | "unchanged" | "error";
+  documentId: string | null;
+  chunks: number;
+  error: string | null;
+}
+
+/** `GET /documents/jobs/{id}`: an upload's ingestion, as any server worker reports it. */
+export interface IngestJob {
+  id: string;
+  state: "queued" | "running" | "done" | "failed";
+  progress: { filesTotal: number; filesDone: number; chunksDone: number; chunksTotal: number };
+  files: JobFile[];
+  error: string | null;
+  attempts: number;
+}
+
 /** What an approval card answers for one interrupt (ragstream's resume payload). */
 export type ApprovalPayload =
   | { approved: true }
+  | { approved: true; answer: string }
   | { approved: true; editedArgs: Record<string, unknown> }
   | { approved: false; reason?: string };

@@ -84,11 +84,12 @@ async def find_document(
 
 async def document_chunks(tables: Tables, document_id: str) -> list[SearchHit]:
     """A document's chunks in document order (``score`` is 0)."""
-    if tables.chunks is None:
+    prefix = (await tables.published({document_id})).get(document_id)
+    if tables.chunks is None or prefix is None:
         return []
     rows = (
         await tables.chunks.query()
-        .where(f"document_id = {sql_literal(document_id)}")
+        .where(f"document_id = {sql_literal(document_id)} AND starts_with(chunk_id, {sql_literal(prefix)})")
         .select(HIT_COLUMNS)
         .to_list()
     )
@@ -120,8 +121,8 @@ async def delete_document(tables: Tables, key: str) -> bool:
     if not found:
         return False
     predicate = f"document_id = {sql_literal(found[0].document_id)}"
-    async with tables.write_lock:
-        for table in (tables.chunks, tables.files, tables.documents):
+    async with tables.write_lock:  # unpublish first: an interrupted delete leaves no half document
+        for table in (tables.documents, tables.chunks, tables.files):
             if table is not None:
                 await table.delete(predicate)
     return True

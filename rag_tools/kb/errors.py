@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Awaitable, Callable
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
@@ -11,7 +12,9 @@ __all__ = [
     "KnowledgeBaseError",
     "KnowledgeBaseFormatError",
     "KnowledgeBaseUnavailable",
+    "is_commit_conflict",
     "storage_errors",
+    "unavailable",
 ]
 
 
@@ -36,6 +39,40 @@ class KnowledgeBaseUnavailable(KnowledgeBaseError):
     """
 
 
+_RUST_LOCATION = re.compile(r",? /\S+\.rs:\d+:\d+")
+_UNREACHABLE = re.compile(r"error sending request|tcp connect error|dns error|timed out", re.IGNORECASE)
+_ENDPOINT = re.compile(r"https?://[^/\s?\"]+")
+
+
+def storage_reason(error: BaseException) -> str:
+    """One readable line from a LanceDB / object-store error (they can be pages of Rust debug output)."""
+    text = str(error)
+    endpoint = _ENDPOINT.search(text)
+    at = f" ({endpoint.group(0)})" if endpoint else ""
+    if "BadScheme" in text:
+        return f'the object-store endpoint is plain http{at}: set AWS_ALLOW_HTTP=true (or "allow_http")'
+    if code := re.search(r"<Code>(\w+)</Code>", text):
+        return f"the object store answered {code.group(1)}{at}"
+    if _UNREACHABLE.search(text):
+        messages = re.findall(r'message: \\?"([^"\\]+)', text)
+        return f"cannot reach the object store{at}" + (f": {messages[-1]}" if messages else "")
+    text = _RUST_LOCATION.sub("", text).removeprefix("lance error: ").strip()
+    return text if len(text) <= 400 else text[:400] + "…"
+
+
+def is_commit_conflict(error: BaseException) -> bool:
+    """LanceDB refused a commit because another writer (another process, another host) committed first."""
+    text = str(error)
+    return isinstance(error, RuntimeError) and (
+        "commit conflict" in text or "preempted by concurrent" in text
+    )
+
+
+def unavailable(uri: str, error: BaseException) -> KnowledgeBaseUnavailable:
+    """The error for a knowledge base whose storage failed: names the location and the reason."""
+    return KnowledgeBaseUnavailable(f"the knowledge base at {uri} is unavailable: {storage_reason(error)}")
+
+
 class _HasUri(Protocol):
     uri: str
 
@@ -57,8 +94,6 @@ def storage_errors(
         except KnowledgeBaseError:
             raise
         except (OSError, RuntimeError) as error:
-            raise KnowledgeBaseUnavailable(
-                f"the knowledge base at {self.uri} is unavailable: {error}"
-            ) from error
+            raise unavailable(self.uri, error) from error
 
     return wrapper

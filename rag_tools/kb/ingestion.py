@@ -1,10 +1,12 @@
 """Preparing sources for the knowledge base and writing them: the steps the ingestion pipeline runs.
 
 ``prepare`` (a worker thread) reads, checks, parses and chunks one source, or finds it unchanged;
-``write_batch`` stores embedded documents. A batch is one ``merge_insert`` commit on ``chunks``
-(insert the new chunks, delete the documents' old ones), so a concurrent search sees a changed
-document's old version or its new one, never both and never neither. The ``documents`` row is
-written last: it carries the content hash, so an interrupted write is redone by the next ingest.
+``write_batch`` stores embedded documents: files, then the new version's chunks beside the old
+ones, then the ``documents`` rows, which publish the new versions in one commit (a chunk is visible
+only while its id carries the listed content hash), then the old versions' chunks are deleted. A
+search, in this process or another, sees a document's old version or its new one, whole, never a
+mix and never a part; a write interrupted anywhere (a store lost mid-way) leaves the last published
+version, and the next ingest redoes the rest.
 """
 
 from __future__ import annotations
@@ -23,7 +25,15 @@ from .filters import sql_literal
 from .models import IngestOutcome
 from .readers import MEDIA_TYPES, PdfPages, Section, detect_format, parse_document, pdf_content
 from .sources import Source
-from .tables import CHUNKING_VERSION, FTS_COLUMN, Tables, chunks_schema, documents_schema, files_schema
+from .tables import (
+    CHUNKING_VERSION,
+    FTS_COLUMN,
+    Tables,
+    chunks_schema,
+    documents_schema,
+    files_schema,
+    version_prefix,
+)
 
 __all__ = [
     "PDF_PAGES_PER_STEP",
@@ -180,7 +190,7 @@ def _rows(doc_row: dict[str, Any], title: str, drafts: Sequence[ChunkDraft]) -> 
     document_id, content_hash = doc_row["document_id"], doc_row["content_hash"]
     return [
         {
-            "chunk_id": f"{document_id}:{content_hash[:12]}:{draft.position}",
+            "chunk_id": f"{version_prefix(document_id, content_hash)}{draft.position}",
             "document_id": document_id,
             "title": title,
             "uri": doc_row["uri"],
@@ -227,7 +237,7 @@ def _pdf_rows(
 async def write_batch(
     tables: Tables, batch: Sequence[PreparedDocument], probe_dimensions: Callable[[], Awaitable[int]]
 ) -> None:
-    """Store embedded documents and their files, replacing their old chunks in one commit."""
+    """Store embedded documents and their files; one ``documents`` commit publishes the new versions."""
     unique = {doc.doc_row["document_id"]: doc for doc in batch}
     rows = [
         {**row, "vector": vector}
@@ -239,7 +249,6 @@ async def write_batch(
         if dimensions is None:  # only empty documents so far: anything can be recorded later
             dimensions = await probe_dimensions()
         chunks, documents, files = await tables.ensure(dimensions)
-        ids = ", ".join(sql_literal(i) for i in unique)
         await (
             files.merge_insert("document_id")
             .when_matched_update_all()
@@ -251,14 +260,17 @@ async def write_batch(
                 chunks.merge_insert("chunk_id")
                 .when_matched_update_all()
                 .when_not_matched_insert_all()
-                .when_not_matched_by_source_delete(f"document_id IN ({ids})")
                 .execute(pa.Table.from_pylist(rows, schema=chunks_schema(dimensions)))
             )
-        else:
-            await chunks.delete(f"document_id IN ({ids})")
         await (
             documents.merge_insert("document_id")
             .when_matched_update_all()
             .when_not_matched_insert_all()
             .execute(pa.Table.from_pylist([d.doc_row for d in unique.values()], schema=documents_schema()))
         )
+        stale = " OR ".join(
+            f"(document_id = {sql_literal(i)} AND NOT starts_with(chunk_id, "
+            f"{sql_literal(version_prefix(i, d.doc_row['content_hash']))}))"
+            for i, d in unique.items()
+        )
+        await chunks.delete(stale)

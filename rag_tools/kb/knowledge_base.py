@@ -9,10 +9,12 @@ failures into ``KnowledgeBaseUnavailable``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 from pathlib import Path
 
+import lancedb
 from pydantic_ai.embeddings import EmbeddingModel
 
 from ..config import RagConfig, SearchMode
@@ -26,7 +28,12 @@ from .errors import (
     storage_errors,
 )
 from .filters import FilterLike
-from .indexing import refresh_indexes
+from .indexing import (
+    DEFAULT_ANN_INDEX_THRESHOLD,
+    VectorSearchParameters,
+    refresh_indexes,
+    vector_search_parameters,
+)
 from .ingestion import PreparedDocument, known_documents, write_batch
 from .models import (
     Document,
@@ -41,6 +48,9 @@ from .pipeline import run_pipeline
 from .search import search_chunks
 from .sources import Source, bytes_source, document_id_for, expand_sources
 from .tables import Tables
+
+# How long a search trusts the cached chunk count that picks the vector query settings.
+_ROWS_TTL_SECONDS = 30.0
 
 __all__ = [
     "EmbedderMismatchError",
@@ -57,7 +67,17 @@ class KnowledgeBase:
 
     Use as ``async with KnowledgeBase(path) as kb:``. Opening an existing knowledge base with an
     embedder other than the one that built it raises ``EmbedderMismatchError``.
+
+    The vector index and its query settings follow the number of chunks (``indexing``);
+    ``ann_ef``, ``ann_nprobes`` and ``ann_refine_factor`` override the settings chosen by size, and
+    ``exact_vector_search`` makes every vector search an exact scan.
+
+    ``uri`` is a folder or an object-store URI (``s3://bucket/prefix``, ``gs://``, ``az://``); the
+    object store's credentials and endpoint come from its standard variables (``AWS_ENDPOINT_URL``,
+    ``AWS_ACCESS_KEY_ID``, ...), which ``storage_options`` (LanceDB's keys) override.
     """
+
+    DEFAULT_ANN_INDEX_THRESHOLD = DEFAULT_ANN_INDEX_THRESHOLD
 
     def __init__(
         self,
@@ -65,10 +85,12 @@ class KnowledgeBase:
         *,
         embedder: str | EmbeddingModel = DEFAULT_EMBEDDER,
         chunk_max_chars: int = 1200,
-        ann_index_threshold: int = 50_000,
-        ann_ef: int = 200,
-        ann_refine_factor: int | None = 4,
+        ann_index_threshold: int = DEFAULT_ANN_INDEX_THRESHOLD,
+        ann_ef: int | None = None,
+        ann_nprobes: int | None = None,
+        ann_refine_factor: int | None = None,
         read_consistency_interval: timedelta | None = timedelta(0),
+        storage_options: dict[str, str] | None = None,
     ) -> None:
         self.uri = str(uri)
         self.embedding_model = resolve_embedding_model(embedder)
@@ -76,9 +98,15 @@ class KnowledgeBase:
         self.chunk_max_chars = chunk_max_chars
         self.ann_index_threshold = ann_index_threshold
         self.ann_ef = ann_ef
+        self.ann_nprobes = ann_nprobes
         self.ann_refine_factor = ann_refine_factor
+        self.exact_vector_search = False
+        self._rows: tuple[float, int] | None = None
         self._tables = Tables(
-            self.uri, embedder=self.embedder, read_consistency_interval=read_consistency_interval
+            self.uri,
+            embedder=self.embedder,
+            read_consistency_interval=read_consistency_interval,
+            storage_options=storage_options,
         )
 
     @classmethod
@@ -89,6 +117,7 @@ class KnowledgeBase:
             embedder=config.embedder,
             chunk_max_chars=config.chunk_max_chars,
             ann_index_threshold=config.ann_index_threshold,
+            storage_options=config.kb_storage_options,
         )
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -152,14 +181,15 @@ class KnowledgeBase:
         name: str,
         uri: str | None = None,
         title: str | None = None,
+        on_progress: Callable[[IngestProgress], None] | None = None,
     ) -> IngestOutcome:
         """Ingest an in-memory source (an upload); ``name``'s suffix gives the format.
 
         The document is shown as ``uri`` when given (e.g. the URL it came from), else as ``name``;
-        its original bytes are kept for ``get_document_file``.
+        its original bytes are kept for ``get_document_file``. ``on_progress`` as in ``ingest_paths``.
         """
         await self.open()
-        (outcome,) = await self._ingest([bytes_source(data, name=name, uri=uri, title=title)], None)
+        (outcome,) = await self._ingest([bytes_source(data, name=name, uri=uri, title=title)], on_progress)
         if outcome.status in ("added", "updated"):
             await self.refresh_indexes()
         return outcome
@@ -203,8 +233,29 @@ class KnowledgeBase:
 
     @storage_errors
     async def refresh_indexes(self) -> None:
-        """Keep indexes current: full-text and id indexes always, the ANN index past the threshold."""
-        await refresh_indexes(self._tables, ann_index_threshold=self.ann_index_threshold)
+        """Keep indexes current: full-text and id indexes always, the vector index past the threshold."""
+        rows = await refresh_indexes(self._tables, ann_index_threshold=self.ann_index_threshold)
+        if rows is not None:
+            self._rows = (time.monotonic(), rows)
+
+    def vector_search_parameters(self) -> VectorSearchParameters | None:
+        """The vector query settings for the current size and overrides; ``None`` for an exact scan."""
+        if self.exact_vector_search:
+            return None
+        rows = self._rows[1] if self._rows else 0
+        chosen = vector_search_parameters(rows, ann_index_threshold=self.ann_index_threshold)
+        if chosen is None:
+            return None
+        return VectorSearchParameters(
+            ef=self.ann_ef or chosen.ef,
+            nprobes=self.ann_nprobes or chosen.nprobes,
+            refine_factor=self.ann_refine_factor or chosen.refine_factor,
+        )
+
+    async def _count_for_search(self, chunks: lancedb.AsyncTable) -> None:
+        """Refresh the cached chunk count that picks the query settings (another worker may write)."""
+        if self._rows is None or time.monotonic() - self._rows[0] > _ROWS_TTL_SECONDS:
+            self._rows = (time.monotonic(), await chunks.count_rows())
 
     @storage_errors
     async def delete_document(self, document_id_or_uri: str) -> bool:
@@ -231,18 +282,20 @@ class KnowledgeBase:
         surrounded by neighbouring chunks of its section, up to that many characters.
         """
         await self.open()
-        if self._tables.chunks is None or not query.strip():
+        chunks = self._tables.chunks
+        if chunks is None or not query.strip():
             return []
+        await self._count_for_search(chunks)
         return await search_chunks(
-            self._tables.chunks,
+            self._tables,
+            chunks,
             query,
             embed_query=self.embed_query,
             limit=limit,
             mode=mode,
             filter=filter,
             context_chars=context_chars,
-            ann_ef=self.ann_ef,
-            ann_refine_factor=self.ann_refine_factor,
+            vector_search=self.vector_search_parameters(),
         )
 
     # -- documents ---------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """Search over the chunks table: hybrid (vector + full-text, RRF), vector or text, with context.
 
-Context expansion grows each hit with neighbouring chunks of the same section (alternately after
-and before it) while they fit in the requested number of characters.
+Only chunks of a document's published version count (``Tables.published``): chunks of a version
+being written, or left by an interrupted write, are passed over. Context expansion grows each hit
+with neighbouring chunks of the same section (alternately after and before it) while they fit in
+the requested number of characters.
 """
 
 from __future__ import annotations
@@ -14,15 +16,20 @@ from lancedb.rerankers import RRFReranker
 
 from ..config import SearchMode
 from .filters import FilterLike, as_filter, sql_literal
+from .indexing import VectorSearchParameters
 from .models import SearchHit
-from .tables import FTS_COLUMN, HIT_COLUMNS
+from .tables import FTS_COLUMN, HIT_COLUMNS, Tables
 
 __all__ = ["hit_from_row", "search_chunks"]
 
 _SCORE_COLUMNS: dict[str, list[str]] = {"vector": ["_distance"], "text": ["_score"], "hybrid": []}
 
 
+_ROUNDS = 3
+
+
 async def search_chunks(
+    tables: Tables,
     chunks: lancedb.AsyncTable,
     query: str,
     *,
@@ -31,30 +38,56 @@ async def search_chunks(
     mode: SearchMode,
     filter: FilterLike | None,
     context_chars: int,
-    ann_ef: int,
-    ann_refine_factor: int | None,
+    vector_search: VectorSearchParameters | None,
 ) -> list[SearchHit]:
-    """The ``limit`` best chunks for ``query`` in ``mode``, expanded when ``context_chars`` > 0."""
+    """The ``limit`` best chunks for ``query`` in ``mode``, expanded when ``context_chars`` > 0.
+
+    ``vector_search`` tunes the vector index's search; ``None`` scans every vector exactly.
+    """
     restriction = as_filter(filter)
     predicate = restriction.to_sql() if restriction is not None else None
-    if mode == "text":
-        builder: Any = chunks.query().nearest_to_text(query, columns=FTS_COLUMN)
-    else:
-        vector = await embed_query(query)
-        builder = chunks.query().nearest_to(vector).distance_type("cosine").ef(ann_ef)
-        if ann_refine_factor:
-            builder = builder.refine_factor(ann_refine_factor)
-        if mode == "hybrid":
-            builder = builder.nearest_to_text(query, columns=FTS_COLUMN).rerank(RRFReranker())
-        elif mode != "vector":
-            raise ValueError(f"unknown search mode {mode!r}; use hybrid, vector or text")
-    if predicate:
-        builder = builder.where(predicate)
-    rows = await builder.select([*HIT_COLUMNS, *_SCORE_COLUMNS[mode]]).limit(limit).to_list()
-    hits = [hit_from_row(row, mode) for row in rows]
+    if mode not in ("hybrid", "vector", "text"):
+        raise ValueError(f"unknown search mode {mode!r}; use hybrid, vector or text")
+    vector = None if mode == "text" else await embed_query(query)
+
+    def build(fetch: int) -> Any:
+        if vector is None:
+            builder: Any = chunks.query().nearest_to_text(query, columns=FTS_COLUMN)
+        else:
+            builder = _vector_query(chunks, vector, vector_search)
+            if mode == "hybrid":
+                builder = builder.nearest_to_text(query, columns=FTS_COLUMN).rerank(RRFReranker())
+        if predicate:
+            builder = builder.where(predicate)
+        return builder.select([*HIT_COLUMNS, *_SCORE_COLUMNS[mode]]).limit(fetch)
+
+    fetch = limit
+    for _ in range(_ROUNDS):  # unpublished chunks are rare: fetch more only when some were passed over
+        rows = await build(fetch).to_list()
+        published = await tables.published({row["document_id"] for row in rows})
+        kept = [r for r in rows if r["chunk_id"].startswith(published.get(r["document_id"], "\0"))]
+        if len(kept) >= limit or len(rows) < fetch:
+            break
+        fetch = fetch * 2 + len(rows) - len(kept)
+    hits = [hit_from_row(row, mode) for row in kept[:limit]]
     if context_chars > 0 and hits:
         await _expand(chunks, hits, context_chars)
     return hits
+
+
+def _vector_query(
+    chunks: lancedb.AsyncTable, vector: list[float], settings: VectorSearchParameters | None
+) -> Any:
+    builder = chunks.query().nearest_to(vector).distance_type("cosine")
+    if settings is None:
+        return builder.bypass_vector_index()
+    if settings.ef:
+        builder = builder.ef(settings.ef)
+    if settings.nprobes:
+        builder = builder.nprobes(settings.nprobes)
+    if settings.refine_factor:
+        builder = builder.refine_factor(settings.refine_factor)
+    return builder
 
 
 def hit_from_row(row: dict[str, Any], mode: SearchMode | None) -> SearchHit:
@@ -71,8 +104,11 @@ def hit_from_row(row: dict[str, Any], mode: SearchMode | None) -> SearchHit:
 
 
 async def _expand(chunks: lancedb.AsyncTable, hits: list[SearchHit], max_chars: int) -> None:
-    groups = {(h.document_id, h.section) for h in hits}
-    predicate = " OR ".join(f"(document_id = {sql_literal(d)} AND section = {s})" for d, s in groups)
+    groups = {(h.document_id, _version(h.chunk_id), h.section) for h in hits}
+    predicate = " OR ".join(
+        f"(document_id = {sql_literal(d)} AND starts_with(chunk_id, {sql_literal(v)}) AND section = {s})"
+        for d, v, s in groups
+    )
     rows = (
         await chunks.query().where(predicate).select(["document_id", "section", "position", "text"]).to_list()
     )
@@ -83,6 +119,11 @@ async def _expand(chunks: lancedb.AsyncTable, hits: list[SearchHit], max_chars: 
         hit.context = _grow(
             by_section.get((hit.document_id, hit.section), {}), hit.position, hit.text, max_chars
         )
+
+
+def _version(chunk_id: str) -> str:
+    """The version prefix of a chunk id (everything up to its position)."""
+    return chunk_id[: chunk_id.rindex(":") + 1]
 
 
 def _grow(section: dict[int, str], position: int, text: str, max_chars: int) -> str:

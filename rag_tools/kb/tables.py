@@ -20,7 +20,13 @@ from urllib.parse import unquote
 import lancedb
 import pyarrow as pa
 
-from .errors import EmbedderMismatchError, KnowledgeBaseError, KnowledgeBaseFormatError
+from .errors import (
+    EmbedderMismatchError,
+    KnowledgeBaseError,
+    KnowledgeBaseFormatError,
+    is_commit_conflict,
+    unavailable,
+)
 from .filters import sql_literal
 
 __all__ = [
@@ -33,6 +39,7 @@ __all__ = [
     "chunks_schema",
     "documents_schema",
     "files_schema",
+    "version_prefix",
 ]
 
 CHUNKS = "chunks"
@@ -59,6 +66,15 @@ CHUNKING_VERSION = "1"
 
 _V1_LOCAL = "starts_with(uri, 'file://') OR starts_with(uri, 'upload://')"
 _V1_DISPLAY = "regexp_replace(uri, '^(file|upload)://(.*/)?', '')"
+
+
+def version_prefix(document_id: str, content_hash: str) -> str:
+    """How every chunk id of this version of a document starts: ``<document id>:<hash[:12]>:``.
+
+    A chunk is visible only while its document's ``documents`` row carries the same hash, so the
+    ``documents`` commit publishes a new version at once (see rag_tools/kb/NOTES.md).
+    """
+    return f"{document_id}:{content_hash[:12]}:"
 
 
 def documents_schema() -> pa.Schema:
@@ -113,8 +129,16 @@ def files_schema() -> pa.Schema:
 class Tables:
     """An open connection to a knowledge base's tables (``None`` until the first write creates them)."""
 
-    def __init__(self, uri: str, *, embedder: str, read_consistency_interval: timedelta | None) -> None:
+    def __init__(
+        self,
+        uri: str,
+        *,
+        embedder: str,
+        read_consistency_interval: timedelta | None,
+        storage_options: dict[str, str] | None = None,
+    ) -> None:
         self.uri = uri
+        self._storage_options = storage_options or None
         self.embedder = embedder
         self._read_consistency_interval = read_consistency_interval
         self.db: lancedb.AsyncConnection | None = None
@@ -123,16 +147,29 @@ class Tables:
         self.files: lancedb.AsyncTable | None = None
         self.dimensions: int | None = None
         self.write_lock = asyncio.Lock()
+        self._published: dict[str, str | None] = {}
+        self._published_version: int | None = None
 
     async def open(self) -> None:
-        """Connect; check the embedder and the format, migrating a format 1 knowledge base."""
+        """Connect; check the embedder and the format, migrating a format 1 knowledge base.
+
+        Once open, a table that did not exist yet is looked for again on every call: another
+        process (an ingest beside a server) may have created it since.
+        """
         if self.db is not None:
+            if self.chunks is None or self.documents is None:
+                await self._open_tables()
             return
         if "://" not in self.uri:
             Path(self.uri).mkdir(parents=True, exist_ok=True)
-        self.db = await lancedb.connect_async(
-            self.uri, read_consistency_interval=self._read_consistency_interval
-        )
+        try:
+            self.db = await lancedb.connect_async(
+                self.uri,
+                read_consistency_interval=self._read_consistency_interval,
+                storage_options=self._storage_options,
+            )
+        except ValueError as error:  # LanceDB reports an unreachable object store this way on connect
+            raise unavailable(self.uri, error) from error
         try:
             await self._open_tables()
         except BaseException:
@@ -161,11 +198,11 @@ class Tables:
                     f"version of ragstream reads ({FORMAT_VERSION}); upgrade ragstream, or re-ingest "
                     "into a new data directory."
                 )
-        if CHUNKS in names:
+        if CHUNKS in names and self.chunks is None:
             self.chunks = await db.open_table(CHUNKS)
-        if DOCUMENTS in names:
+        if DOCUMENTS in names and self.documents is None:
             self.documents = await db.open_table(DOCUMENTS)
-        if FILES in names:
+        if FILES in names and self.files is None:
             self.files = await db.open_table(FILES)
 
     def close(self) -> None:
@@ -183,6 +220,32 @@ class Tables:
             raise KnowledgeBaseError("the knowledge base is not open; use 'async with KnowledgeBase(...)'")
         return self.db
 
+    async def published(self, document_ids: set[str]) -> dict[str, str]:
+        """The published version (``version_prefix``) of each of these documents that is listed.
+
+        Remembered per version of the ``documents`` table: a search repeats no lookup until a
+        commit (of any process) changes the table.
+        """
+        if self.documents is None or not document_ids:
+            return {}
+        version = await self.documents.version()
+        if version != self._published_version:
+            self._published_version, self._published = version, {}
+        missing = document_ids - self._published.keys()
+        if missing:
+            ids = ", ".join(sql_literal(i) for i in sorted(missing))
+            rows = (
+                await self.documents.query()
+                .where(f"document_id IN ({ids})")
+                .select(["document_id", "content_hash"])
+                .to_list()
+            )
+            found = {
+                row["document_id"]: version_prefix(row["document_id"], row["content_hash"]) for row in rows
+            }
+            self._published.update({i: found.get(i) for i in missing})
+        return {i: prefix for i in document_ids if (prefix := self._published[i]) is not None}
+
     async def _read_meta(self) -> dict[str, str]:
         table = await self.require_open().open_table(META)
         try:
@@ -199,24 +262,52 @@ class Tables:
         self, dimensions: int
     ) -> tuple[lancedb.AsyncTable, lancedb.AsyncTable, lancedb.AsyncTable]:
         """The chunks, documents and files tables, created for ``dimensions`` if missing."""
-        db = self.require_open()
+        self.require_open()
         if self.dimensions is not None and self.dimensions != dimensions:
             raise EmbedderMismatchError(
                 f"the knowledge base at {self.uri} holds {self.dimensions}-dimensional vectors but "
                 f"{self.embedder!r} produced {dimensions}; re-ingest into a new data directory."
             )
         if self.dimensions is None:
-            await self._write_meta(
-                {"embedder": self.embedder, "dimensions": str(dimensions), "format_version": FORMAT_VERSION}
-            )
+            meta = {
+                "embedder": self.embedder,
+                "dimensions": str(dimensions),
+                "format_version": FORMAT_VERSION,
+            }
+            await self._create(META, pa.Table.from_pylist([{"key": k, "value": v} for k, v in meta.items()]))
+            await self._check_created_meanwhile(meta)
             self.dimensions = dimensions
         if self.chunks is None:
-            self.chunks = await db.create_table(CHUNKS, schema=chunks_schema(dimensions), exist_ok=True)
+            self.chunks = await self._create(CHUNKS, chunks_schema(dimensions))
         if self.documents is None:
-            self.documents = await db.create_table(DOCUMENTS, schema=documents_schema(), exist_ok=True)
+            self.documents = await self._create(DOCUMENTS, documents_schema())
         if self.files is None:
-            self.files = await db.create_table(FILES, schema=files_schema(), exist_ok=True)
+            self.files = await self._create(FILES, files_schema())
         return self.chunks, self.documents, self.files
+
+    async def _create(self, name: str, content: pa.Schema | pa.Table) -> lancedb.AsyncTable:
+        """The table (empty for a schema) unless it exists: another process may create it at the same moment.
+
+        Never ``mode="overwrite"`` here: LanceDB 0.40 can panic when two processes overwrite one new
+        table at once.
+        """
+        db = self.require_open()
+        data, schema = (content, None) if isinstance(content, pa.Table) else (None, content)
+        try:
+            return await db.create_table(name, data=data, schema=schema, exist_ok=True)
+        except (RuntimeError, ValueError) as error:
+            if not (is_commit_conflict(error) or "already exists" in str(error)):
+                raise
+            return await db.open_table(name)
+
+    async def _check_created_meanwhile(self, meta: dict[str, str]) -> None:
+        """The recorded embedder is ours (another process may have created the knowledge base first)."""
+        stored = await self._read_meta()
+        if (stored.get("embedder"), stored.get("dimensions")) != (meta["embedder"], meta["dimensions"]):
+            raise EmbedderMismatchError(
+                f"the knowledge base at {self.uri} was just created with embedder {stored.get('embedder')!r} "
+                f"({stored.get('dimensions')} dimensions); the configured embedder is {self.embedder!r}."
+            )
 
     async def _migrate_from_1(self, names: set[str], meta: dict[str, str]) -> None:
         """Format 1 kept the source's absolute URI in ``uri``: move it to ``origin``, show the file name.

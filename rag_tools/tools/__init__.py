@@ -3,38 +3,54 @@ approval policy, retries and truncation of large results, on top of pydantic-ai'
 ``Hooks`` capability (see ``system.py``)."""
 
 from .approval import APPROVAL_NAMESPACE, ApprovalPolicy, approval_hook, matching_pattern
+from .calls import RaceTimeout, ask, race
 from .hooks import HookContext, PostHook, PreHook, ToolHooks, ToolOutcome
 from .loader import DEFAULT_TOOLS_DIR, LoadReport, ToolDiagnostic, exported_tools, load_tool_dirs
+from .locks import LocalToolLocks, ToolLocks
 from .options import ApprovalInfo, RetryPolicy, ToolOptions, tool_options
 from .outputs import OUTPUTS_NAMESPACE, ToolOutputs
 from .registry import DuplicateToolError, ToolRegistry, ToolsetSpec, ToolSpec, toolset_options
+from .results import ATTACHMENTS_NAMESPACE, RESULT_EVENT, ToolAttachment, ToolAttachments, ToolResult
+from .streaming import STREAM_EVENT, streaming
 from .system import ToolSystem
 
 __all__ = [
     "APPROVAL_NAMESPACE",
+    "ATTACHMENTS_NAMESPACE",
     "DEFAULT_TOOLS_DIR",
     "OUTPUTS_NAMESPACE",
+    "RESULT_EVENT",
+    "STREAM_EVENT",
     "ApprovalInfo",
     "ApprovalPolicy",
     "DuplicateToolError",
     "HookContext",
     "LoadReport",
+    "LocalToolLocks",
     "PostHook",
     "PreHook",
+    "RaceTimeout",
     "RetryPolicy",
+    "ToolAttachment",
+    "ToolAttachments",
     "ToolDiagnostic",
     "ToolHooks",
+    "ToolLocks",
     "ToolOptions",
     "ToolOutcome",
     "ToolOutputs",
     "ToolRegistry",
+    "ToolResult",
     "ToolSpec",
     "ToolSystem",
     "ToolsetSpec",
     "approval_hook",
+    "ask",
     "exported_tools",
     "load_tool_dirs",
     "matching_pattern",
+    "race",
+    "streaming",
     "tool_options",
     "toolset_options",
 ]

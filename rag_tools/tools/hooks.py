@@ -58,6 +58,11 @@ class ToolOutcome:
     result: Any = None
     error: BaseException | None = None
 
+    @property
+    def is_error(self) -> bool:
+        """The call failed: it raised, or returned a ``ToolResult`` with ``is_error``."""
+        return self.error is not None or bool(getattr(self.result, "is_error", False))
+
 
 PreHook = Callable[[HookContext, dict[str, Any]], Awaitable[dict[str, Any] | None] | dict[str, Any] | None]
 PostHook = Callable[[HookContext, ToolOutcome], Awaitable[ToolOutcome | None] | ToolOutcome | None]

@@ -2,11 +2,12 @@
 
 ``@tool_options(...)`` attaches a ``ToolOptions`` to a plain function, so a module can export
 bare functions and still say how they must be run; ``ToolRegistry.add_tool`` takes the same
-options as keywords.
+options as keywords. ``ToolOptions`` is the one place the options are declared.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -53,35 +54,49 @@ returning the text (or ``None`` for none) before each model request, as pydantic
 
 @dataclass(frozen=True)
 class ToolOptions:
-    """How the tool system runs one tool."""
+    """How the tool system runs one tool: the one declaration of the tool options.
+
+    ``@tool_options(...)``, ``ToolRegistry.add_tool(..., **options)`` and ``@registry.tool(...)``
+    all take exactly these fields as keywords (an unknown keyword is a ``TypeError``).
+
+    - ``tags``: labels global hooks may select tools by;
+    - ``approval``: why the tool may need a person's approval (see ``ApprovalInfo``);
+    - ``timeout``: seconds a call may take (pydantic-ai's per-tool timeout);
+    - ``retry``: retry transient errors (see ``RetryPolicy``);
+    - ``sequential``: no other tool runs beside this one within a run step (pydantic-ai's);
+    - ``lock``: every call of this tool, across all runs of the process (and across workers when
+      the server has Redis), runs alone; hooks run outside the lock, and a call that has to wait
+      reports "waiting for <tool>" as progress;
+    - ``instructions``: added to the agent's instructions while the tool is offered (text, or a
+      function of the run context, see ``Instructions``);
+    - ``unavailable``: says why the tool cannot run on this server right now (then it is left out).
+    """
 
     tags: frozenset[str] = frozenset()
     approval: ApprovalInfo | None = None
     timeout: float | None = None
     retry: RetryPolicy | None = None
     sequential: bool = False
+    lock: bool = False
     instructions: Instructions | None = field(default=None, compare=False)
     unavailable: Unavailable | None = field(default=None, compare=False)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tags", frozenset((self.tags,) if isinstance(self.tags, str) else self.tags))
 
-def tool_options(
-    *,
-    tags: tuple[str, ...] | frozenset[str] = (),
-    approval: ApprovalInfo | None = None,
-    timeout: float | None = None,
-    retry: RetryPolicy | None = None,
-    sequential: bool = False,
-    instructions: Instructions | None = None,
-    unavailable: Unavailable | None = None,
-) -> Callable[[F], F]:
-    """Declare how a plain function tool must be run (read by ``ToolRegistry`` and the loader)."""
+    def updated(self, **given: Any) -> ToolOptions:
+        """These options with ``given`` ones winning (tags are joined); unknown names raise ``TypeError``."""
+        if "tags" in given:
+            given["tags"] = self.tags | ToolOptions(tags=given["tags"]).tags
+        return dataclasses.replace(self, **given)
+
+
+def tool_options(**options: Any) -> Callable[[F], F]:
+    """Declare how a plain function tool must be run (fields: see ``ToolOptions``)."""
+    declared = ToolOptions(**options)
 
     def attach(func: F) -> F:
-        setattr(
-            func,
-            _ATTRIBUTE,
-            ToolOptions(frozenset(tags), approval, timeout, retry, sequential, instructions, unavailable),
-        )
+        setattr(func, _ATTRIBUTE, declared)
         return func
 
     return attach

@@ -31,6 +31,7 @@ __all__ = [
     "StoredOutput",
     "ToolOutputs",
     "output_toolset",
+    "text_of",
     "truncate",
 ]
 
@@ -74,14 +75,15 @@ class ToolOutputs(StateModel):
         return record
 
 
-def _text(value: Any) -> str:
+def text_of(value: Any) -> str:
+    """The text a result makes for the model (JSON for anything but a string)."""
     return value if isinstance(value, str) else to_json(value).decode()
 
 
 def truncate(context: ToolContext, tool: str, tool_call_id: str, result: Any, limit: int) -> Any:
     """``result`` as the model should see it: whole when short, else cut with a reference note."""
     content = result.return_value if isinstance(result, ToolReturn) else result
-    text = _text(content)
+    text = text_of(content)
     if len(text) <= limit:
         return result
     outputs = context.get_or_create(OUTPUTS_NAMESPACE, ToolOutputs)

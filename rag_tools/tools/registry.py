@@ -26,7 +26,8 @@ from typing import Any
 from pydantic_ai import RunContext, Tool
 from pydantic_ai.toolsets import AbstractToolset, DynamicToolset, FunctionToolset, WrapperToolset
 
-from .options import ApprovalInfo, Instructions, RetryPolicy, ToolOptions, Unavailable, options_of
+from .options import Instructions, ToolOptions, Unavailable, options_of
+from .streaming import is_streaming, streaming
 
 __all__ = ["DuplicateToolError", "ToolRegistry", "ToolSpec", "ToolsetSpec", "toolset_options"]
 
@@ -186,48 +187,49 @@ class ToolRegistry:
         *,
         name: str | None = None,
         origin: str = "registry",
-        tags: Iterable[str] = (),
-        approval: ApprovalInfo | None = None,
-        timeout: float | None = None,
-        retry: RetryPolicy | None = None,
-        sequential: bool = False,
-        instructions: Instructions | None = None,
-        unavailable: Unavailable | None = None,
+        **options: Any,
     ) -> ToolSpec:
-        """Register a tool (a ``Tool`` or a plain function); options given here win over ``@tool_options``."""
+        """Register a tool (a ``Tool`` or a plain function, which may be an async generator: see
+        ``streaming``); ``options`` are ``ToolOptions`` fields and win over ``@tool_options``.
+        """
         if not callable(tool) and not isinstance(tool, Tool):
             raise TypeError(f"tool {name or tool!r} from {origin} is not callable")
-        declared = options_of(tool.function if isinstance(tool, Tool) else tool) or ToolOptions()
-        options = ToolOptions(
-            tags=frozenset(tags) | declared.tags,
-            approval=approval or declared.approval,
-            timeout=timeout if timeout is not None else declared.timeout,
-            retry=retry or declared.retry,
-            sequential=sequential or declared.sequential,
-            instructions=instructions or declared.instructions,
-            unavailable=unavailable or declared.unavailable,
-        )
-        metadata = {"tags": sorted(options.tags), "origin": origin}
-        if options.approval is not None:
-            metadata["approval"] = {**options.approval.metadata(), "required": options.approval.required}
+        function = tool.function if isinstance(tool, Tool) else tool
+        resolved = (options_of(function) or ToolOptions()).updated(**options)
+        metadata: dict[str, Any] = {"tags": sorted(resolved.tags), "origin": origin}
+        if resolved.approval is not None:
+            metadata["approval"] = {**resolved.approval.metadata(), "required": resolved.approval.required}
         if isinstance(tool, Tool):
             made = dataclasses.replace(
                 tool,
                 name=name or tool.name,
                 metadata={**(tool.metadata or {}), **metadata},
-                timeout=options.timeout if options.timeout is not None else tool.timeout,
-                sequential=options.sequential or tool.sequential,
+                timeout=resolved.timeout if resolved.timeout is not None else tool.timeout,
+                sequential=resolved.sequential or tool.sequential,
             )
+            if is_streaming(tool.function):  # the same tool, running the generator to its end
+                run = streaming(tool.function)
+                schema = Tool(
+                    run,
+                    name=made.name,
+                    docstring_format=made.docstring_format,
+                    require_parameter_descriptions=made.require_parameter_descriptions,
+                ).function_schema
+                made = dataclasses.replace(made, function=run, function_schema=schema)
         else:
             made = Tool(
-                tool, name=name, metadata=metadata, timeout=options.timeout, sequential=options.sequential
+                streaming(tool) if is_streaming(tool) else tool,
+                name=name,
+                metadata=metadata,
+                timeout=resolved.timeout,
+                sequential=resolved.sequential,
             )
         if made.name in self._tools:
             existing = self._tools[made.name]
             raise DuplicateToolError(
                 f"tool {made.name!r} from {origin} is already registered from {existing.origin}"
             )
-        spec = ToolSpec(made, origin, options)
+        spec = ToolSpec(made, origin, resolved)
         self._tools[made.name] = spec
         return spec
 

@@ -6,6 +6,9 @@ one fails there, loudly, instead of somewhere in a run.
 - ``approval_to_interrupt`` (``pydantic_ai.ui.ag_ui._interrupt``): the AG-UI ``Interrupt`` that
   RUN_FINISHED carries for a pending approval, rebuilt byte for byte when a reloaded page asks for
   its thread. Goes when pydantic-ai exports it (or a "pending interrupts of a conversation" API).
+- ``interrupt_id_to_tool_call_id`` (same module): the tool call an interrupt's resume answers, so
+  the answer to a tool's ``ask`` reaches that call's metadata. Goes when pydantic-ai exports it,
+  or when its AG-UI adapter passes resume payload fields on as ``DeferredToolResults.metadata``.
 - ``get_ui_message_id`` (``pydantic_ai.ui._utils``): the id a client gave a message, kept in its
   metadata, so a thread's history keeps the client's ids. Goes when ``UIAdapter.dump_messages``
   keeps stored ids itself.
@@ -34,13 +37,14 @@ import anyio
 from pydantic_ai import _utils as _pydantic_ai_utils
 from pydantic_ai import result as _pydantic_ai_result
 from pydantic_ai.ui._utils import get_ui_message_id
-from pydantic_ai.ui.ag_ui._interrupt import approval_to_interrupt
+from pydantic_ai.ui.ag_ui._interrupt import approval_to_interrupt, interrupt_id_to_tool_call_id
 
 __all__ = [
     "approval_to_interrupt",
     "fast_stream_locks_installed",
     "get_ui_message_id",
     "install_fast_stream_locks",
+    "interrupt_id_to_tool_call_id",
 ]
 
 logger = logging.getLogger("ragstream.upstream")

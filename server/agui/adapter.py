@@ -13,15 +13,19 @@ import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from functools import cached_property
 
 from ag_ui.core import BaseEvent, RunErrorEvent
 from pydantic_ai.exceptions import ModelAPIError, UsageLimitExceeded, UserError
+from pydantic_ai.tools import DeferredToolResults
 from pydantic_ai.ui.ag_ui import AGUIAdapter, AGUIEventStream
 
 from rag_tools.kb import KnowledgeBaseError
 from rag_tools.state import StoreError
+from rag_tools.tools.calls import ANSWER_KEY
 
 from ..runs import BackendUnavailable, FailureCode, RunFailure
+from ._upstream import interrupt_id_to_tool_call_id
 
 __all__ = ["RagstreamAdapter", "classify"]
 
@@ -64,7 +68,25 @@ class _SafeEventStream(AGUIEventStream):
 
 @dataclass
 class RagstreamAdapter(AGUIAdapter):
-    """``AGUIAdapter`` whose RUN_ERROR events carry only client-safe messages."""
+    """``AGUIAdapter`` whose RUN_ERROR events carry only client-safe messages, and whose resumes
+    carry the user's answers to a tool's ``ask`` (``rag_tools.tools.calls``).
+    """
+
+    @cached_property
+    def deferred_tool_results(self) -> DeferredToolResults | None:
+        """Upstream's approvals, plus ``{"answer": ...}`` as the call's metadata for every resume
+        payload that carries a text ``answer`` (the tool's ``ask`` returns it on the re-run).
+        """
+        results = super().deferred_tool_results
+        if results is None:
+            return None
+        for entry in getattr(self.run_input, "resume", None) or []:
+            payload = entry.payload if isinstance(entry.payload, dict) else {}
+            answer = payload.get(ANSWER_KEY)
+            if isinstance(answer, str) and entry.status != "cancelled":
+                call_id = interrupt_id_to_tool_call_id(entry.interrupt_id)
+                results.metadata[call_id] = {ANSWER_KEY: answer}
+        return results
 
     def build_event_stream(self) -> _SafeEventStream:  # type: ignore[override]
         # The upstream stream exactly as pydantic-ai builds it (every field, including ones a later

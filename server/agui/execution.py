@@ -12,6 +12,7 @@ It is the ``RunSource`` the engine runs (``server.runs``). Its event pipeline:
 - on failure, cancellation or timeout nothing is saved, and the client gets a STATE_SNAPSHOT of
   the last saved state before the terminal event;
 - a run timeout ends in RUN_ERROR (the adapter would report a cancellation);
+- an interrupt for a tool's question says the question and asks for the answer (``interrupts``);
 - a run with no messages and nothing to resume restates the thread (MESSAGES_SNAPSHOT) instead of
   calling the model;
 - every event encoded once; the terminal one tells the engine how the run ended. The pipeline
@@ -48,6 +49,7 @@ from ..runs import FailureCode, RunEvent, RunFailure, RunStatus
 from .adapter import classify
 from .encoding import encode_event
 from .history import agui_messages
+from .interrupts import with_question_interrupts
 
 __all__ = ["AGUIRun"]
 
@@ -122,6 +124,8 @@ class AGUIRun:
             if kind == EventType.RUN_ERROR:
                 for restore in self._restore_last_saved_state():
                     yield restore
+            elif kind == EventType.RUN_FINISHED and _outcome(event) == "interrupt":
+                event = with_question_interrupts(event)
             elif kind == EventType.RUN_FINISHED and _outcome(event) == "cancelled":
                 for restore in self._restore_last_saved_state():
                     yield restore

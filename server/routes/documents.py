@@ -1,8 +1,13 @@
-"""Document routes: list the knowledge base, upload files into it."""
+"""Document routes: list, read and delete knowledge-base documents; upload files as ingestion jobs.
+
+An upload is stored with its job and answered ``202`` at once; any worker or host runs the job and
+reports on it (``server.jobs``). Changing the knowledge base is for editors (``access.check_editor``).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from urllib.parse import quote
 
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
@@ -10,13 +15,26 @@ from starlette.responses import JSONResponse, Response
 
 from rag_tools.kb import SUPPORTED_SUFFIXES
 
+from ..access import check_editor, check_job_owner
 from ..errors import ApiError
+from ..jobs import IngestJob
 from ..services import Services
-from ._common import caller, int_param, read_body, services_of
+from ._common import caller, int_param, path_id, read_body, services_of
 
-__all__ = ["list_documents", "upload_documents"]
+__all__ = ["delete_document", "get_document", "get_job", "list_documents", "upload_documents"]
 
 MAX_FILES = 20
+
+#: Original files a browser may show in place; every other format is offered as a download, so an
+#: uploaded HTML page never runs as a page of this origin.
+_INLINE = {"application/pdf", "text/plain"}
+
+
+def _editor(request: Request) -> tuple[str, Services]:
+    principal = caller(request)
+    services = services_of(request)
+    check_editor(principal, services.config.editors, tokens_configured=bool(services.config.tokens))
+    return principal, services
 
 
 async def list_documents(request: Request) -> Response:
@@ -36,9 +54,8 @@ async def list_documents(request: Request) -> Response:
 
 
 async def upload_documents(request: Request) -> Response:
-    """Ingest the files of a ``multipart/form-data`` body (field ``file``, repeatable)."""
-    caller(request)
-    services = services_of(request)
+    """Queue the files of a ``multipart/form-data`` body (field ``file``, repeatable) for ingestion."""
+    principal, services = _editor(request)
     if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
         raise ApiError(415, "upload files as multipart/form-data in a field named 'file'")
     body = await read_body(request)
@@ -51,26 +68,80 @@ async def upload_documents(request: Request) -> Response:
     except Exception as exc:  # malformed multipart: python-multipart raises several types
         raise ApiError(400, f"the multipart body could not be parsed: {exc}") from None
     try:
-        outcomes = await _ingest_uploads(
-            services, [f for f in form.getlist("file") if isinstance(f, UploadFile)]
-        )
+        files = [f for f in form.getlist("file") if isinstance(f, UploadFile)]
+        if not files:
+            raise ApiError(422, "no file in the 'file' field", details=[{"loc": ["file"]}])
+        names = [(f.filename or "").replace("\\", "/").rsplit("/", 1)[-1] for f in files]
+        job = IngestJob.new(uuid.uuid4().hex, principal, names)
+        uploads: dict[int, bytes] = {}
+        for index, (upload, name) in enumerate(zip(files, names, strict=True)):
+            if not name or "." + name.rsplit(".", 1)[-1].lower() not in SUPPORTED_SUFFIXES:
+                job.files[index].status = "error"
+                job.files[index].error = "unsupported file type"
+                job.progress.files_done += 1
+            else:
+                uploads[index] = await upload.read()
     finally:
         await form.close()  # spooled upload files
-    if all(o["status"] == "error" for o in outcomes):
-        raise ApiError(422, "no file could be ingested", details=outcomes)
-    created = any(o["status"] in ("added", "updated") for o in outcomes)
-    return JSONResponse({"outcomes": outcomes}, status_code=201 if created else 200)
+    if not uploads:
+        details = [f.model_dump(mode="json", by_alias=True) for f in job.files]
+        raise ApiError(422, "no file could be ingested", details=details)
+    await services.jobs.submit(job, uploads)
+    return JSONResponse(
+        {"jobId": job.id, "job": job.public()},
+        status_code=202,
+        headers={"Location": f"/documents/jobs/{job.id}"},
+    )
 
 
-async def _ingest_uploads(services: Services, files: list[UploadFile]) -> list[dict[str, Any]]:
-    if not files:
-        raise ApiError(422, "no file in the 'file' field", details=[{"loc": ["file"]}])
-    outcomes: list[dict[str, Any]] = []
-    for upload in files:
-        name = (upload.filename or "").replace("\\", "/").rsplit("/", 1)[-1]
-        if not name or "." + name.rsplit(".", 1)[-1].lower() not in SUPPORTED_SUFFIXES:
-            outcomes.append({"source": name, "status": "error", "error": "unsupported file type"})
-            continue
-        outcome = await services.kb.ingest_bytes(await upload.read(), name=name)
-        outcomes.append(outcome.model_dump(mode="json"))
-    return outcomes
+async def get_job(request: Request) -> Response:
+    """An ingestion job's state, progress and per-file outcomes (the owner's jobs only)."""
+    principal = caller(request)
+    job_id = path_id(request, "job_id", "job id")
+    job = await services_of(request).jobs.get(job_id)
+    check_job_owner(job_id, job.owner if job else None, principal)
+    assert job is not None
+    return JSONResponse(job.public(), headers={"Cache-Control": "no-store"})
+
+
+def _wants_file(request: Request) -> bool:
+    fmt = request.query_params.get("format", "json")
+    if fmt not in ("json", "file"):
+        raise ApiError(422, "format must be 'json' or 'file'", details=[{"loc": ["query", "format"]}])
+    accept = request.headers.get("accept", "")
+    return fmt == "file" or ("format" not in request.query_params and "application/pdf" in accept)
+
+
+async def get_document(request: Request) -> Response:
+    """The document as JSON (metadata and text), or its original file (``?format=file``)."""
+    caller(request)
+    document_id = path_id(request, "document_id", "document id")
+    kb = services_of(request).kb
+    if _wants_file(request):
+        original = await kb.get_document_file(document_id)
+        if original is None:
+            raise ApiError(404, f"document {document_id!r} not found, or kept without its original file")
+        disposition = "inline" if original.media_type in _INLINE else "attachment"
+        return Response(
+            original.data,
+            media_type=original.media_type,
+            headers={
+                "Content-Disposition": f"{disposition}; filename*=UTF-8''{quote(original.filename)}",
+                "X-Content-Type-Options": "nosniff",
+                "Cache-Control": "private, no-cache",
+            },
+        )
+    document = await kb.get_document_by_id(document_id, with_content=True)
+    if document is None:
+        raise ApiError(404, f"document {document_id!r} not found")
+    return JSONResponse(document.model_dump(mode="json"))
+
+
+async def delete_document(request: Request) -> Response:
+    """Remove a document from the knowledge base: chunks, original file and listing."""
+    _, services = _editor(request)
+    document_id = path_id(request, "document_id", "document id")
+    if await services.kb.get_document_by_id(document_id) is None:
+        raise ApiError(404, f"document {document_id!r} not found")
+    await services.kb.delete_document(document_id)
+    return Response(status_code=204)

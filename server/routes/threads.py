@@ -1,9 +1,11 @@
-"""Thread routes: list, hydrate, delete, set the approval policy, stop a run, re-read a run's events."""
+"""Thread routes: list, hydrate, delete, set the approval policy, stop a run, re-read a run's events,
+download a tool attachment."""
 
 from __future__ import annotations
 
 import re
 from typing import Annotated
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from pydantic.alias_generators import to_camel
@@ -11,12 +13,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..agui.sse import sse_response
-from ..threads import delete_thread, list_threads, set_approval_policy, state_item, thread_view
+from ..threads import (
+    attachment,
+    delete_thread,
+    list_threads,
+    set_approval_policy,
+    state_item,
+    thread_view,
+)
 from ..validation import InvalidRequest, field_errors
 from ._common import caller, int_param, path_id, read_body, services_of
 
 __all__ = [
     "POLICY_BODY_LIMIT",
+    "get_attachment",
     "get_state_item",
     "get_thread",
     "list_all",
@@ -54,6 +64,22 @@ async def get_state_item(request: Request) -> Response:
     )
     return JSONResponse(
         {"threadId": thread_id, "field": field, **({} if key is None else {"key": key}), "value": value}
+    )
+
+
+async def get_attachment(request: Request) -> Response:
+    """``/threads/{id}/attachments/{ref}``: the bytes of a file a tool attached to its result."""
+    thread_id = path_id(request, "thread_id", "threadId")
+    ref = path_id(request, "ref", "ref")
+    record, data = await attachment(services_of(request), thread_id, caller(request), ref)
+    return Response(
+        data,
+        media_type=record.mime_type,
+        headers={
+            "Content-Disposition": f"attachment; filename*=UTF-8''{quote(record.name)}",
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": "sandbox",
+        },
     )
 
 

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,6 +141,14 @@ class FuzzTarget:
         total = self.client.get("/documents").json()["total"]
         assert total == self.documents, f"{what} changed the number of documents"
 
+    def wait_for_job(self, job_id: str) -> None:
+        """Wait until an upload's ingestion job is done or failed."""
+        for _ in range(1200):
+            if self.client.get(f"/documents/jobs/{job_id}").json()["state"] in ("done", "failed"):
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"ingestion job {job_id} did not finish")
+
     # -- requests ---------------------------------------------------------------------------
 
     def send(
@@ -185,6 +194,8 @@ class FuzzTarget:
         if rejected:
             self.assert_unchanged(label)
         elif method.decode() in MUTATING:
+            if response.status == 202 and b'"jobId"' in response.body:
+                self.wait_for_job(json.loads(response.body)["jobId"])  # an upload lands in the background
             self.snapshot()  # an accepted change: it becomes the new expectation
         return response
 

@@ -528,6 +528,8 @@ SERVER_ONLY = [
     "next_search",
     "question_embeddings",
     "next_qa",
+    "full_outputs",
+    "attachment_bytes",
 ]
 
 

@@ -9,7 +9,7 @@
 //   {op: "run", tools?, resume?, abortAfterMs?, cutAfter?, resumeUrl?}  runAgent; record everything.
 //       With cutAfter/resumeUrl the connection is cut after `cutAfter` events and the stream is
 //       resumed from another server with Last-Event-ID, invisibly to the client (one stream).
-//   {op: "approve", approved, editedArgs?, reason?}  resume every pending interrupt with one payload
+//   {op: "approve", approved, editedArgs?, reason?, answer?}  resume every pending interrupt with one payload
 //   {op: "toolResults", content}                 answer every pending frontend tool call
 //   {op: "hydrate"}                              a fresh client built from GET /threads/{id}
 //   {op: "concurrent", count, text}              `count` clients run at once on the thread
@@ -146,6 +146,7 @@ for (const step of plan.steps) {
     const payload = { approved: step.approved };
     if (step.editedArgs) payload.editedArgs = step.editedArgs;
     if (step.reason) payload.reason = step.reason;
+    if (step.answer !== undefined) payload.answer = step.answer;
     const resume = agent.pendingInterrupts.map((i) => ({ interruptId: i.id, status: "resolved", payload }));
     lastRun = await runRecorded(agent, { runId: nextId("run"), resume, tools: step.tools });
     lastRun.op = "approve";

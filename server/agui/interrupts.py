@@ -1,0 +1,48 @@
+"""Interrupts as ragstream sends them: pydantic-ai's, plus what a tool's question needs.
+
+A tool that calls ``ask(ctx, question)`` (``rag_tools.tools.calls``) pauses the run with an
+approval request whose metadata has ``kind: "question"``. pydantic-ai turns it into an interrupt
+that asks "Approve tool(args)?" and advertises the approval payload; ``for_client`` makes such an
+interrupt say the question and advertise ``answer`` (a string, required) beside ``approved``, so
+a client that renders forms from ``responseSchema`` asks for the answer. The live RUN_FINISHED
+(``AGUIRun``) and a reloaded thread (``thread_view``) both send interrupts through it.
+"""
+
+from __future__ import annotations
+
+from copy import deepcopy
+from typing import Any
+
+from ag_ui.core import BaseEvent, EventType, Interrupt
+from pydantic_ai.messages import ToolCallPart
+
+from rag_tools.tools.calls import ANSWER_KEY, QUESTION_KIND
+
+from ._upstream import approval_to_interrupt
+
+__all__ = ["for_client", "interrupt_of", "with_question_interrupts"]
+
+
+def for_client(interrupt: Interrupt) -> Interrupt:
+    """``interrupt`` as the client should see it (a tool's question asks for its answer)."""
+    metadata = interrupt.metadata if isinstance(interrupt.metadata, dict) else {}
+    if metadata.get("kind") != QUESTION_KIND or not isinstance(metadata.get("question"), str):
+        return interrupt
+    schema: dict[str, Any] = deepcopy(interrupt.response_schema or {"type": "object", "properties": {}})
+    schema.setdefault("properties", {})[ANSWER_KEY] = {"type": "string"}
+    schema["required"] = sorted({*schema.get("required", []), "approved", ANSWER_KEY})
+    return interrupt.model_copy(update={"message": metadata["question"], "response_schema": schema})
+
+
+def interrupt_of(call: ToolCallPart, metadata: dict[str, dict[str, Any]]) -> Interrupt:
+    """The interrupt for a pending approval (or question) of a stored conversation."""
+    return for_client(approval_to_interrupt(call, metadata))
+
+
+def with_question_interrupts(event: BaseEvent) -> BaseEvent:
+    """A RUN_FINISHED whose interrupts went through ``for_client``; any other event unchanged."""
+    outcome = getattr(event, "outcome", None)
+    if event.type != EventType.RUN_FINISHED or getattr(outcome, "type", None) != "interrupt":
+        return event
+    interrupts = [for_client(i) for i in outcome.interrupts]  # type: ignore[union-attr]
+    return event.model_copy(update={"outcome": outcome.model_copy(update={"interrupts": interrupts})})  # type: ignore[union-attr]
