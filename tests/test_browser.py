@@ -497,6 +497,11 @@ async def test_upload_shows_its_job_and_citations_open_the_pdf_at_the_page(
     )
     await expect(page.locator("#filter .doc-list li")).to_have_count(listed + 1)  # listed once ingested
     await chat.screenshot("upload-done")
+    # the job's card survives a reload of the page (the browser keeps the ids of its jobs)
+    await chat.reload()
+    job = page.locator("#jobs .job").first
+    await expect(job).to_have_attribute("data-state", "done")
+    await expect(job.locator(".job-file").nth(0)).to_contain_text("okapi.pdf: added")
 
     await chat.ask("How long is the okapi tongue?")
     async with httpx.AsyncClient(base_url=editor_url, headers={"Authorization": "Bearer alice-token"}) as api:

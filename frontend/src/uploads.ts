@@ -1,11 +1,14 @@
 // Adding documents: an upload form and one card per ingestion job. The server answers an upload at
 // once with a job (202) and ingests in the background; the card polls `GET /documents/jobs/{id}`
-// and shows the job's state, its progress and each file's outcome.
+// and shows the job's state, its progress and each file's outcome. The ids of the latest jobs are
+// kept in localStorage, so the cards come back after a reload (the server keeps a job for a day).
 import { type Api, ApiError } from "./api";
 import { h } from "./dom";
 import type { IngestJob } from "./types";
 
 const POLL_MS = 500;
+const STORED_JOBS = "ragstream.uploads";
+const KEPT_JOBS = 10;
 
 const FILE_STATUS: Record<string, string> = {
   pending: "waiting",
@@ -43,6 +46,21 @@ export class UploadsView {
       h("div", { class: "row" }, this.input, this.button),
     );
     root.replaceChildren(form, this.list);
+    void this.restore();
+  }
+
+  /** The cards of the jobs this browser started before a reload; unfinished ones are followed. */
+  private async restore(): Promise<void> {
+    const ids = storedJobIds();
+    const found = await Promise.all(ids.map((id) => this.api.job(id).catch(() => null)));
+    const known = new Set(this.jobs.map((j) => j.id));
+    const restored = found.filter((job): job is IngestJob => job !== null && !known.has(job.id));
+    this.jobs = [...this.jobs, ...restored];
+    storeJobIds(this.jobs.map((j) => j.id));
+    this.render();
+    for (const job of restored) {
+      if (job.state !== "done" && job.state !== "failed") void this.follow(job.id);
+    }
   }
 
   private async submit(event: Event): Promise<void> {
@@ -55,6 +73,7 @@ export class UploadsView {
       const job = await this.api.upload(files);
       this.input.value = "";
       this.jobs.unshift(job);
+      storeJobIds(this.jobs.map((j) => j.id));
       void this.follow(job.id);
     } catch (error) {
       this.message =
@@ -90,6 +109,23 @@ export class UploadsView {
     const cards = this.jobs.map((job) => jobCard(job));
     if (this.message) cards.unshift(h("li", { class: "job job-error", role: "alert" }, this.message));
     this.list.replaceChildren(...cards);
+  }
+}
+
+function storedJobIds(): string[] {
+  try {
+    const ids: unknown = JSON.parse(localStorage.getItem(STORED_JOBS) ?? "[]");
+    return Array.isArray(ids) ? ids.filter((id): id is string => typeof id === "string") : [];
+  } catch {
+    return [];
+  }
+}
+
+function storeJobIds(ids: string[]): void {
+  try {
+    localStorage.setItem(STORED_JOBS, JSON.stringify(ids.slice(0, KEPT_JOBS)));
+  } catch {
+    // storage may be unavailable (private mode, quota): the cards then last until a reload
   }
 }
 
