@@ -139,8 +139,13 @@ class ChatPage:
         )
 
     async def cited_titles(self, answer_index: int = -1) -> list[str]:
+        """The titles of an answer's ``[n]`` buttons, once every marker in its text is one (cards
+        beyond the state's emit window are fetched from the server after the run)."""
         answer = self.answers().nth(answer_index) if answer_index >= 0 else self.answers().last
+        text = "\n".join(await answer.locator(".message-body > p").all_inner_texts())
+        markers = sum(len(re.split(r"[,;]", group)) for group in _MARKER.findall(text))
         buttons = answer.locator("button.cite")
+        await expect(buttons).to_have_count(markers, timeout=WAIT_MS)
         return [await b.get_attribute("title") or "" for b in await buttons.all()]
 
     # ---- filter ----
@@ -166,3 +171,4 @@ class ChatPage:
 
 
 _ANSWERS = "#log article.message-assistant:not(.message-tools)"
+_MARKER = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")  # an answer's [n] (CITATION in conversation.ts)
