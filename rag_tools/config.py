@@ -61,6 +61,15 @@ class RagConfig(BaseModel):
     context_chars: int = Field(
         default=1500, ge=0, le=20_000, description="Characters of neighbouring text added to a hit."
     )
+    kb_read_consistency_seconds: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=3600.0,
+        description=(
+            "How old the knowledge base's view of other processes' writes may get, in seconds; 0 checks "
+            "on every call (always current), a few seconds saves a round trip per search on object storage."
+        ),
+    )
     ann_index_threshold: int = Field(
         default=5_000,
         ge=0,

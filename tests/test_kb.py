@@ -309,3 +309,28 @@ async def test_a_second_connection_sees_new_documents(tmp_path: Path) -> None:
             await writer.ingest_bytes(b"second document", name="b.txt")
             assert await reader.count_documents() == 2
             assert [h.text for h in await reader.search("second", mode="text")] == ["second document"]
+
+
+@pytest.mark.parametrize("seconds", [0.0, 3600.0])
+async def test_read_consistency_bounds_how_old_a_view_of_other_writers_gets(
+    tmp_path: Path, seconds: float
+) -> None:
+    """0 (the default): a reader sees another process's ingest on its next call; a long interval
+    keeps serving the view it has (fewer round trips on object storage) until the interval ends."""
+    from rag_tools.config import RagConfig
+
+    path = tmp_path / "kb"
+    (tmp_path / "a.md").write_text("# Alpha\n\nAlpha ships on Tuesdays.")
+    (tmp_path / "b.md").write_text("# Beta\n\nBeta ships on Fridays.")
+    config = RagConfig(kb_uri=str(path), kb_read_consistency_seconds=seconds)  # the default embedder
+    async with KnowledgeBase(path) as writer:
+        await writer.ingest_paths([tmp_path / "a.md"])
+        async with KnowledgeBase.from_config(config) as reader:
+            assert [d.title for d in (await reader.list_documents()).documents] == ["Alpha"]
+            await writer.ingest_paths([tmp_path / "b.md"])
+            titles = {d.title for d in (await reader.list_documents()).documents}
+            hits = {h.title for h in await reader.search("Beta ships on Fridays", limit=2)}
+    if seconds == 0:
+        assert titles == {"Alpha", "Beta"} and "Beta" in hits
+    else:
+        assert titles == {"Alpha"} and "Beta" not in hits

@@ -117,6 +117,7 @@ class KnowledgeBase:
             embedder=config.embedder,
             chunk_max_chars=config.chunk_max_chars,
             ann_index_threshold=config.ann_index_threshold,
+            read_consistency_interval=timedelta(seconds=config.kb_read_consistency_seconds),
             storage_options=config.kb_storage_options,
         )
 
