@@ -35,9 +35,9 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 
 from rag_tools import ChatDeps, build_chat_toolkit
 from server.agui.encoding import encode_event
-from server.agui.sse import sse_frame
 from server.app import create_app
 from server.config import AppConfig
+from server.routes.sse import sse_frame
 from tests.protocol import parse_sse
 from tests.servers import serve
 

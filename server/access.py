@@ -19,6 +19,7 @@ from rag_tools.state import CacheEntry, ToolContextCache
 __all__ = [
     "JobNotFound",
     "NotAnEditor",
+    "StateItemNotFound",
     "ThreadNotFound",
     "check_claimable",
     "check_editor",
@@ -34,6 +35,10 @@ class ThreadNotFound(LookupError):
     def __init__(self, thread_id: str) -> None:
         super().__init__(f"thread {thread_id!r} not found")
         self.thread_id = thread_id
+
+
+class StateItemNotFound(LookupError):
+    """No such field in the thread's state, or no such item in it (an attachment, a card)."""
 
 
 class JobNotFound(LookupError):

@@ -23,11 +23,11 @@ from rag_tools import Toolkit
 from rag_tools.state import ThreadStore
 
 from .agui._upstream import install_fast_stream_locks
-from .agui.route import agui
 from .auth import TokenBackend, unauthorized
 from .config import AppConfig
 from .errors import exception_handlers
 from .middleware import BodyLimitMiddleware
+from .routes.agui import agui
 from .routes.documents import delete_document, get_document, get_job, list_documents, upload_documents
 from .routes.meta import capabilities, health
 from .routes.static import static_routes

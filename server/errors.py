@@ -23,9 +23,8 @@ from starlette.responses import JSONResponse, Response
 from rag_tools.kb import KnowledgeBaseError
 from rag_tools.state import StoreError
 
-from .access import JobNotFound, NotAnEditor, ThreadNotFound
+from .access import JobNotFound, NotAnEditor, StateItemNotFound, ThreadNotFound
 from .runs import BackendUnavailable, FailureCode, RunConflict, RunNotFound
-from .threads import StateItemNotFound
 from .validation import InvalidRequest
 
 __all__ = ["ERROR_TABLE", "ApiError", "error_response", "exception_handlers", "too_large_message"]

@@ -15,14 +15,13 @@ from ag_ui.core import Interrupt
 from rag_tools.tools import APPROVAL_NAMESPACE, ATTACHMENTS_NAMESPACE, ApprovalPolicy, ToolAttachments
 from rag_tools.tools.results import AttachmentRecord
 
-from .access import owned_entry
+from .access import StateItemNotFound, owned_entry
 from .agui.history import agui_messages, stored_messages
 from .agui.interrupts import interrupt_of
 from .runs import RunConflict
 from .services import Services
 
 __all__ = [
-    "StateItemNotFound",
     "attachment",
     "delete_thread",
     "list_threads",
@@ -30,10 +29,6 @@ __all__ = [
     "state_item",
     "thread_view",
 ]
-
-
-class StateItemNotFound(LookupError):
-    """No such field in the thread's state, or no such item in it."""
 
 
 async def list_threads(services: Services, principal: str, limit: int) -> list[dict[str, Any]]:

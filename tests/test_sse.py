@@ -1,4 +1,4 @@
-"""SSE responses (``sse_starlette.EventSourceResponse`` via ``server.agui.sse``) on a real uvicorn
+"""SSE responses (``sse_starlette.EventSourceResponse`` via ``server.routes.sse``) on a real uvicorn
 server: frames in order with ``\n`` separators, keep-alive comments, clients leaving."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from server.agui.sse import sse_response
+from server.routes.sse import sse_response
 from tests.conftest import scenario_app
 from tests.protocol import parse_sse, run_body
 from tests.servers import serve

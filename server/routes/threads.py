@@ -12,7 +12,6 @@ from pydantic.alias_generators import to_camel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..agui.sse import sse_response
 from ..threads import (
     attachment,
     delete_thread,
@@ -23,6 +22,7 @@ from ..threads import (
 )
 from ..validation import InvalidRequest, field_errors
 from ._common import caller, int_param, path_id, read_body, services_of
+from .sse import sse_response
 
 __all__ = [
     "POLICY_BODY_LIMIT",

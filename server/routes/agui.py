@@ -10,9 +10,9 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..agui.request import parse_run_input
 from ..errors import ApiError
-from ..routes._common import caller, read_body, services_of
-from .request import parse_run_input
+from ._common import caller, read_body, services_of
 from .sse import sse_response
 
 __all__ = ["agui"]
