@@ -2,7 +2,8 @@
 
 With no tokens configured every caller is the single local principal ``local`` (a one-user
 install). Otherwise ``Authorization: Bearer <token>`` must match one configured token, compared in
-constant time, and the matching entry's name is the principal that owns the threads it creates.
+constant time, and the matching entry's name is the principal that owns the threads it creates;
+the entry's groups are the principal's groups.
 
 Every route needs a principal unless the app declares it public (``TokenBackend(public=...)``), so
 a new route is protected by default. On a public route a caller without a valid token is
@@ -12,27 +13,28 @@ anonymous (``principal_of`` gives ``None``) and the route shows only its public 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from pydantic import SecretStr
 from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError, BaseUser
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 
+from .config import StaticToken
 from .errors import error_response
 
-__all__ = ["LOCAL_PRINCIPAL", "Principal", "TokenBackend", "principal_of", "unauthorized"]
+__all__ = ["LOCAL_PRINCIPAL", "Principal", "TokenBackend", "groups_of", "principal_of", "unauthorized"]
 
 LOCAL_PRINCIPAL = "local"
 _CHALLENGE = {"missing bearer token": "Bearer", "invalid bearer token": 'Bearer error="invalid_token"'}
 
 
 class Principal(BaseUser):
-    """An authenticated caller, named by its token's entry (or ``local`` without tokens)."""
+    """An authenticated caller, named by its token's entry (or ``local`` without tokens), with its groups."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, groups: Iterable[str] = ()) -> None:
         self.name = name
+        self.groups = frozenset(groups)
 
     @property
     def is_authenticated(self) -> bool:
@@ -50,8 +52,9 @@ class Principal(BaseUser):
 class TokenBackend(AuthenticationBackend):
     """Bearer tokens by principal; routes in ``public`` may also be called without one."""
 
-    def __init__(self, tokens: Mapping[str, SecretStr], public: Sequence[BaseRoute] = ()) -> None:
-        self.tokens = {name: secret.get_secret_value().encode() for name, secret in tokens.items()}
+    def __init__(self, tokens: Mapping[str, StaticToken], public: Sequence[BaseRoute] = ()) -> None:
+        self.tokens = {name: entry.token.get_secret_value().encode() for name, entry in tokens.items()}
+        self.groups = {name: entry.groups for name, entry in tokens.items()}
         self.public = list(public)
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
@@ -70,7 +73,7 @@ class TokenBackend(AuthenticationBackend):
             if principal is None:
                 problem = "invalid bearer token"
         if principal is not None:
-            return AuthCredentials(["authenticated"]), Principal(principal)
+            return AuthCredentials(["authenticated"]), Principal(principal, self.groups[principal])
         if self._is_public(conn):
             return None  # anonymous: the route shows its public part
         raise AuthenticationError(problem)
@@ -89,3 +92,9 @@ def principal_of(conn: HTTPConnection) -> str | None:
     """The caller's principal; ``None`` for an anonymous caller of a public route."""
     user = conn.scope.get("user")
     return user.identity if isinstance(user, Principal) else None
+
+
+def groups_of(conn: HTTPConnection) -> frozenset[str]:
+    """The caller's groups (empty for an anonymous caller or a principal without groups)."""
+    user = conn.scope.get("user")
+    return user.groups if isinstance(user, Principal) else frozenset()

@@ -13,15 +13,28 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from rag_tools.config import RagConfig
 
-__all__ = ["WORKER_CONFIG_ENV", "AppConfig", "unreadable_setting"]
+__all__ = ["WORKER_CONFIG_ENV", "AppConfig", "StaticToken", "unreadable_setting"]
 
 #: Where ``serve`` leaves the validated configuration for the worker processes it starts.
 WORKER_CONFIG_ENV = "RAGSTREAM_WORKER_CONFIG"
+
+
+class StaticToken(BaseModel):
+    """A configured bearer token and the groups of the principal it signs in.
+
+    ``RAGSTREAM_TOKENS`` takes either form per principal: ``{"alice": "s3cret"}`` or
+    ``{"alice": {"token": "s3cret", "groups": ["hr"]}}``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    token: SecretStr
+    groups: tuple[str, ...] = ()
 
 
 class AppConfig(RagConfig, BaseSettings):
@@ -46,9 +59,12 @@ class AppConfig(RagConfig, BaseSettings):
         default=None,
         description="PostgreSQL URL: threads live there (the durable record); Redis keeps locks and logs.",
     )
-    tokens: dict[str, SecretStr] = Field(
+    tokens: dict[str, StaticToken] = Field(
         default_factory=dict,
-        description='Bearer tokens by principal, as JSON: {"alice": "s3cret"}. Empty: no authentication.',
+        description=(
+            'Bearer tokens by principal, as JSON: {"alice": "s3cret"}, or with the principal\'s groups: '
+            '{"alice": {"token": "s3cret", "groups": ["hr"]}}. Empty: no authentication.'
+        ),
     )
     editors: list[str] = Field(
         default_factory=list,
@@ -123,6 +139,16 @@ class AppConfig(RagConfig, BaseSettings):
         default=3600.0, gt=0, description="Idle time before a context is evicted."
     )
 
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _token_entries(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        return {
+            name: {"token": entry} if isinstance(entry, str | SecretStr) else entry
+            for name, entry in value.items()
+        }
+
     @model_validator(mode="after")
     def _editors_have_tokens(self) -> AppConfig:
         unknown = [name for name in self.editors if self.tokens and name not in self.tokens]
@@ -140,7 +166,10 @@ class AppConfig(RagConfig, BaseSettings):
     def to_worker_payload(self) -> str:
         """Every field, validated, as JSON (secrets included) for the server's own worker processes."""
         data: dict[str, Any] = self.model_dump(mode="json")
-        data["tokens"] = {name: secret.get_secret_value() for name, secret in self.tokens.items()}
+        data["tokens"] = {
+            name: {"token": entry.token.get_secret_value(), "groups": list(entry.groups)}
+            for name, entry in self.tokens.items()
+        }
         return json.dumps(data)
 
     @classmethod

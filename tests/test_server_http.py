@@ -289,6 +289,24 @@ async def test_authentication(scenario_config: Any) -> None:
         assert (await client.get("/health")).status_code == 200  # probes need no token
 
 
+async def test_static_tokens_carry_the_principals_groups(tmp_path: Any) -> None:
+    from starlette.requests import HTTPConnection
+
+    from server.auth import TokenBackend
+    from server.config import AppConfig
+
+    config = AppConfig(
+        data_dir=tmp_path, tokens={"alice": {"token": "a", "groups": ["hr", "ops"]}, "bob": "b"}
+    )
+    config = AppConfig.from_worker_payload(config.to_worker_payload())  # what a worker process gets
+    backend = TokenBackend(config.tokens)
+    for token, name, groups in (("a", "alice", {"hr", "ops"}), ("b", "bob", set())):
+        conn = HTTPConnection({"type": "http", "headers": [(b"authorization", f"Bearer {token}".encode())]})
+        found = await backend.authenticate(conn)
+        assert found is not None
+        assert (found[1].identity, set(found[1].groups)) == (name, groups)
+
+
 @pytest.mark.parametrize("origins", [[], ["http://app.example"]])
 async def test_cors_is_off_unless_configured(scenario_config: Any, origins: list[str]) -> None:
     async with server(scenario_config, cors_origins=origins) as client:
