@@ -60,6 +60,7 @@ class AGUIRunFactory:
     run_timeout: float
     toolsets: Sequence[AbstractToolset[Any]] = ()
     capabilities: Sequence[AbstractCapability[Any]] = ()
+    count_metrics: bool = False
 
     async def start(self, run_input: RunAgentInput, principal: str) -> RunInfo:
         """Start the run; ``RunConflict``, ``ThreadNotFound`` or ``InvalidRequest`` when it cannot."""
@@ -98,7 +99,15 @@ class AGUIRunFactory:
         deps = ChatDeps(client=self.kb, tool_context=context, config=self.config, tasks=entry)
         deps.begin_run(baseline)
         run = AGUIRun(
-            run_input, principal, txn, CancellationToken(), deps, baseline, self.prepare, self.run_timeout
+            run_input,
+            principal,
+            txn,
+            CancellationToken(),
+            deps,
+            baseline,
+            self.prepare,
+            self.run_timeout,
+            count_metrics=self.count_metrics,
         )
         if not run_input.messages and not run_input.resume:
             return run  # nothing to ask the model: the run restates the thread
