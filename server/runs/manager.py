@@ -267,10 +267,12 @@ class RunManager:
                 code, ended_by_engine = failure.code.value, True
         finally:
             outcome = "error" if ended_by_engine or not terminal else status
+            elapsed = time.perf_counter() - started
+            logger.info("run %s ended: %s%s after %.3f s", key, outcome, f" ({code})" if code else "", elapsed)
             if self.count_metrics:
                 metrics.ACTIVE_RUNS.dec()
                 metrics.RUNS.labels(outcome, code or "").inc()
-                metrics.RUN_DURATION.labels(outcome).observe(time.perf_counter() - started)
+                metrics.RUN_DURATION.labels(outcome).observe(elapsed)
             if active.trace_context is not None:
                 tracing.end_run(outcome, code)
             heartbeat.cancel()
