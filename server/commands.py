@@ -23,6 +23,9 @@ from .observe import logs, metrics, tracing
 
 __all__ = ["cmd_documents", "cmd_ingest", "cmd_search", "cmd_serve", "ingest_with_progress"]
 
+#: How long a worker may leave uvicorn's supervisor without an answer before it is replaced.
+WORKER_HEALTHCHECK_SECONDS = 60
+
 
 async def ingest_with_progress(kb: KnowledgeBase, paths: list[str], *, progress: bool = True) -> int:
     """Ingest ``paths`` with a progress bar moving per embedded chunk and one line per failed source.
@@ -154,6 +157,10 @@ def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
             log_level="info",
             log_config=logs.log_config(config.log_format) or uvicorn.config.LOGGING_CONFIG,
             timeout_graceful_shutdown=10,
+            # a worker answers the supervisor's pings from a thread, which a long model or index load
+            # holding the GIL can starve for more than uvicorn's 5 s: the worker was killed, restarted
+            # and killed again, forever (server/NOTES.md, "Several workers")
+            timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
         )
     finally:
         if own_metrics_dir is not None:
