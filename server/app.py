@@ -8,6 +8,7 @@ the ones listed as public) and the request body limit (the default unless a rout
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -145,4 +146,7 @@ def create_app(
 
 def create_served_app() -> Starlette:
     """The app as ``ragstream serve`` runs it in each worker (see ``server.commands``)."""
-    return create_app(AppConfig.from_worker_payload(), freeze_gc=True, fast_stream_locks=True)
+    config = AppConfig.from_worker_payload()
+    if config.log_format == "json":
+        logging.captureWarnings(True)  # Python's warnings become log lines too: stderr stays JSON
+    return create_app(config, freeze_gc=True, fast_stream_locks=True)

@@ -34,7 +34,9 @@ async def drive(
     every request the client makes."""
     plan = tmp_path / f"plan-{thread_id}.json"
     plan.write_text(
-        json.dumps({"url": url, "threadId": thread_id, "token": token, "headers": headers or {}, "steps": steps})
+        json.dumps(
+            {"url": url, "threadId": thread_id, "token": token, "headers": headers or {}, "steps": steps}
+        )
     )
     process = await asyncio.create_subprocess_exec(
         _require_node(),

@@ -34,7 +34,11 @@ class ReceivedSpan:
 
 def _value(value: AnyValue) -> Any:
     kind = value.WhichOneof("value")
-    return getattr(value, kind) if kind in ("string_value", "bool_value", "int_value", "double_value") else str(value)
+    return (
+        getattr(value, kind)
+        if kind in ("string_value", "bool_value", "int_value", "double_value")
+        else str(value)
+    )
 
 
 class OTLPReceiver:

@@ -185,7 +185,9 @@ async def test_prometheus_scrapes_a_live_server_and_queries_rates_back(tmp_path:
                 "done": 1,
             }
             p95 = await query(
-                http, prom, "histogram_quantile(0.95, sum by (le) (rate(ragstream_run_duration_seconds_bucket[1m])))"
+                http,
+                prom,
+                "histogram_quantile(0.95, sum by (le) (rate(ragstream_run_duration_seconds_bucket[1m])))",
             )
             assert float(p95[0]["value"][1]) > 0
             for expr in dashboard_queries():  # every panel of the shipped dashboard is valid PromQL here
@@ -202,7 +204,9 @@ def test_example_config_is_valid_for_promtool(tmp_path: Path) -> None:
     token.write_text("t")
     config = tmp_path / "prometheus.yml"
     config.write_text(EXAMPLE_CONFIG.read_text().replace("/etc/prometheus/ragstream-token", str(token)))
-    result = subprocess.run(["/usr/bin/promtool", "check", "config", str(config)], capture_output=True, text=True)
+    result = subprocess.run(
+        ["/usr/bin/promtool", "check", "config", str(config)], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -330,7 +334,8 @@ async def test_the_dashboard_queries_only_exported_metrics(scenario_config: Any)
     missing = {
         name
         for name in queried
-        if name not in exported and not any(name.endswith(s) and name.removesuffix(s) in exported for s in suffixes)
+        if name not in exported
+        and not any(name.endswith(s) and name.removesuffix(s) in exported for s in suffixes)
     }
     assert missing == set()
 

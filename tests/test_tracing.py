@@ -93,9 +93,13 @@ async def test_one_run_is_one_trace_under_the_callers_trace_id(tmp_path: Path) -
             }
             spans = receiver.wait_for(lambda got: expected <= {s.name for s in got if s.trace_id == trace_id})
             # a run without a traceparent starts a trace of its own, and says which
-            fresh = run_started(await drive(tmp_path, url, "moon", [{"op": "user", "text": "moon?"}, {"op": "run"}]))
+            fresh = run_started(
+                await drive(tmp_path, url, "moon", [{"op": "user", "text": "moon?"}, {"op": "run"}])
+            )
             own_trace = fresh["metadata"][TRACE_ID_KEY]
-            receiver.wait_for(lambda got: any(s.trace_id == own_trace and s.name == "ragstream.run" for s in got))
+            receiver.wait_for(
+                lambda got: any(s.trace_id == own_trace and s.name == "ragstream.run" for s in got)
+            )
 
     # the client learns the trace id its run was recorded under
     started = run_started(report)
@@ -115,20 +119,27 @@ async def test_one_run_is_one_trace_under_the_callers_trace_id(tmp_path: Path) -
     agent = one(run, "invoke_agent ragstream")
     assert agent.parent_span_id == run_span.span_id
     requests = named(run, "chat extractive")
-    assert len(requests) == 2 and {r.parent_span_id for r in requests} == {agent.span_id}  # search, then answer
+    assert len(requests) == 2 and {r.parent_span_id for r in requests} == {
+        agent.span_id
+    }  # search, then answer
     assert all(r.attributes["gen_ai.usage.output_tokens"] > 0 for r in requests)
     tool = one(run, "execute_tool search")
     assert tool.parent_span_id == agent.span_id
     search = one(run, "kb.search")
     assert search.parent_span_id == tool.span_id
-    assert search.attributes["ragstream.search.mode"] == "hybrid" and search.attributes["ragstream.search.hits"] >= 1
+    assert (
+        search.attributes["ragstream.search.mode"] == "hybrid"
+        and search.attributes["ragstream.search.hits"] >= 1
+    )
     assert one(run, "thread_store.load").parent_span_id in {s.span_id for s in run}
     assert one(run, "thread_store.save").parent_span_id in {run_span.span_id, agent.span_id}
     # prompts and document text stay out of spans unless asked for
     assert not any("Brest" in str(v) for s in run for v in s.attributes.values())
 
     # the upload's ingestion job is a trace of its own: the job, and each file's ingestion in it
-    job_span = next(s for s in spans if s.name == "ingest.job" and s.attributes["ragstream.job_id"] == job["id"])
+    job_span = next(
+        s for s in spans if s.name == "ingest.job" and s.attributes["ragstream.job_id"] == job["id"]
+    )
     file_span = one([s for s in spans if s.trace_id == job_span.trace_id], "kb.ingest")
     assert file_span.parent_span_id == job_span.span_id
     assert file_span.attributes["ragstream.ingest.status"] == "added"
@@ -151,17 +162,26 @@ async def test_without_otel_variables_nothing_is_traced(tmp_path: Path) -> None:
 def test_which_otel_variables_turn_tracing_on() -> None:
     assert not tracing.tracing_requested({})
     assert tracing.tracing_requested({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"})
-    assert tracing.tracing_requested({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"})
+    assert tracing.tracing_requested(
+        {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}
+    )
     assert tracing.tracing_requested({"OTEL_TRACES_EXPORTER": "console"})
-    assert not tracing.tracing_requested({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"})
-    assert not tracing.tracing_requested({"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"})
+    assert not tracing.tracing_requested(
+        {"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"}
+    )
+    assert not tracing.tracing_requested(
+        {"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"}
+    )
     assert tracing.tracing_problem({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"}) is None
 
 
 @pytest.mark.parametrize(
     ("env", "says"),
     [
-        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "grpc"),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+            "grpc",
+        ),
         ({"OTEL_TRACES_EXPORTER": "zipkin"}, "zipkin"),
     ],
 )

@@ -268,7 +268,9 @@ class RunManager:
         finally:
             outcome = "error" if ended_by_engine or not terminal else status
             elapsed = time.perf_counter() - started
-            logger.info("run %s ended: %s%s after %.3f s", key, outcome, f" ({code})" if code else "", elapsed)
+            logger.info(
+                "run %s ended: %s%s after %.3f s", key, outcome, f" ({code})" if code else "", elapsed
+            )
             if self.count_metrics:
                 metrics.ACTIVE_RUNS.dec()
                 metrics.RUNS.labels(outcome, code or "").inc()
