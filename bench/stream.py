@@ -30,7 +30,8 @@ compares instead what traces and metrics cost (issue 27): ragstream as ``--basel
 (``RAGSTREAM_METRICS=false``, no ``OTEL_*``), with the defaults (metrics on, traces off), and with
 both on (spans exported over OTLP/HTTP to a sink process, ``bench/otlp_sink.py``). The four servers
 run together and the trials are taken in turn across them, so the machine's drift is shared:
-events/s on one long stream (best and median of ``--trials``) and the median time to the first
+events/s on one long stream (best of ``--trials``), the server process's CPU time per event on it
+(median; from /proc, so other load on the machine does not count) and the median time to the first
 token. Target: off within 2% of the baseline's events/s; the cost when on, measured.
 """
 
@@ -145,6 +146,11 @@ class Server:
     async def warm(self) -> None:
         for i in range(20):
             await _stream(self.port, _body(200, 0, f"warm-{i}", f"warm-{i}"))
+
+    def cpu_seconds(self) -> float:
+        """CPU time the server process has used so far (user + system)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss(self) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
@@ -306,6 +312,7 @@ async def _observability(args: argparse.Namespace) -> None:
     setups["traces + metrics"] = (traced, ROOT)
     servers: dict[str, Server] = {}
     rates: dict[str, list[float]] = {name: [] for name in setups}
+    cpu_us: dict[str, list[float]] = {name: [] for name in setups}
     tokens: dict[str, list[float]] = {name: [] for name in setups}
     try:
         for index, (name, (env, root)) in enumerate(setups.items()):
@@ -315,9 +322,11 @@ async def _observability(args: argparse.Namespace) -> None:
             await server.ready()
         for trial in range(args.trials):  # in turn, so drift lands on every server alike
             for name, server in servers.items():
+                cpu = server.cpu_seconds()
                 long = await _stream(server.port, _body(args.tokens, 0, f"obs-{trial}", f"obs-{trial}"))
                 assert long.ok, f"{name}: the long stream did not finish"
                 rates[name].append(long.events / (long.finished - long.started))
+                cpu_us[name].append((server.cpu_seconds() - cpu) / long.events * 1e6)
                 for k in range(5):
                     short = await _stream(server.port, _body(5, 0, f"ttft-{trial}-{k}", f"ttft-{trial}-{k}"))
                     assert short.ok and short.first_token
@@ -331,14 +340,15 @@ async def _observability(args: argparse.Namespace) -> None:
 
     reference = next(iter(setups))
     best = {name: max(values) for name, values in rates.items()}
-    middle = {name: median(values) for name, values in rates.items()}
+    cost = {name: median(values) for name, values in cpu_us.items()}
     rows = [
         (
             name,
             best[name],
-            middle[name],
             f"{best[name] / best[reference] - 1:+.1%}",
-            f"{middle[name] / middle[reference] - 1:+.1%}",
+            f"{cost[name]:.1f}",
+            f"{1e6 / cost[name]:,.0f}",
+            f"{cost[reference] / cost[name] - 1:+.1%}",
             median(tokens[name]),
         )
         for name in setups
@@ -349,13 +359,18 @@ async def _observability(args: argparse.Namespace) -> None:
             [
                 "server",
                 "events/s (best)",
-                "events/s (median)",
-                f"best vs {reference}",
-                f"median vs {reference}",
+                f"vs {reference}",
+                "server CPU µs/event (median)",
+                "events per CPU second",
+                f"vs {reference}",
                 "ms to first token (median)",
             ],
             rows,
         )
+    )
+    print(
+        "\nevents/s is wall-clock and moves with the machine's load; the server's CPU time per event "
+        "(from /proc) is what the features cost, whatever else runs."
     )
     print(
         f"\n{args.trials} long streams of {args.tokens} tokens and {args.trials * 5} short runs per server, in turn."
