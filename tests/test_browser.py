@@ -26,12 +26,16 @@ from starlette.applications import Starlette
 from server.app import create_app
 from server.routes.static import static_routes
 from tests.browser.chat import ChatPage, launch_browser, require_built_page
+from tests.browser.rendered import rendered_junk
 from tests.conftest import scenario_app
 from tests.servers import serve
 
 pytestmark = pytest.mark.timeout(180)
 
 QUESTION = "How long are backups kept?"
+# Questions the offline model answers citing a PDF and a Markdown document, then an HTML one.
+CITING_KINDS = (QUESTION, "What does the Harbor Street Bakery sell?")
+MEDIA_TYPES = {"pdf": "application/pdf", "md": "text/markdown", "html": "text/html"}
 
 
 @pytest.fixture
@@ -253,6 +257,54 @@ async def test_a_state_key_and_cards_beyond_the_emit_window(browser: Browser, ke
     await expect(active.locator("h3")).to_have_text(f"[{marker}] {first_titles[0]}")
     await chat.screenshot("keyed-old-card")
     chat.assert_clean_console()
+
+
+async def test_source_cards_of_a_pdf_a_markdown_and_an_html_document(
+    browser: Browser, scenario_config: Any
+) -> None:
+    """Each card shows what its format has (a page, headings) and links the original; a PDF's link
+    opens at the page. Nothing on the page reads undefined, null, NaN or [object Object]."""
+    scenario_config.citations_emitted = 2  # the first answer's cards are then read from the thread
+    async with serve(create_app(scenario_config)) as url, httpx.AsyncClient(base_url=url) as api:
+        chat = await open_chat(browser, url, "card-kinds")
+        page = chat.page
+        for question in CITING_KINDS:
+            assert await chat.ask(question)
+            await chat.cited_titles()  # every marker is a button: cards beyond the window were read
+        assert await chat.cited_titles(0)
+        await chat.screenshot("card-kinds")
+        assert await rendered_junk(page) == []
+        shown = page.locator("#sources .source")
+        kinds = set()
+        for n in [await card.get_attribute("data-citation") for card in await shown.all()]:
+            item = await api.get(f"/threads/{chat.thread_id}/state/citations/{n}")
+            citation = item.json()["value"]
+            kind = citation["uri"].rsplit(".", 1)[-1]
+            kinds.add(kind)
+            card = page.locator(f"#source-{n}")
+            where = card.locator(".source-where")
+            link = card.locator("a.source-open")
+            path = f"/documents/{citation['document_id']}?format=file"
+            if kind == "pdf":
+                await expect(where).to_have_text(re.compile(rf"^page {citation['page']}( · .+)?$"))
+                await expect(link).to_have_text(f"Open at page {citation['page']}")
+                await expect(link).to_have_attribute("href", f"{path}#page={citation['page']}")
+            else:
+                assert citation["page"] is None and citation["headings"], citation
+                await expect(where).to_have_text(" › ".join(citation["headings"]))
+                await expect(link).to_have_text("Open")
+                await expect(link).to_have_attribute("href", path)
+            original = await api.get(path)
+            assert original.status_code == 200
+            assert original.headers["content-type"].startswith(MEDIA_TYPES[kind])
+        assert kinds == {"pdf", "md", "html"}
+        cards = await shown.all_inner_texts()
+        await chat.reload()  # the restored thread renders the same cards, as cleanly
+        await chat.cited_titles(0)
+        await expect(shown).to_have_count(len(cards))
+        assert await shown.all_inner_texts() == cards
+        assert await rendered_junk(page) == []
+        chat.assert_clean_console()
 
 
 async def test_approval_interrupts_approve_edit_and_deny(browser: Browser, scenario_url: str) -> None:

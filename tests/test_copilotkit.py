@@ -12,6 +12,7 @@ command runs) and Chromium for the browser test; without either the tests fail w
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -31,12 +32,14 @@ from tests.browser.copilotkit import (
     require_example,
     run_node_tests,
 )
+from tests.browser.rendered import rendered_junk
 from tests.scenario import Notes, scenario_agent
 from tests.servers import serve
 
 pytestmark = pytest.mark.timeout(300)
 
 STATE_KEYS = [pytest.param(None, id="flat-state"), pytest.param("ragstream", id="state-key")]
+MEDIA_TYPES = {"pdf": "application/pdf", "md": "text/markdown", "html": "text/html"}
 
 
 def ragstream_app(config: Any, *, scenario: bool, state_key: str | None) -> Any:
@@ -220,6 +223,67 @@ async def test_a_thread_through_copilotkit_in_chromium(
         assert rag_state(view["state"], state_key)["document_filter"] == []
         assert await page.transcript() == conversation(view["messages"])
         assert page.thread_id == thread
+        assert runtime.alive, runtime.log()
+        page.assert_clean()
+        await context.close()
+
+
+async def test_source_cards_of_a_pdf_a_markdown_and_an_html_document(
+    browser: Browser, scenario_config: Any
+) -> None:
+    """The offline model cites a PDF, a Markdown and an HTML document: each card shows what its
+    format has and links the original through the example's server (a PDF at its page), whether
+    it came with the state or was read for an older answer. Nothing reads undefined, null, NaN or
+    [object Object]."""
+    scenario_config.citations_emitted = 2  # the first answer's cards are then read on demand
+    app = ragstream_app(scenario_config, scenario=False, state_key=None)
+    async with (
+        serve(app) as ragstream,
+        example_server(ragstream) as runtime,
+        httpx.AsyncClient(base_url=ragstream) as api,
+        httpx.AsyncClient(base_url=runtime.url) as example,
+    ):
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        page = CopilotKitPage(await context.new_page(), runtime.url, "card-kinds")
+        await page.open()
+        assert "35 days" in await page.ask("How long are backups kept?")
+        assert await page.ask("What does the Harbor Street Bakery sell?")
+        for marker in await page.answers().first.locator("a.cite").all():
+            await marker.click()  # an older answer's card is read from ragstream
+            await expect(
+                page.page.locator(f"#source-{await marker.get_attribute('data-cite')}")
+            ).to_be_visible()
+        await page.screenshot("card-kinds")
+        assert await rendered_junk(page.page) == []
+
+        kinds = set()
+        for card in await page.page.locator(".source").all():
+            n = await card.get_attribute("data-index")
+            item = await api.get(f"/threads/{page.thread_id}/state/citations/{n}")
+            citation = item.json()["value"]
+            kind = citation["uri"].rsplit(".", 1)[-1]
+            kinds.add(kind)
+            where = card.locator(".source-where")
+            link = card.locator(".source-open a")
+            path = f"/api/documents/{citation['document_id']}?format=file"
+            if kind == "pdf":
+                await expect(where).to_have_text(re.compile(rf"^page {citation['page']}( · .+)?$"))
+                await expect(link).to_have_text(f"Open at page {citation['page']}")
+                await expect(link).to_have_attribute("href", f"{path}#page={citation['page']}")
+            else:
+                assert citation["page"] is None and citation["headings"], citation
+                await expect(where).to_have_text(" › ".join(citation["headings"]))
+                await expect(link).to_have_text("Open")
+                await expect(link).to_have_attribute("href", path)
+            original = await example.get(path)  # the example's server passes the bytes on
+            assert original.status_code == 200
+            assert original.headers["content-type"].startswith(MEDIA_TYPES[kind])
+            assert original.content == (await api.get(path.removeprefix("/api"))).content
+        assert kinds == {"pdf", "md", "html"}
+
+        await page.reload()  # the restored thread renders its cards as cleanly
+        await expect(page.page.locator("#sources .source")).to_have_count(2)
+        assert await rendered_junk(page.page) == []
         assert runtime.alive, runtime.log()
         page.assert_clean()
         await context.close()
