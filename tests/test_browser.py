@@ -26,7 +26,7 @@ from starlette.applications import Starlette
 from server.app import create_app
 from server.routes.static import static_routes
 from tests.browser.chat import ChatPage, launch_browser, require_built_page
-from tests.browser.rendered import rendered_junk
+from tests.browser.rendered import check_source_card, rendered_junk
 from tests.conftest import scenario_app
 from tests.servers import serve
 
@@ -35,7 +35,6 @@ pytestmark = pytest.mark.timeout(180)
 QUESTION = "How long are backups kept?"
 # Questions the offline model answers citing a PDF and a Markdown document, then an HTML one.
 CITING_KINDS = (QUESTION, "What does the Harbor Street Bakery sell?")
-MEDIA_TYPES = {"pdf": "application/pdf", "md": "text/markdown", "html": "text/html"}
 
 
 @pytest.fixture
@@ -279,24 +278,9 @@ async def test_source_cards_of_a_pdf_a_markdown_and_an_html_document(
         for n in [await card.get_attribute("data-citation") for card in await shown.all()]:
             item = await api.get(f"/threads/{chat.thread_id}/state/citations/{n}")
             citation = item.json()["value"]
-            kind = citation["uri"].rsplit(".", 1)[-1]
-            kinds.add(kind)
             card = page.locator(f"#source-{n}")
-            where = card.locator(".source-where")
             link = card.locator("a.source-open")
-            path = f"/documents/{citation['document_id']}?format=file"
-            if kind == "pdf":
-                await expect(where).to_have_text(re.compile(rf"^page {citation['page']}( · .+)?$"))
-                await expect(link).to_have_text(f"Open at page {citation['page']}")
-                await expect(link).to_have_attribute("href", f"{path}#page={citation['page']}")
-            else:
-                assert citation["page"] is None and citation["headings"], citation
-                await expect(where).to_have_text(" › ".join(citation["headings"]))
-                await expect(link).to_have_text("Open")
-                await expect(link).to_have_attribute("href", path)
-            original = await api.get(path)
-            assert original.status_code == 200
-            assert original.headers["content-type"].startswith(MEDIA_TYPES[kind])
+            kinds.add(await check_source_card(card, link, citation, api, "/documents"))
         assert kinds == {"pdf", "md", "html"}
         cards = await shown.all_inner_texts()
         await chat.reload()  # the restored thread renders the same cards, as cleanly
