@@ -81,6 +81,14 @@ class AppConfig(RagConfig, BaseSettings):
             "times this is retried once, then failed."
         ),
     )
+    orphan_min_age_seconds: float = Field(
+        default=3600.0,
+        ge=0,
+        description=(
+            "Age after which what an interrupted write left (the original file and chunks of a document "
+            "never published) is swept; the sweep runs at start and every hour."
+        ),
+    )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS; empty: off.")
     max_body_bytes: int = Field(default=1_000_000, ge=1024, description="Largest accepted /agui body.")
     max_upload_bytes: int = Field(

@@ -48,6 +48,7 @@ __all__ = ["Services"]
 logger = logging.getLogger("ragstream.server")
 
 EVICTION_INTERVAL = 60.0
+ORPHAN_SWEEP_INTERVAL = 3600.0
 
 
 def _thread_store(config: AppConfig, redis: Redis | None) -> ThreadStore:
@@ -170,6 +171,7 @@ class Services:
         await jobs.start()
         services = cls(config, kb, store, cache, toolkit, agent, runs, binding, tools, jobs)
         services._background.append(asyncio.create_task(services._evict_idle_threads()))
+        services._background.append(asyncio.create_task(services._sweep_orphans()))
         return services
 
     async def _evict_idle_threads(self) -> None:
@@ -179,6 +181,18 @@ class Services:
                 await self.cache.evict_idle()
             except Exception:
                 logger.warning("evicting idle threads failed", exc_info=True)
+
+    async def _sweep_orphans(self) -> None:
+        """At start, then every hour: remove what interrupted writes left in the knowledge base
+        (rag_tools/kb/sweep.py), once older than ``orphan_min_age_seconds``."""
+        while True:
+            try:
+                swept = await self.kb.sweep_orphans(self.config.orphan_min_age_seconds)
+                if swept:
+                    logger.info("swept %d unpublished documents' originals and chunks", len(swept))
+            except Exception:
+                logger.warning("sweeping unpublished documents failed", exc_info=True)
+            await asyncio.sleep(ORPHAN_SWEEP_INTERVAL)
 
     async def close(self) -> None:
         for task in self._background:
