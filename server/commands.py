@@ -28,7 +28,9 @@ class _Progress:
 
     def __init__(self, *, enabled: bool, every_outcome: bool) -> None:
         self.every_outcome = every_outcome
-        self.bar: tqdm[None] = tqdm(total=0, unit="chunk", desc="ingesting", disable=not enabled, file=sys.stderr)
+        self.bar: tqdm[None] = tqdm(
+            total=0, unit="chunk", desc="ingesting", disable=not enabled, file=sys.stderr
+        )
 
     def advance(self, state: IngestProgress) -> None:
         outcome = state.outcome

@@ -29,7 +29,7 @@ from rag_tools.tools import ToolSystem
 from .agui.encoding import encode_failure
 from .agui.factory import AGUIRunFactory
 from .config import AppConfig
-from .jobs import IngestJobs, open_ingest_jobs
+from .jobs import IngestJobs, SyncScheduler, open_ingest_jobs
 from .runs import (
     EventLog,
     FailureCode,
@@ -172,6 +172,8 @@ class Services:
         services = cls(config, kb, store, cache, toolkit, agent, runs, binding, tools, jobs)
         services._background.append(asyncio.create_task(services._evict_idle_threads()))
         services._background.append(asyncio.create_task(services._sweep_orphans()))
+        if config.sync:
+            services._background.append(asyncio.create_task(SyncScheduler(jobs, config.sync).run()))
         return services
 
     async def _evict_idle_threads(self) -> None:

@@ -106,7 +106,11 @@ async def test_sync_adds_updates_deletes_and_skips_unchanged(source: Folder | Bu
         assert plans[0].names == ["backups.md", "broken.pdf", "guides/ports.md", "old.txt"]
         assert seen[-1].files_done == seen[-1].files_total == 4
         docs = await listed(kb)
-        assert set(docs) == {"backups.md", "guides/ports.md", "old.txt"}  # the failing file did not stop the rest
+        assert set(docs) == {
+            "backups.md",
+            "guides/ports.md",
+            "old.txt",
+        }  # the failing file did not stop the rest
         hits = await kb.search("how long are backups kept", limit=1)
         assert hits[0].uri == "backups.md"
         backups = await kb.get_document_by_id(docs["backups.md"])
@@ -159,14 +163,28 @@ async def test_a_sync_deletes_only_its_own_documents(tmp_path: Path) -> None:
         assert outcomes(await kb.sync(str(shared.root / "sub"))) == {"c.md": "added", "b.md": "deleted"}
         # the other sync, the hand-ingested and the uploaded documents are untouched
         page = await kb.list_documents(page_size=500)
-        assert sorted(d.uri for d in page.documents) == ["a.md", "a.md", "a.md", "c.md", "sub/b.md", "sub/b.md"]
+        assert sorted(d.uri for d in page.documents) == [
+            "a.md",
+            "a.md",
+            "a.md",
+            "c.md",
+            "sub/b.md",
+            "sub/b.md",
+        ]
         assert outcomes(await kb.sync(str(shared.root))) == {
             "a.md": "unchanged",
             "sub/c.md": "added",
             "sub/b.md": "deleted",
         }
         page = await kb.list_documents(page_size=500)
-        assert sorted(d.uri for d in page.documents) == ["a.md", "a.md", "a.md", "c.md", "sub/b.md", "sub/c.md"]
+        assert sorted(d.uri for d in page.documents) == [
+            "a.md",
+            "a.md",
+            "a.md",
+            "c.md",
+            "sub/b.md",
+            "sub/c.md",
+        ]
 
 
 async def test_a_source_that_cannot_be_listed_changes_nothing(
@@ -208,7 +226,12 @@ def test_the_sync_command_prints_one_line_per_file(tmp_path: Path) -> None:
 
     def sync(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [*RAGSTREAM, "sync", str(docs.root), *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+            [*RAGSTREAM, "sync", str(docs.root), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=300,
         )
 
     first = sync()
@@ -234,7 +257,12 @@ def test_the_sync_command_prints_one_line_per_file(tmp_path: Path) -> None:
     assert second.stderr == ""
 
     missing = subprocess.run(
-        [*RAGSTREAM, "sync", str(tmp_path / "nope")], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+        [*RAGSTREAM, "sync", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
     )
     assert missing.returncode == 1
     assert missing.stderr.strip().endswith(f"cannot sync {tmp_path / 'nope'}: no such folder")

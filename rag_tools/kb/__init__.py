@@ -62,7 +62,7 @@ __all__ = [
     "UnsupportedFormatError",
     "as_filter",
     "combine_filters",
-    "open_sync_source",
     "document_id_for",
+    "open_sync_source",
     "sql_literal",
 ]

@@ -239,7 +239,10 @@ class KnowledgeBase:
             else:
                 await _documents.delete_document(self._tables, document.document_id)
                 outcome = IngestOutcome(
-                    source=document.uri, status="deleted", document_id=document.document_id, title=document.title
+                    source=document.uri,
+                    status="deleted",
+                    document_id=document.document_id,
+                    title=document.title,
                 )
             outcomes.append(outcome)
             progress(last.model_copy(update={"files_done": len(outcomes), "outcome": outcome}))

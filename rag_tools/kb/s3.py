@@ -26,8 +26,14 @@ _TRUE = {"1", "true", "yes", "on"}
 def s3_client() -> Any:
     """A boto3 S3 client configured from the standard AWS variables."""
     endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or None
-    if endpoint and endpoint.startswith("http://") and os.environ.get("AWS_ALLOW_HTTP", "").lower() not in _TRUE:
-        raise SyncSourceError(f"the object-store endpoint is plain http ({endpoint}): set AWS_ALLOW_HTTP=true")
+    if (
+        endpoint
+        and endpoint.startswith("http://")
+        and os.environ.get("AWS_ALLOW_HTTP", "").lower() not in _TRUE
+    ):
+        raise SyncSourceError(
+            f"the object-store endpoint is plain http ({endpoint}): set AWS_ALLOW_HTTP=true"
+        )
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
     config = Config(connect_timeout=5, read_timeout=60, retries={"max_attempts": 3, "mode": "standard"})
     return boto3.client("s3", endpoint_url=endpoint, region_name=region, config=config)
@@ -62,7 +68,9 @@ class S3Prefix(SyncSource):
         start = f"{self.prefix}/" if self.prefix else ""
         files: list[SyncFile] = []
         try:
-            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=start):
+            for page in self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=start
+            ):
                 for item in page.get("Contents", []):
                     relative = item["Key"][len(start) :]
                     if relative and not relative.endswith("/") and is_ingestible(relative):

@@ -86,7 +86,9 @@ class LocalFolder(SyncSource):
             reason = "not a folder" if self.path.exists() else "no such folder"
             raise SyncSourceError(f"cannot sync {self.path}: {reason}")
         try:
-            return [SyncFile(p.relative_to(self.path).as_posix(), p.read_bytes) for p in folder_files(self.path)]
+            return [
+                SyncFile(p.relative_to(self.path).as_posix(), p.read_bytes) for p in folder_files(self.path)
+            ]
         except OSError as exc:
             raise SyncSourceError(f"cannot list {self.path}: {exc.strerror or exc}") from exc
 
@@ -98,7 +100,9 @@ def open_sync_source(spec: str) -> SyncSource:
 
         return S3Prefix(spec)
     if "://" in spec:
-        raise SyncSourceError(f"cannot sync {spec!r}: only local folders and s3://bucket/prefix are supported")
+        raise SyncSourceError(
+            f"cannot sync {spec!r}: only local folders and s3://bucket/prefix are supported"
+        )
     return LocalFolder(spec)
 
 
