@@ -174,9 +174,11 @@ async def run_job(kb: KnowledgeBase, job: IngestJob, ctx: JobContext) -> IngestJ
     """Run the job to its end (``done``, ``failed`` or ``cancelled``), saving the record after each
     file and every ``PULSE_SECONDS`` meanwhile. ``IngestFailed`` when the knowledge base is
     unavailable (the backend may retry the job)."""
+    if await ctx.cancel_requested():  # cancelled while it waited in the queue: it never runs
+        ctx.stopped = True
+        return await _finish(job, ctx)
     job.state = "running"
     await ctx.save(job)
-    ctx.stopped = await ctx.cancel_requested()  # cancelled while it waited in the queue
     if job.kind == "sync":
         return await _run_sync(kb, job, ctx)
     return await _run_upload(kb, job, ctx)
@@ -278,8 +280,6 @@ async def _run_sync(kb: KnowledgeBase, job: IngestJob, ctx: JobContext) -> Inges
     be listed fails this run only: nothing is deleted, and the next scheduled run tries again.
     """
     assert job.target is not None, "a sync job names its source"
-    if ctx.stopped:
-        return await _finish(job, ctx)
     lease = sync_lease(job.target)
     if not await ctx.leases.acquire(lease, job.id, SYNC_LEASE_SECONDS):
         holder = await ctx.leases.holder(lease)

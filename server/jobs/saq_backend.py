@@ -203,8 +203,8 @@ class SaqIngestJobs(IngestJobs):
         await self._check_connected()
         try:
             found = [j for j in await self.queue.jobs(job_ids) if j is not None and "record" in j.meta]
-            queued = [j.key for j in found if _STATES.get(j.status) == "queued"]
-            cancelling = await self.store.cancel_requested(queued)
+            waiting = [j.key for j in found if j.meta["record"].get("state") == "queued"]
+            cancelling = await self.store.cancel_requested(waiting)
         except Exception as exc:
             raise BackendUnavailable(f"the ingestion queue is unavailable: {exc}") from exc
         return [_record(j, j.key in cancelling) for j in found]
@@ -251,16 +251,17 @@ class SaqIngestJobs(IngestJobs):
 
 def _record(saq_job: Job, cancelling: bool) -> IngestJob:
     """A job's record with the queue's word on its state: a job the queue finished ends as its body
-    said (``done``, or ``cancelled`` / ``failed``); a queued job asked to stop is cancelled (the
-    worker that takes it only records that); a job the queue gave up on failed."""
+    said (``done``, or ``cancelled`` / ``failed``); a job asked to stop before its worker began it
+    is cancelled (the worker that takes it only records that); a job the queue gave up on failed."""
     record = IngestJob.model_validate(saq_job.meta["record"])
     state = _STATES.get(saq_job.status, record.state)
     if saq_job.status == Status.COMPLETE and record.state in FINISHED:
         state = record.state
+    if cancelling and state in ("queued", "running"):  # its worker has not begun it (record queued)
+        state = "cancelled"
+        record = record.cancelled()
     record.state = state
     record.attempts = saq_job.attempts
-    if record.state == "queued" and cancelling:
-        record = record.cancelled()
     if record.state == "failed" and not record.error:
         record.error = "ingestion stopped: its worker was lost (attempts exhausted)"
     return record
