@@ -553,7 +553,9 @@ async def test_upload_shows_its_job_and_citations_open_the_pdf_at_the_page(
     long = tmp_path / "ledger.md"
     long.write_text(
         "# Ledger\n\n"
-        + "\n\n".join(f"## Entry {i}\n\n" + f"The ledger entry {i} records a shelf. " * 10 for i in range(400))
+        + "\n\n".join(
+            f"## Entry {i}\n\n" + f"The ledger entry {i} records a shelf. " * 10 for i in range(400)
+        )
     )
     await page.locator("#upload-files").set_input_files([str(long)])
     await page.locator("#upload button[type=submit]").click()

@@ -9,7 +9,6 @@ like that, which is why the sweep keeps rows younger than its age floor.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -19,22 +18,13 @@ import pytest
 from rag_tools.kb import KnowledgeBase, KnowledgeBaseUnavailable, document_id_for
 from server.app import create_app
 from server.config import AppConfig
-from tests.s3_helpers import MotoServer, S3Location, StoreProxy
+from tests.s3_helpers import S3Location, StoreProxy
 from tests.servers import serve
 
 pytestmark = pytest.mark.timeout(600)
 
 KEEPER = b"# Keeper\n\nThe keeper document stays published through every sweep."
 LOST = b"# Lost\n\nThe lost upload was written but never published: " + b"wombat " * 300
-
-
-@pytest.fixture
-def proxy(s3_server: MotoServer) -> Iterator[StoreProxy]:
-    store = StoreProxy(s3_server.port).start()
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 async def rows(location: S3Location, table: str, document_id: str) -> int:
