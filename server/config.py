@@ -50,6 +50,13 @@ class SyncEntry(BaseModel):
     interval_seconds: float = Field(default=300.0, ge=10)
     owner: str | None = None
 
+    @field_validator("source")
+    @classmethod
+    def _folder_or_s3(cls, value: str) -> str:
+        if "://" in value and not value.startswith("s3://"):
+            raise ValueError("a sync source is a folder or s3://bucket/prefix")
+        return value
+
 
 class AppConfig(RagConfig, BaseSettings):
     """The server's configuration: the RAG settings plus HTTP, auth, storage and run policy.

@@ -307,3 +307,24 @@ async def test_a_cancel_reaches_a_job_no_worker_has_taken_yet(backend: Any) -> N
         assert (await record(client, job.id, ALICE))["state"] == "cancelled"
         assert (await client.delete(f"/documents/jobs/{job.id}", **ALICE)).status_code == 409
     assert await whole_or_absent(backend, ["never.md"]) == {"never.md": False}
+
+
+def test_the_sync_setting_is_checked_at_start() -> None:
+    from pydantic import ValidationError
+
+    from server.config import AppConfig
+
+    tokens = {"alice": "token-a"}
+    with pytest.raises(ValidationError, match="needs an owner with a token"):
+        AppConfig(tokens=tokens, sync=[{"source": "s3://kb/docs"}])
+    with pytest.raises(ValidationError, match="needs an owner with a token"):
+        AppConfig(tokens=tokens, sync=[{"source": "s3://kb/docs", "owner": "mallory"}])
+    with pytest.raises(ValidationError, match="a folder or s3://bucket/prefix"):
+        AppConfig(sync=[{"source": "ftp://example.org/docs"}])
+    with pytest.raises(ValidationError, match="names a source twice"):
+        AppConfig(sync=[{"source": "/srv/a"}, {"source": "/srv/a", "interval_seconds": 60}])
+    with pytest.raises(ValidationError, match="greater than or equal to 10"):
+        AppConfig(sync=[{"source": "/srv/a", "interval_seconds": 1}])
+    assert (
+        AppConfig(tokens=tokens, sync=[{"source": "s3://kb/docs", "owner": "alice"}]).sync[0].owner == "alice"
+    )

@@ -281,7 +281,9 @@ async def _run_sync(kb: KnowledgeBase, job: IngestJob, ctx: JobContext) -> Inges
     """
     assert job.target is not None, "a sync job names its source"
     lease = sync_lease(job.target)
-    if not await ctx.leases.acquire(lease, job.id, SYNC_LEASE_SECONDS):
+    taken = await ctx.leases.acquire(lease, job.id, SYNC_LEASE_SECONDS)
+    # a retry of this very job (its worker died) takes back the hold its first attempt left
+    if not taken and not await ctx.leases.renew(lease, job.id, SYNC_LEASE_SECONDS):
         holder = await ctx.leases.holder(lease)
         job.state = "failed"
         job.error = f"another sync of {job.source} is running (job {holder})"
