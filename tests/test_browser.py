@@ -558,7 +558,11 @@ async def test_upload_shows_its_job_and_citations_open_the_pdf_at_the_page(
         )
     )
     await page.locator("#upload-files").set_input_files([str(long)])
-    await page.locator("#upload button[type=submit]").click()
+    async with page.expect_response(
+        lambda r: r.url.endswith("/documents") and r.request.method == "POST"
+    ) as sent:
+        await page.locator("#upload button[type=submit]").click()
+    assert (await sent.value).status == 202
     ledger = page.locator("#jobs .job").first
     await expect(ledger.locator(".job-file")).to_have_text("ledger.md: waiting")
     await ledger.locator(".job-cancel").click()
