@@ -41,6 +41,7 @@ from .routes.meta import capabilities, health
 from .routes.static import static_routes
 from .routes.threads import (
     POLICY_BODY_LIMIT,
+    fork,
     get_attachment,
     get_state_item,
     get_thread,
@@ -49,6 +50,7 @@ from .routes.threads import (
     remove_thread,
     run_events,
     stop_run,
+    switch,
 )
 from .services import Services
 
@@ -103,6 +105,8 @@ def create_app(
         Route("/threads", list_all, methods=["GET"]),
         Route("/threads/{thread_id}", get_thread, methods=["GET"]),
         Route("/threads/{thread_id}", remove_thread, methods=["DELETE"]),
+        Route("/threads/{thread_id}/switch", switch, methods=["POST"]),
+        Route("/threads/{thread_id}/fork", fork, methods=["POST"]),
         Route("/threads/{thread_id}/state/{field}", get_state_item, methods=["GET"]),
         Route("/threads/{thread_id}/state/{field}/{key}", get_state_item, methods=["GET"]),
         Route("/threads/{thread_id}/attachments/{ref}", get_attachment, methods=["GET"]),

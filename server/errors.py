@@ -23,7 +23,14 @@ from starlette.responses import JSONResponse, Response
 from rag_tools.kb import KnowledgeBaseError
 from rag_tools.state import StoreError
 
-from .access import JobFinished, JobNotFound, NotAnEditor, StateItemNotFound, ThreadNotFound
+from .access import (
+    JobFinished,
+    JobNotFound,
+    MessageNotFound,
+    NotAnEditor,
+    StateItemNotFound,
+    ThreadNotFound,
+)
 from .jobs import InvalidCursor
 from .runs import BackendUnavailable, FailureCode, RunConflict, RunNotFound
 from .validation import InvalidRequest
@@ -84,6 +91,7 @@ ERROR_TABLE: tuple[tuple[type[Exception], _Answer], ...] = (
     (NotAnEditor, _Answer(403)),
     (RunNotFound, _Answer(404)),
     (StateItemNotFound, _Answer(404)),
+    (MessageNotFound, _Answer(404)),
     (RunConflict, _Answer(409)),
     (
         BackendUnavailable,
