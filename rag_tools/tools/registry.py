@@ -8,6 +8,10 @@ entries that declare themselves unavailable are left out (and logged), and a too
 sources would both provide is an error naming both origins, before any run starts. Names that
 only a factory knows are checked at run time by pydantic-ai, with the same origins as labels.
 
+The registry's tools come inside an ``OptionsToolset`` (``running.py``): their options (lock,
+retries, required approval, call times) hold wherever the resolved toolsets run, with or without
+the tool system's capability.
+
 A factory runs once per run by default; ``per_run_step=True`` rebuilds its toolset before every
 model request (tools that depend on what the run did so far). Instructions, of tools and of
 toolsets, may be text or a function of the run context, resolved before each model request by
@@ -26,7 +30,9 @@ from typing import Any
 from pydantic_ai import RunContext, Tool
 from pydantic_ai.toolsets import AbstractToolset, DynamicToolset, FunctionToolset, WrapperToolset
 
+from .locks import LocalToolLocks, ToolLocks
 from .options import Instructions, ToolOptions, Unavailable, options_of
+from .running import OptionsToolset
 from .streaming import is_streaming, streaming
 
 __all__ = ["DuplicateToolError", "ToolRegistry", "ToolSpec", "ToolsetSpec", "toolset_options"]
@@ -157,7 +163,7 @@ def _static_names(toolset: AbstractToolset[Any]) -> list[str] | None:
     """Tool names a toolset provides without a run context, or ``None`` when only a run knows."""
     if isinstance(toolset, FunctionToolset):
         return list(toolset.tools)
-    if isinstance(toolset, WrapperToolset) and type(toolset) is _Labelled:
+    if isinstance(toolset, WrapperToolset) and type(toolset) in (_Labelled, OptionsToolset):
         return _static_names(toolset.wrapped)
     declared = getattr(toolset, "tool_names", None)  # a dynamic toolset that says what it may offer
     return list(declared) if declared is not None else None
@@ -175,9 +181,11 @@ def _unavailable_reason(check: Unavailable | None) -> str | None:
 class ToolRegistry:
     """Named tools and toolsets to compose agents from."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, locks: ToolLocks | None = None) -> None:
         self._tools: dict[str, ToolSpec] = {}
         self._toolsets: dict[str, ToolsetSpec] = {}
+        self.locks: ToolLocks = locks or LocalToolLocks()
+        """Held by calls of ``lock=True`` tools (read at call time: replacing it applies at once)."""
 
     # -- registration ------------------------------------------------------------------------
 
@@ -318,13 +326,12 @@ class ToolRegistry:
             available_tools.append(spec)
         if available_tools:
             instructions = [s.options.instructions for s in available_tools if s.options.instructions]
-            result.append(
-                _Labelled(
-                    FunctionToolset([s.tool for s in available_tools], id="registry-tools"),
-                    "registered tools",
-                    instructions or None,
-                )
+            applied = OptionsToolset(
+                FunctionToolset([s.tool for s in available_tools], id="registry-tools"),
+                options={s.name: s.options for s in available_tools},
+                locks=lambda: self.locks,
             )
+            result.append(_Labelled(applied, "registered tools", instructions or None))
         for toolset_spec in chosen_sets:
             reason = _unavailable_reason(toolset_spec.unavailable)
             if reason:
