@@ -16,13 +16,23 @@ from typing import Any
 
 import pytest
 from pydantic_ai import Agent, DeferredToolRequests, RunContext, ToolApproved
-from pydantic_ai.messages import ModelRequest, ToolReturnPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolResults
 
 from rag_tools import AgentDeps, ToolContext
 from rag_tools.kb import KnowledgeBase
 from rag_tools.tools import (
     ApprovalInfo,
+    DuplicateToolError,
     LocalToolLocks,
     RetryPolicy,
     ToolRegistry,
@@ -190,3 +200,174 @@ async def test_retries_times_results_and_required_approval_without_the_tool_syst
     approved = DeferredToolResults(approvals={request.tool_call_id: ToolApproved()})
     done = await agent.run(message_history=paused.all_messages(), deferred_tool_results=approved, deps=deps)
     assert done.output == "done" and asking.returns["wipe"] == ["wiped"]
+
+
+# -- part 2: pygents' subtools and doc_tree --------------------------------------------------------
+
+
+class Recorder:
+    """A model that calls the given tools once (in parallel), then answers; it records what it saw."""
+
+    def __init__(self, *calls: tuple[str, dict[str, Any]]) -> None:
+        self.calls = calls
+        self.tools: dict[str, dict[str, Any]] = {}
+        self.returns: dict[str, Any] = {}
+        self.retries: list[str] = []
+
+    async def respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.tools = {t.name: t.parameters_json_schema for t in info.function_tools}
+        last = messages[-1]
+        if len(messages) == 1:
+            return ModelResponse(
+                parts=[
+                    ToolCallPart(name, args, tool_call_id=f"c{i}")
+                    for i, (name, args) in enumerate(self.calls)
+                ]
+            )
+        for part in last.parts if isinstance(last, ModelRequest) else []:
+            if isinstance(part, ToolReturnPart) and part.outcome != "retried":
+                self.returns[part.tool_name] = part.content
+            elif isinstance(part, RetryPromptPart | ToolReturnPart):  # a retry, as 1.x and 2.x report it
+                self.retries.append(str(part.content))
+        return ModelResponse(parts=[TextPart("done")])
+
+    def agent(self, toolsets: list[Any]) -> Agent[AgentDeps, Any]:
+        return Agent(FunctionModel(self.respond), deps_type=AgentDeps, toolsets=toolsets)
+
+
+def user_tools(meter: Concurrency) -> tuple[ToolRegistry, Any, Any]:
+    """The seed's example: ``manage_users`` with two subtools and a grandchild."""
+    registry = ToolRegistry(locks=CountingLocks())
+    tokens = iter(f"token-{n}" for n in range(1, 100))
+
+    @registry.tool
+    async def manage_users() -> str:
+        """Top-level user management tool."""
+        return "users: alice"
+
+    @manage_users.subtool(tags=["admin"], api_key=lambda: next(tokens), region="eu")
+    async def create_user(username: str, api_key: str, region: str) -> str:
+        """Create a new user.
+
+        Args:
+            username: The new user's name.
+            api_key: The directory's key (fixed).
+            region: Where the user lives (fixed).
+        """
+        return f"created {username} in {region} with {api_key}"
+
+    @manage_users.subtool(lock=True)
+    async def delete_user(username: str) -> str:
+        """Delete an existing user."""
+        await meter.visit()
+        return f"deleted {username}"
+
+    @create_user.subtool()
+    def welcome(username: str) -> str:
+        """Send the welcome mail."""
+        return f"welcome sent to {username}"
+
+    return registry, manage_users, create_user
+
+
+async def test_subtools_join_the_parents_group_with_their_lock_tags_and_fixed_arguments(
+    deps: AgentDeps,
+) -> None:
+    meter = Concurrency()
+    registry, manage_users, create_user = user_tools(meter)
+    assert list(registry.tools) == [
+        "manage_users",
+        "manage_users_create_user",
+        "manage_users_delete_user",
+        "manage_users_create_user_welcome",
+    ]
+    assert registry.tools["manage_users.create_user"] is registry.tools["manage_users_create_user"]
+    assert registry.tools["manage_users.create_user.welcome"].name == "manage_users_create_user_welcome"
+    assert "manage_users.delete_user" in registry.tools and "manage_users.nobody" not in registry.tools
+    assert registry.tools["manage_users.create_user"].options.tags == {"admin"}
+    assert registry.tools["manage_users.delete_user"].options.lock
+
+    tree = {
+        "name": "manage_users",
+        "description": "Top-level user management tool.",
+        "subtools": [
+            {
+                "name": "create_user",
+                "description": "Create a new user.",
+                "subtools": [{"name": "welcome", "description": "Send the welcome mail.", "subtools": []}],
+            },
+            {"name": "delete_user", "description": "Delete an existing user.", "subtools": []},
+        ],
+    }
+    assert manage_users.doc_tree() == tree and registry.doc_tree() == [tree]
+
+    # the model sees parent_child names, without the fixed arguments; every call gets fresh ones
+    model = Recorder(
+        ("manage_users_create_user", {"username": "alice"}),
+        ("manage_users_create_user_welcome", {"username": "alice"}),
+    )
+    await model.agent(registry.resolve()).run("add alice", deps=deps)
+    assert sorted(model.tools) == sorted(registry.tools)
+    assert set(model.tools["manage_users_create_user"]["properties"]) == {"username"}
+    assert model.returns == {
+        "manage_users_create_user": "created alice in eu with token-1",
+        "manage_users_create_user_welcome": "welcome sent to alice",
+    }
+    # ... and cannot supply them itself
+    sneaky = Recorder(("manage_users_create_user", {"username": "bob", "region": "us"}))
+    await sneaky.agent(registry.resolve()).run("add bob", deps=deps)
+    assert sneaky.returns == {} and "'loc': ['region']" in sneaky.retries[0]
+    assert "extra_forbidden" in sneaky.retries[0]
+    # called directly, the tool still gets its fixed arguments
+    assert await create_user("carol") == "created carol in eu with token-2"
+
+    # selecting a parent selects its group; a subtool is selected by its scoped name too
+    chosen = Recorder()
+    await chosen.agent(registry.resolve(tools=["manage_users.create_user"])).run("hi", deps=deps)
+    assert sorted(chosen.tools) == ["manage_users_create_user", "manage_users_create_user_welcome"]
+    everything = Recorder()
+    await everything.agent(registry.resolve(tools=["manage_users"])).run("hi", deps=deps)
+    assert sorted(everything.tools) == sorted(registry.tools)
+
+    # the subtool's lock holds across three concurrent runs
+    runs = [
+        Recorder(("manage_users_delete_user", {"username": f"u{n}"}))
+        .agent(registry.resolve())
+        .run("go", deps=deps)
+        for n in range(3)
+    ]
+    await asyncio.gather(*runs)
+    assert (meter.calls, meter.peak) == (3, 1)
+    assert registry.locks.taken == {"manage_users_delete_user": 3}  # type: ignore[attr-defined]
+
+
+def test_subtool_mistakes_are_refused_when_declared() -> None:
+    registry = ToolRegistry()
+
+    @registry.tool
+    def reports() -> str:
+        """Reports."""
+        return "r"
+
+    with pytest.raises(TypeError, match=r"fixed arguments \['colour'\] are not parameters of 'monthly'"):
+
+        @reports.subtool(colour="red")
+        def monthly(month: str) -> str:
+            """A month's report."""
+            return month
+
+    def reports_weekly() -> str:
+        """Already a top-level tool."""
+        return "w"
+
+    registry.add_tool(reports_weekly)
+    with pytest.raises(DuplicateToolError, match="'reports_weekly'"):
+
+        @reports.subtool()
+        def weekly() -> str:
+            """A week's report."""
+            return "w"
+
+    with pytest.raises(ValueError, match="model tool names have at most 64"):
+        reports.subtool(lambda: "x", name="a_very_long_name_that_no_model_provider_would_accept_as_a_tool")
+    assert list(registry.tools) == ["reports", "reports_weekly"]
