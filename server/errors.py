@@ -24,7 +24,7 @@ from rag_tools.kb import KnowledgeBaseError
 from rag_tools.state import StoreError
 
 from .access import JobNotFound, NotAnEditor, StateItemNotFound, ThreadNotFound
-from .runs import BackendUnavailable, FailureCode, RunConflict, RunNotFound
+from .runs import BackendUnavailable, FailureCode, QuestionNotFound, RunConflict, RunNotFound
 from .validation import InvalidRequest
 
 __all__ = ["ERROR_TABLE", "ApiError", "error_response", "exception_handlers", "too_large_message"]
@@ -80,6 +80,7 @@ ERROR_TABLE: tuple[tuple[type[Exception], _Answer], ...] = (
     (JobNotFound, _Answer(404)),
     (NotAnEditor, _Answer(403)),
     (RunNotFound, _Answer(404)),
+    (QuestionNotFound, _Answer(404)),
     (StateItemNotFound, _Answer(404)),
     (RunConflict, _Answer(409)),
     (

@@ -40,7 +40,7 @@ from .runs import (
     RunManager,
     StopBus,
 )
-from .runs.redis import RedisEventLog, RedisRunLocks, RedisStopBus, redis_client
+from .runs.redis import RedisEventLog, RedisQuestionBus, RedisRunLocks, RedisStopBus, redis_client
 from .tool_locks import LeasedToolLocks
 
 __all__ = ["Services"]
@@ -152,6 +152,7 @@ class Services:
             disconnect_policy=config.effective_disconnect_policy,
             disconnect_grace=config.disconnect_grace_seconds,
             stop_bus=stop_bus,
+            questions=RedisQuestionBus(client, config.redis_prefix) if client is not None else None,
         )
         agent = agent or create_chat_agent(config, toolkit)
         binding = AGUIRunFactory(
@@ -165,6 +166,7 @@ class Services:
             # given to every run, so an injected agent gets the tool system too
             toolsets=tools.toolsets(),
             capabilities=[tools.capability()],
+            question_timeout=config.question_timeout_seconds,
         )
         jobs = jobs or open_ingest_jobs(config, kb)
         await jobs.start()

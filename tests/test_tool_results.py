@@ -30,13 +30,6 @@ from tests.servers import serve
 SEED_TOOLS = ROOT / "tests" / "seed_tools"
 
 
-@pytest.fixture
-def tool_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    log = tmp_path / "tool-log.jsonl"
-    monkeypatch.setenv("SEED_TOOLS_LOG", str(log))
-    return log
-
-
 @asynccontextmanager
 async def seed_server(config: Any) -> AsyncIterator[tuple[str, Any]]:
     """The scenario server with the seed tools; yields its URL and its services."""

@@ -13,6 +13,8 @@ It is the ``RunSource`` the engine runs (``server.runs``). Its event pipeline:
   the last saved state before the terminal event;
 - a run timeout ends in RUN_ERROR (the adapter would report a cancellation);
 - an interrupt for a tool's question says the question and asks for the answer (``interrupts``);
+  a client that answers live gets the question mid-run instead, while it follows the run
+  (``questions``);
 - a run with no messages and nothing to resume restates the thread (MESSAGES_SNAPSHOT) instead of
   calling the model;
 - every event encoded once; the terminal one tells the engine how the run ended. The pipeline
@@ -50,6 +52,7 @@ from .adapter import classify
 from .encoding import encode_event
 from .history import agui_messages
 from .interrupts import with_question_interrupts
+from .questions import RunQuestions
 
 __all__ = ["AGUIRun"]
 
@@ -72,6 +75,7 @@ class AGUIRun:
     run_timeout: float
     stream: AsyncIterator[BaseEvent] | None = None
     timed_out: bool = False
+    questions: RunQuestions | None = None
 
     @property
     def thread_id(self) -> str:
@@ -105,6 +109,10 @@ class AGUIRun:
 
     def cancel(self) -> None:
         self.token.cancel()
+
+    def unattended(self) -> bool:
+        """No client follows the run: a question it waits on becomes an interrupt (see ``questions``)."""
+        return self.questions.leave() if self.questions is not None else False
 
     def close(self) -> None:
         """Release the thread: roll back unless the run committed."""

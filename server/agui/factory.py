@@ -9,8 +9,9 @@ system parts, settings). ``start`` reads top to bottom:
 3. apply the client's state proposal, once (client-owned fields only; invalid values refuse the
    request with their field errors); the result is the run's baseline;
 4. check messages the adapter could otherwise only reject mid-stream;
-5. build the deps and the adapter's stream (history from the thread record), and hand the run
-   to the engine, which opens its event log and starts it.
+5. build the deps (with a live question channel when the client answers tools' questions live)
+   and the adapter's stream (history from the thread record), and hand the run to the engine,
+   which opens its event log and starts it.
 
 Anything refused before step 5 leaves nothing behind: the transaction is rolled back and the lock
 released. The order of the thread guards (run lock, then cache lock, then the store's
@@ -36,11 +37,12 @@ from rag_tools.kb import KnowledgeBase
 from rag_tools.state import ToolContext, ToolContextCache, Transaction
 
 from ..access import ThreadNotFound, check_claimable, may_use
-from ..runs import RunInfo, RunManager
+from ..runs import RunInfo, RunManager, run_key
 from ..validation import InvalidRequest, field_errors
 from .adapter import RagstreamAdapter
 from .execution import AGUIRun
 from .history import ThreadConversationStore
+from .questions import RunQuestions, wants_live_questions
 
 __all__ = ["REQUESTS_PER_RUN", "AGUIRunFactory"]
 
@@ -60,6 +62,7 @@ class AGUIRunFactory:
     run_timeout: float
     toolsets: Sequence[AbstractToolset[Any]] = ()
     capabilities: Sequence[AbstractCapability[Any]] = ()
+    question_timeout: float = 120.0
 
     async def start(self, run_input: RunAgentInput, principal: str) -> RunInfo:
         """Start the run; ``RunConflict``, ``ThreadNotFound`` or ``InvalidRequest`` when it cannot."""
@@ -100,6 +103,9 @@ class AGUIRunFactory:
         run = AGUIRun(
             run_input, principal, txn, CancellationToken(), deps, baseline, self.prepare, self.run_timeout
         )
+        if wants_live_questions(run_input):
+            key = run_key(run_input.thread_id, run_input.run_id)
+            run.questions = deps.questions = RunQuestions(self.runs.questions, key, self.question_timeout)
         if not run_input.messages and not run_input.resume:
             return run  # nothing to ask the model: the run restates the thread
         for index, message in enumerate(run_input.messages):
