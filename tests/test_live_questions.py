@@ -20,8 +20,7 @@ import pytest
 from pydantic import SecretStr
 
 from tests.protocol import check_stream, parse_sse, run_body
-from tests.redis_helpers import Worker, worker_env
-from tests.test_tool_results import SEED_TOOLS, seed_server
+from tests.test_tool_results import seed_chat, seed_server, seed_workers
 
 LIVE = {"ragstream": {"liveQuestions": True}}
 QUESTION = "ragstream.question"
@@ -201,23 +200,11 @@ async def test_only_the_threads_owner_may_answer(scenario_config: Any) -> None:
 
 @pytest.mark.timeout(180)
 async def test_an_answer_posted_to_another_worker_reaches_the_run(
-    scenario_config: Any,
-    tmp_path: Path,
-    tool_log: Path,
-    redis_url: str,
-    redis_prefix: str,
+    scenario_config: Any, tool_log: Path, redis_url: str, redis_prefix: str
 ) -> None:
-    env = worker_env(
-        scenario_config,
-        redis_url,
-        redis_prefix,
-        RAGSTREAM_TOOL_DIRS=json.dumps([str(SEED_TOOLS)]),
-        SEED_TOOLS_LOG=str(tool_log),
-    )
-    a, b = Worker(env), Worker(env)
+    a, b = seed_workers(scenario_config, redis_url, redis_prefix, tool_log)
     try:
-        await a.ready()
-        await b.ready()
+        await asyncio.gather(a.ready(), b.ready())
         async with (
             httpx.AsyncClient(base_url=a.url, timeout=30) as on_a,
             httpx.AsyncClient(base_url=b.url, timeout=30) as on_b,
@@ -254,13 +241,7 @@ async def test_the_chat_page_answers_live_and_after_leaving_through_the_interrup
 ) -> None:
     from playwright.async_api import expect
 
-    from tests.browser.chat import ChatPage, launch_browser, require_built_page
-
-    require_built_page()
-    async with seed_server(scenario_config) as (url, _), launch_browser() as browser:
-        context = await browser.new_context(viewport={"width": 1280, "height": 800})
-        chat = ChatPage(await context.new_page(), url, "live-questions")
-        await chat.open()
+    async with seed_chat(scenario_config, "live-questions") as (url, chat):
         page = chat.page
         # live: the card shows while the run goes on; the answer continues the same tool call
         await chat.type_question('call book_trip {"city": "Oslo"}')

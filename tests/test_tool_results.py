@@ -39,6 +39,31 @@ async def seed_server(config: Any) -> AsyncIterator[tuple[str, Any]]:
         yield url, app.state.services
 
 
+@asynccontextmanager
+async def seed_chat(config: Any, name: str) -> AsyncIterator[tuple[str, Any]]:
+    """The seed-tools server and the chat page open on it in Chromium; yields its URL and the page."""
+    from tests.browser.chat import ChatPage, launch_browser, require_built_page
+
+    require_built_page()
+    async with seed_server(config) as (url, _), launch_browser() as browser:
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        chat = ChatPage(await context.new_page(), url, name)
+        await chat.open()
+        yield url, chat
+
+
+def seed_workers(config: Any, redis_url: str, prefix: str, log: Path) -> tuple[Worker, Worker]:
+    """Two server processes with the seed tools sharing Redis (call ``ready()`` on each)."""
+    env = worker_env(
+        config,
+        redis_url,
+        prefix,
+        RAGSTREAM_TOOL_DIRS=json.dumps([str(SEED_TOOLS)]),
+        SEED_TOOLS_LOG=str(log),
+    )
+    return Worker(env), Worker(env)
+
+
 def clean(run: dict[str, Any]) -> dict[str, Any]:
     assert run["warnings"] == [] and run["errors"] == [], (run["warnings"], run["errors"])
     assert run["runError"] is None and run["failed"] is None, (run["runError"], run["failed"])
@@ -185,14 +210,7 @@ async def test_a_locked_tool_never_runs_twice_at_once_across_two_workers_sharing
 ) -> None:
     from server.runs.redis import RedisRunLocks, redis_client
 
-    env = worker_env(
-        scenario_config,
-        redis_url,
-        redis_prefix,
-        RAGSTREAM_TOOL_DIRS=json.dumps([str(SEED_TOOLS)]),
-        SEED_TOOLS_LOG=str(tool_log),
-    )
-    a, b = Worker(env), Worker(env)
+    a, b = seed_workers(scenario_config, redis_url, redis_prefix, tool_log)
     client = redis_client(redis_url)
     leases = RedisRunLocks(client, redis_prefix)
     try:
@@ -368,13 +386,7 @@ async def test_the_chat_page_shows_streamed_values_results_attachments_and_quest
 ) -> None:
     from playwright.async_api import expect
 
-    from tests.browser.chat import ChatPage, launch_browser, require_built_page
-
-    require_built_page()
-    async with seed_server(scenario_config) as (url, _), launch_browser() as browser:
-        context = await browser.new_context(viewport={"width": 1280, "height": 800})
-        chat = ChatPage(await context.new_page(), url, "seed-tools")
-        await chat.open()
+    async with seed_chat(scenario_config, "seed-tools") as (_, chat):
         page = chat.page
         # streamed values appear under the tool call while it still runs
         await chat.type_question('call count_up {"to": 6, "delay": 0.5}')
