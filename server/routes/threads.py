@@ -123,14 +123,15 @@ async def answer_question(request: Request) -> Response:
     runs = services_of(request).runs
     thread_id = path_id(request, "thread_id", "threadId")
     run_id = path_id(request, "run_id", "runId")
+    raw = await read_body(request)
+    info = await runs.find(thread_id, run_id, caller(request))  # first: another's run is just missing
     try:
-        body = _AnswerBody.model_validate_json(await read_body(request))
+        body = _AnswerBody.model_validate_json(raw)
     except ValidationError as exc:
         raise InvalidRequest(
             'the body must be {"questionId": ..., "answer": "..."} or {"questionId": ..., "declined": true}',
             field_errors(exc),
         ) from exc
-    info = await runs.find(thread_id, run_id, caller(request))
     payload = (
         {"answer": body.answer} if body.answer is not None else {"declined": True, "reason": body.reason}
     )
