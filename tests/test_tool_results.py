@@ -214,7 +214,7 @@ async def test_a_locked_tool_never_runs_twice_at_once_across_two_workers_sharing
     client = redis_client(redis_url)
     leases = RedisRunLocks(client, redis_prefix)
     try:
-        await asyncio.gather(a.ready(), b.ready())
+        await asyncio.gather(a.ready(timeout=240), b.ready(timeout=240))  # slow on a loaded machine
         assert await leases.acquire("tool:exclusive_step", "the-test", 30)  # both workers must wait
         runs = [
             asyncio.create_task(
