@@ -35,6 +35,7 @@ from .routes.threads import (
     ANSWER_BODY_LIMIT,
     POLICY_BODY_LIMIT,
     answer_question,
+    fork,
     get_attachment,
     get_state_item,
     get_thread,
@@ -43,6 +44,7 @@ from .routes.threads import (
     remove_thread,
     run_events,
     stop_run,
+    switch,
 )
 from .services import Services
 
@@ -98,6 +100,8 @@ def create_app(
         Route("/threads", list_all, methods=["GET"]),
         Route("/threads/{thread_id}", get_thread, methods=["GET"]),
         Route("/threads/{thread_id}", remove_thread, methods=["DELETE"]),
+        Route("/threads/{thread_id}/switch", switch, methods=["POST"]),
+        Route("/threads/{thread_id}/fork", fork, methods=["POST"]),
         Route("/threads/{thread_id}/state/{field}", get_state_item, methods=["GET"]),
         Route("/threads/{thread_id}/state/{field}/{key}", get_state_item, methods=["GET"]),
         Route("/threads/{thread_id}/attachments/{ref}", get_attachment, methods=["GET"]),

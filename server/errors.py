@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from rag_tools.kb import KnowledgeBaseError
 from rag_tools.state import StoreError
 
-from .access import JobNotFound, NotAnEditor, StateItemNotFound, ThreadNotFound
+from .access import JobNotFound, MessageNotFound, NotAnEditor, StateItemNotFound, ThreadNotFound
 from .runs import BackendUnavailable, FailureCode, QuestionNotFound, RunConflict, RunNotFound
 from .validation import InvalidRequest
 
@@ -82,6 +82,7 @@ ERROR_TABLE: tuple[tuple[type[Exception], _Answer], ...] = (
     (RunNotFound, _Answer(404)),
     (QuestionNotFound, _Answer(404)),
     (StateItemNotFound, _Answer(404)),
+    (MessageNotFound, _Answer(404)),
     (RunConflict, _Answer(409)),
     (
         BackendUnavailable,

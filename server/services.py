@@ -26,6 +26,7 @@ from rag_tools.state.postgres_store import PostgresThreadStore, SchemaVersionErr
 from rag_tools.state.redis_store import RedisThreadStore
 from rag_tools.tools import ToolSystem
 
+from .agui.branch_state import checkpoint_on_save
 from .agui.encoding import encode_failure
 from .agui.factory import AGUIRunFactory
 from .config import AppConfig
@@ -143,6 +144,7 @@ class Services:
             ttl_seconds=config.cache_ttl_seconds,
             prepare=toolkit.prepare,
             state_key=toolkit.state_key,
+            before_save=checkpoint_on_save,  # the state of each branch, kept beside its entries
         )
         runs = RunManager(
             locks=locks or MemoryRunLocks(),

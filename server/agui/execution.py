@@ -49,8 +49,9 @@ from rag_tools.state import ToolContext, Transaction
 
 from ..runs import FailureCode, RunEvent, RunFailure, RunStatus
 from .adapter import classify
+from .branch_state import StepStates, stage_step_states
 from .encoding import encode_event
-from .history import agui_messages
+from .history import thread_messages
 from .interrupts import with_question_interrupts
 from .questions import RunQuestions
 
@@ -75,6 +76,8 @@ class AGUIRun:
     run_timeout: float
     stream: AsyncIterator[BaseEvent] | None = None
     timed_out: bool = False
+    steps: StepStates | None = None
+    start: str | None = None  # the entry the run continues from (its new entries come after it)
     questions: RunQuestions | None = None
 
     @property
@@ -132,6 +135,8 @@ class AGUIRun:
             if kind == EventType.RUN_ERROR:
                 for restore in self._restore_last_saved_state():
                     yield restore
+            elif kind == EventType.TOOL_CALL_RESULT and self.steps is not None:
+                self.steps.note(event.tool_call_id)  # type: ignore[attr-defined]
             elif kind == EventType.RUN_FINISHED and _outcome(event) == "interrupt":
                 event = with_question_interrupts(event)
             elif kind == EventType.RUN_FINISHED and _outcome(event) == "cancelled":
@@ -156,6 +161,8 @@ class AGUIRun:
         if record.title is None:
             record.title = _title(result)
         events = self.deps.state_update_events(force=True)
+        if self.steps is not None:
+            stage_step_states(record.extras, self.steps, self.start)
         await self.txn.commit()
         for event in events:
             yield event
@@ -166,7 +173,7 @@ class AGUIRun:
     async def _restate(self) -> AsyncIterator[BaseEvent]:
         """A run with nothing to do: restate messages and state, save a client proposal."""
         yield RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION)
-        messages = await agui_messages(self.txn.entry.record.extras, self.thread_id)
+        messages, _ = thread_messages(self.txn.entry.record.extras)
         if messages:
             yield MessagesSnapshotEvent(messages=messages)
         yield StateSnapshotEvent(snapshot=self.baseline)
