@@ -32,7 +32,7 @@ from .access import (
     ThreadNotFound,
 )
 from .jobs import InvalidCursor
-from .runs import BackendUnavailable, FailureCode, RunConflict, RunNotFound
+from .runs import BackendUnavailable, FailureCode, QuestionNotFound, RunConflict, RunNotFound
 from .validation import InvalidRequest
 
 __all__ = ["ERROR_TABLE", "ApiError", "error_response", "exception_handlers", "too_large_message"]
@@ -90,6 +90,7 @@ ERROR_TABLE: tuple[tuple[type[Exception], _Answer], ...] = (
     (InvalidCursor, _Answer(422)),
     (NotAnEditor, _Answer(403)),
     (RunNotFound, _Answer(404)),
+    (QuestionNotFound, _Answer(404)),
     (StateItemNotFound, _Answer(404)),
     (MessageNotFound, _Answer(404)),
     (RunConflict, _Answer(409)),

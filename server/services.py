@@ -44,7 +44,7 @@ from .runs import (
     RunManager,
     StopBus,
 )
-from .runs.redis import RedisEventLog, RedisRunLocks, RedisStopBus, redis_client
+from .runs.redis import RedisEventLog, RedisQuestionBus, RedisRunLocks, RedisStopBus, redis_client
 from .tool_locks import LeasedToolLocks
 
 __all__ = ["Services"]
@@ -162,6 +162,7 @@ class Services:
             disconnect_grace=config.disconnect_grace_seconds,
             stop_bus=stop_bus,
             count_metrics=config.metrics,
+            questions=RedisQuestionBus(client, config.redis_prefix) if client is not None else None,
         )
         agent = agent or create_chat_agent(config, toolkit)
         binding = AGUIRunFactory(
@@ -176,6 +177,7 @@ class Services:
             toolsets=tools.toolsets(),
             capabilities=[tools.capability(), *run_capabilities(count_metrics=config.metrics)],
             count_metrics=config.metrics,
+            question_timeout=config.question_timeout_seconds,
         )
         jobs = jobs or open_ingest_jobs(config, kb)
         await jobs.start()

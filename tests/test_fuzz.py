@@ -190,6 +190,7 @@ ROUTES = [
     ("DELETE", "/threads/{t}"),
     ("PUT", "/threads/{t}/approval-policy"),
     ("POST", "/threads/{t}/runs/{r}/stop"),
+    ("POST", "/threads/{t}/runs/{r}/answers"),
     ("GET", "/threads/{t}/runs/{r}/events"),
     ("GET", "/documents"),
     ("POST", "/documents"),
@@ -223,6 +224,20 @@ def _policy_bodies() -> st.SearchStrategy[bytes]:
     )
 
 
+def _answer_bodies() -> st.SearchStrategy[bytes]:
+    texts = st.one_of(hostile_text(10, raw=False), st.just(""), st.just("x" * 20_001))
+    fields = st.fixed_dictionaries(
+        {},
+        optional={
+            "questionId": st.one_of(texts, json_values(2)),
+            "answer": st.one_of(texts, json_values(2)),
+            "declined": st.one_of(st.booleans(), json_values(1)),
+            "reason": st.one_of(texts, json_values(1)),
+        },
+    )
+    return st.one_of(st.builds(encode, fields), st.builds(encode, json_values(6)), st.binary(max_size=200))
+
+
 @FUZZ
 @given(data=st.data())
 def test_every_route(fuzz: FuzzTarget, data: st.DataObject) -> None:
@@ -238,6 +253,8 @@ def test_every_route(fuzz: FuzzTarget, data: st.DataObject) -> None:
     body = b""
     if template.endswith("approval-policy"):
         body = data.draw(_policy_bodies())
+    elif template.endswith("answers"):
+        body = data.draw(_answer_bodies())
     elif template == "/agui":
         body, _ = data.draw(agui_bodies())
     elif method in ("POST", "PUT", "PATCH"):
