@@ -76,7 +76,12 @@ def _now() -> datetime:
 
 
 class Citation(BaseModel):
-    """A numbered source card: what ``[n]`` in an answer points at."""
+    """A numbered source card: what ``[n]`` in an answer points at.
+
+    ``page`` is the PDF page (``null`` for other formats), for ``#page=N`` links; ``locator`` is
+    always present, the place for people: ``"page 3"``, ``"slide 3"``, ``"Sheet1, rows 12-20"``,
+    or ``""`` when the format has none.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -86,6 +91,7 @@ class Citation(BaseModel):
     uri: str
     headings: tuple[str, ...] = ()
     page: int | None = None
+    locator: str = ""
     passage: str = Field(description="The cited text.")
     excerpt: str | None = Field(
         default=None, description="What the client is shown of the passage: around what the answer quoted."
@@ -95,6 +101,7 @@ class Citation(BaseModel):
         """The card as the client gets it: the excerpt in place of the whole passage, and the heading
         path without a first heading that only repeats the title."""
         data = self.model_dump(mode="json", exclude_none=True, exclude={"excerpt"})
+        data["page"] = self.page  # always present: null when the format has no pages
         data["passage"] = self.excerpt if self.excerpt is not None else _excerpt(self.passage, ())
         if self.headings and self.headings[0] == self.title:
             data["headings"] = list(self.headings[1:])
@@ -129,6 +136,7 @@ class SessionState(StateModel):
         text: str,
         headings: Sequence[str] = (),
         page: int | None = None,
+        locator: str = "",
         limit: int = 200,
         promote: bool = True,
     ) -> int:
@@ -153,6 +161,7 @@ class SessionState(StateModel):
                 uri=uri,
                 headings=tuple(headings),
                 page=page,
+                locator=locator,
                 passage=text[:PASSAGE_CHARS],
             )
             if promote:
