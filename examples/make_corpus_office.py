@@ -8,9 +8,9 @@ place, so that answers can be checked for their locator:
   says a support engineer's monitor budget is 450 EUR (heading path "Equipment and accounts").
 - ``roadmap-2025.pptx``: five slides; slide 3 says offline folders ship in Kiteline 4.0 in
   April 2025, slide 4 has a table of regions.
-- ``price-list.xlsx``: sheets "Plans" and "Add-ons"; row 7 of "Add-ons" prices the advanced
+- ``price-list.xlsx``: sheets "Plans" and "Add-ons"; row 6 of "Add-ons" prices the advanced
   audit log at 3 EUR per user per month.
-- ``status-history.csv``: one incident per row; row 9 is the expired certificate of 21 August 2024.
+- ``status-history.csv``: one incident per row; row 8 is the expired certificate of 21 August 2024.
 - ``admin-guide.epub``: three chapters; the default storage quota of a new user is 50 GiB.
 
 Only well-kept writer libraries are used (python-docx, python-pptx, openpyxl, EbookLib, the

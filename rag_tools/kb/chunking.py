@@ -39,7 +39,8 @@ class ChunkDraft:
 @dataclass
 class _Piece:
     text: str
-    rows: tuple[int, int] | None = None  # first and last body row (0-based) of the section's table
+    rows: tuple[int, int] | None = None  # first and last body row (0-based) of the section's tables
+    tables: tuple[int, int] | None = None  # first and last of the section's tables (0-based) it holds
 
 
 @lru_cache(maxsize=16)
@@ -66,7 +67,7 @@ def chunk_sections(
             pieces = _merge(_pieces(blocks, splitter, max_chars), max_chars)
         for piece in pieces:
             if piece.text.strip():
-                locator = locate_rows(part, piece.rows) if piece.rows and part.rows else part.locator
+                locator = _locate(part, piece)
                 drafts.append(
                     ChunkDraft(
                         piece.text,
@@ -78,6 +79,15 @@ def chunk_sections(
                     )
                 )
     return drafts
+
+
+def _locate(section: Section, piece: _Piece) -> str:
+    if piece.rows is not None and section.rows:
+        return locate_rows(section, piece.rows)
+    if piece.tables is not None and section.first_table is not None:
+        first, last = (section.first_table + t for t in piece.tables)
+        return f"table {first}" if first == last else f"tables {first}-{last}"
+    return section.locator
 
 
 def locate_rows(section: Section, rows: tuple[int, int]) -> str:
@@ -120,7 +130,7 @@ def _pieces(
     Body rows are numbered across the section's tables in order (a sheet's section is one table).
     """
     pieces: list[_Piece] = []
-    row_base = 0
+    row_base = table = 0
     for is_table, text in blocks:
         if not is_table:
             pieces += [_Piece(piece) for piece in splitter.chunks(text)]
@@ -133,13 +143,13 @@ def _pieces(
             while end < len(body) and (end == start or size + 1 + len(body[end]) <= max_chars):
                 size += 1 + len(body[end])
                 end += 1
-            pieces.append(
-                _Piece("\n".join([header, *body[start:end]]), (row_base + start, row_base + end - 1))
-            )
+            rows = (row_base + start, row_base + end - 1)
+            pieces.append(_Piece("\n".join([header, *body[start:end]]), rows, (table, table)))
             start = end
         if not body:
-            pieces.append(_Piece(header))
+            pieces.append(_Piece(header, None, (table, table)))
         row_base += len(body)
+        table += 1
     return pieces
 
 
@@ -151,8 +161,9 @@ def _merge(pieces: list[_Piece], max_chars: int) -> list[_Piece]:
             continue
         last = merged[-1] if merged else None
         if last is not None and len(last.text) + 2 + len(piece.text) <= max_chars:
-            rows = _span(last.rows, piece.rows)
-            merged[-1] = _Piece(f"{last.text}\n\n{piece.text}", rows)
+            merged[-1] = _Piece(
+                f"{last.text}\n\n{piece.text}", _span(last.rows, piece.rows), _span(last.tables, piece.tables)
+            )
         else:
             merged.append(piece)
     return merged

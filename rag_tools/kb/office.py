@@ -100,18 +100,23 @@ def _parse_docx(data: bytes, fallback_title: str) -> ParsedDocument:
     path: list[tuple[int, str]] = []
     blocks: list[str] = []
     first_title: str | None = None
+    tables = 0  # tables met so far; a section's first table is the one after them
+    first_table = 1
 
     def flush() -> None:
+        nonlocal first_table
         text = _join_blocks(blocks).strip()
         if text:
-            sections.append(Section(text, [heading for _, heading in path]))
+            sections.append(Section(text, [heading for _, heading in path], first_table=first_table))
         blocks.clear()
+        first_table = tables + 1
 
     for item in document.iter_inner_content():
         if isinstance(item, Table):
             rows = [[cell.text for cell in row.cells] for row in item.rows]
             rows = [row for row in rows if any(value.strip() for value in row)]
             if rows:
+                tables += 1
                 blocks.append(markdown_table(rows))
                 content.append(blocks[-1])
             continue

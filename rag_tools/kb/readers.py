@@ -92,7 +92,9 @@ class Section:
     ``locator`` names where the section is for a citation (``"page 3"``, ``"slide 3"``, a sheet's
     name; ``""`` when the format has no such place). A section that is one Markdown table of a
     sheet or CSV file has ``rows``: the source row number of each of its body rows, so that a chunk
-    of it is located as ``"Sheet1, rows 12-20"``.
+    of it is located as ``"Sheet1, rows 12-20"``. A Word document's section has ``first_table``,
+    the number of its first table in the document, so that a chunk holding a table is located as
+    ``"table 2"``.
     """
 
     text: str
@@ -100,6 +102,7 @@ class Section:
     page: int | None = None
     locator: str = ""
     rows: list[int] | None = None
+    first_table: int | None = None
 
 
 @dataclass
