@@ -364,7 +364,7 @@ def test_cli_names_each_failed_path_with_its_reason(
     assert status == 1
     assert err.splitlines() == [
         "error: /nope/x.md: no such file or directory",
-        f"error: {empty}: no files to ingest in this folder (supported: .htm, .html, .markdown, .md, .pdf, .text, .txt)",
+        f"error: {empty}: no files to ingest in this folder (supported: .csv, .docx, .epub, .htm, .html, .markdown, .md, .pdf, .pptx, .text, .txt, .xlsx)",
         f"error: {binary}: this is a binary file (it contains NUL bytes), not markdown text",
     ]
     assert out.strip() == "0 added, 0 updated, 0 unchanged, 3 failed; 0 chunks written"

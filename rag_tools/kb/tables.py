@@ -76,7 +76,7 @@ FORMAT_VERSION = "3"
 # 2: Markdown tables are split between rows, under their header row; chunks carry a locator.
 CHUNKING_VERSION = "2"
 # A format 2 chunk's locator: its PDF page, the only place format 2 knew.
-_PAGE_LOCATOR = "CASE WHEN page IS NULL THEN '' ELSE concat('page ', CAST(page AS VARCHAR)) END"
+_PAGE_LOCATOR = "concat('page ', CAST(page AS STRING))"
 
 _V1_LOCAL = "starts_with(uri, 'file://') OR starts_with(uri, 'upload://')"
 _V1_DISPLAY = "regexp_replace(uri, '^(file|upload)://(.*/)?', '')"
@@ -124,8 +124,8 @@ def chunks_schema(dimensions: int) -> pa.Schema:
             pa.field("text", pa.string(), nullable=False),
             pa.field(FTS_COLUMN, pa.string(), nullable=False),
             pa.field("vector", pa.list_(pa.float32(), dimensions), nullable=False),
-            # last: format 2 tables gain it as a new column (nullable, as a computed column is)
-            pa.field("locator", pa.string(), nullable=True),
+            # last: format 2 tables gain it as a new column
+            pa.field("locator", pa.string(), nullable=False),
         ]
     )
 
@@ -377,7 +377,10 @@ class Tables:
             chunks = await self.require_open().open_table(CHUNKS)
             try:
                 if "locator" not in (await chunks.schema()).names:
-                    await chunks.add_columns({"locator": _PAGE_LOCATOR})
+                    await chunks.add_columns({"locator": "''"})
+                await chunks.update(
+                    updates_sql={"locator": _PAGE_LOCATOR}, where="page IS NOT NULL AND locator = ''"
+                )
             finally:
                 chunks.close()
         await self._write_meta({**meta, "format_version": FORMAT_VERSION})
