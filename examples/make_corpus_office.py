@@ -30,6 +30,7 @@ import zipfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "corpus"
 DATE = datetime(2024, 11, 4, 9, 0, 0)
@@ -228,6 +229,18 @@ def normalised_zip(data: bytes) -> bytes:
     return out.getvalue()
 
 
+def _saved(document: Any, title: str, author: str) -> bytes:
+    """A python-docx or python-pptx document with fixed properties, saved and normalised."""
+    properties = document.core_properties
+    properties.title = title
+    properties.author = author
+    properties.created = properties.modified = DATE
+    properties.revision = 1
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return normalised_zip(buffer.getvalue())
+
+
 def build_docx() -> bytes:
     from docx import Document
 
@@ -249,14 +262,7 @@ def build_docx() -> bytes:
                     table.cell(r, c).text = value
         else:
             document.add_paragraph(str(content))
-    properties = document.core_properties
-    properties.title = "Kiteline Support Team Onboarding"
-    properties.author = "Kiteline Support"
-    properties.created = properties.modified = DATE
-    properties.revision = 1
-    buffer = io.BytesIO()
-    document.save(buffer)
-    return normalised_zip(buffer.getvalue())
+    return _saved(document, "Kiteline Support Team Onboarding", "Kiteline Support")
 
 
 def build_pptx() -> bytes:
@@ -284,14 +290,7 @@ def build_pptx() -> bytes:
                 body.add_paragraph().text = bullet
         if number in SLIDE_NOTES:
             slide.notes_slide.notes_text_frame.text = SLIDE_NOTES[number]
-    properties = deck.core_properties
-    properties.title = "Kiteline Roadmap 2025"
-    properties.author = "Kiteline Product"
-    properties.created = properties.modified = DATE
-    properties.revision = 1
-    buffer = io.BytesIO()
-    deck.save(buffer)
-    return normalised_zip(buffer.getvalue())
+    return _saved(deck, "Kiteline Roadmap 2025", "Kiteline Product")
 
 
 def build_xlsx() -> bytes:
