@@ -85,11 +85,11 @@ ONBOARDING: list[tuple[str, object]] = [
             ["Tier 3", "data recovery and bugs confirmed in the server", "1 business day"],
         ],
     ),
-    ("h2", "Escalation"),
+    ("h2", "Moving a ticket up"),
     (
         "p",
         "A ticket moves up a tier when its tier cannot solve it within twice the response target. "
-        "Anything that looks like data loss goes to tier 3 at once and pages the on-call engineer.",
+        "Anything that looks like data loss goes straight to tier 3.",
     ),
 ]
 
