@@ -128,6 +128,7 @@ class AnswerReport:
     fact_hits: int = 0
     citation_hits: int = 0
     misses: list[str] = field(default_factory=list)
+    citation_misses: list[str] = field(default_factory=list)
 
     @property
     def fact_rate(self) -> float:
@@ -163,10 +164,13 @@ async def evaluate_answers(kb: KnowledgeBase, questions: list[Question]) -> Answ
         report.total += 1
         fact = all(_normalise(s) in _normalise(answer) for s in q.answer_contains)
         report.fact_hits += fact
-        report.citation_hits += any(
+        cites = any(
             q.is_document(c.uri) and (q.locator is None or locator_covers(c.locator, q.locator))
             for c in cited
         )
+        report.citation_hits += cites
+        if not cites:
+            report.citation_misses.append(q.id)
         if not fact:
             report.misses.append(q.id)
     return report
@@ -343,10 +347,14 @@ async def main() -> None:
                 )
             answers = await evaluate_answers(kb, questions)
             print("\nOffline extractive answers (chat agent, one fresh thread per question):\n")
-            print("| answer contains the expected fact | answer cites the expected document | fact misses |")
-            print("|---|---|---|")
             print(
-                f"| {answers.fact_rate:.3f} | {answers.citation_rate:.3f} | {', '.join(answers.misses) or '-'} |"
+                "| answer contains the expected fact | answer cites the expected document | fact misses | "
+                "citation misses |"
+            )
+            print("|---|---|---|---|")
+            print(
+                f"| {answers.fact_rate:.3f} | {answers.citation_rate:.3f} | {', '.join(answers.misses) or '-'} | "
+                f"{', '.join(answers.citation_misses) or '-'} |"
             )
         conversations = load_conversations()
         reports = [
