@@ -1,13 +1,15 @@
 """Generate the office files of the sample corpus: a .docx, a .pptx, a .xlsx, a .csv and an .epub.
 
-They belong to the fictional Kiteline service, like ``release-notes.txt`` and the PDF handbook
+The document and the deck belong to a second fictional product, Tessel Maps (Kiteline-branded
+ones outranked the release notes on questions about Kiteline's releases); the rest to the
+fictional Kiteline service, like ``release-notes.txt`` and the PDF handbook
 (``make_corpus_pdf.py``). Each holds facts the tests and ``bench/rag_eval.py`` ask about, at a known
 place, so that answers can be checked for their locator:
 
 - ``support-onboarding.docx``: headings, a bulleted list and two tables; the equipment table
   says a support engineer's monitor budget is 450 EUR (heading path "Equipment and accounts").
-- ``roadmap-2025.pptx``: five slides; slide 3 says offline folders ship in Kiteline 4.0 in
-  April 2025, slide 4 has a table of regions.
+- ``roadmap-2025.pptx``: five slides; slide 3 says offline
+  maps ship in Tessel Maps 4.0 in April 2025, slide 4 has a table of regions.
 - ``price-list.xlsx``: sheets "Plans" and "Add-ons"; row 6 of "Add-ons" prices the advanced
   audit log at 3 EUR per user per month.
 - ``status-history.csv``: one incident per row; row 8 is the expired certificate of 21 August 2024.
@@ -37,10 +39,10 @@ DATE = datetime(2024, 11, 4, 9, 0, 0)
 ZIP_DATE = (2024, 11, 4, 9, 0, 0)
 
 ONBOARDING: list[tuple[str, object]] = [
-    ("title", "Kiteline Support Team Onboarding"),
+    ("title", "Tessel Maps Support Team Onboarding"),
     (
         "p",
-        "This guide is for engineers joining the Kiteline customer support team. It covers the first "
+        "This guide is for engineers joining the Tessel Maps customer support team. It covers the first "
         "week, the equipment and accounts you receive, and how support tiers share the work.",
     ),
     ("h1", "Your first week"),
@@ -94,32 +96,32 @@ ONBOARDING: list[tuple[str, object]] = [
 ]
 
 SLIDES: list[tuple[str, list[str]]] = [
-    ("Kiteline Roadmap 2025", ["Product planning, November 2024"]),
+    ("Tessel Maps Roadmap 2025", ["Product planning, November 2024"]),
     (
         "Where we are",
         [
-            "Kiteline 3.2 shipped selective sync for team folders",
-            "Kiteline Cloud serves 4,800 teams from two regions",
-            "The most requested feature is working offline",
+            "Tessel Maps 3.2 added cycling routes",
+            "The app serves 4,800 towns from two data regions",
+            "The most requested feature is using maps offline",
         ],
     ),
     (
-        "Offline folders",
+        "Offline maps",
         [
-            "Offline folders ship in Kiteline 4.0, planned for April 2025",
-            "Any folder can be pinned for offline use on desktop and mobile",
-            "Changes made offline sync back when the device reconnects",
+            "Offline maps ship in Tessel Maps 4.0, planned for April 2025",
+            "Any area can be downloaded for offline use on phones and tablets",
+            "Downloaded areas update when the device reconnects",
         ],
     ),
-    ("New Kiteline Cloud regions", []),
-    ("Questions", ["Product team: roadmap@kiteline.example"]),
+    ("New Tessel Maps data regions", []),
+    ("Questions", ["Product team: roadmap@tessel.example"]),
 ]
 REGIONS = [
     ["Region", "Opens", "Purpose"],
     ["us-east", "Q3 2025", "customers in North America"],
     ["ap-southeast", "Q4 2025", "customers in Asia and Oceania"],
 ]
-SLIDE_NOTES = {3: "Offline folders depend on the new sync engine; the date moves if its beta slips."}
+SLIDE_NOTES = {3: "Offline maps depend on the new tile format; the date moves if its beta slips."}
 
 PLANS = [
     ["Plan", "Monthly price per user (EUR)", "Storage per user", "Maximum users", "Support"],
@@ -131,7 +133,7 @@ PLANS = [
 ADD_ONS = [
     ["Add-on", "Price", "Available on", "Notes"],
     ["Extra storage", "5 EUR per TiB per month", "Team, Business", "bought in steps of 1 TiB"],
-    ["Single sign-on", "2 EUR per user per month", "Business", "SAML and OpenID Connect"],
+    ["Email digest branding", "2 EUR per month", "Business", "your logo on notification emails"],
     ["Data residency", "included", "Enterprise", "choose the region that stores your files"],
     ["Priority restore", "150 EUR per restore", "Team, Business", "restore within 4 hours"],
     [
@@ -204,13 +206,13 @@ ADMIN_CHAPTERS: list[tuple[str, list[tuple[str, str]]]] = [
         ],
     ),
     (
-        "Single sign-on",
+        "Email notifications",
         [
             (
                 "p",
-                "Kiteline signs users in through SAML 2.0 or OpenID Connect. Accounts are created on "
-                "the first sign-in, and a user removed from the identity provider loses access "
-                "within 15 minutes.",
+                "Kiteline sends its email through the SMTP relay set in the admin console. "
+                "Notifications about shared folders are collected and sent as one digest every "
+                "30 minutes, so a busy folder does not flood anyone's inbox.",
             ),
         ],
     ),
@@ -262,7 +264,7 @@ def build_docx() -> bytes:
                     table.cell(r, c).text = value
         else:
             document.add_paragraph(str(content))
-    return _saved(document, "Kiteline Support Team Onboarding", "Kiteline Support")
+    return _saved(document, "Tessel Maps Support Team Onboarding", "Tessel Support")
 
 
 def build_pptx() -> bytes:
@@ -290,7 +292,7 @@ def build_pptx() -> bytes:
                 body.add_paragraph().text = bullet
         if number in SLIDE_NOTES:
             slide.notes_slide.notes_text_frame.text = SLIDE_NOTES[number]
-    return _saved(deck, "Kiteline Roadmap 2025", "Kiteline Product")
+    return _saved(deck, "Tessel Maps Roadmap 2025", "Tessel Product")
 
 
 def build_xlsx() -> bytes:

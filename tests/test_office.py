@@ -49,19 +49,19 @@ def test_the_script_rebuilds_the_office_files_of_the_corpus_byte_for_byte(tmp_pa
 
 def test_docx_keeps_its_heading_paths_lists_and_tables() -> None:
     doc = parsed("support-onboarding.docx")
-    assert doc.title == "Kiteline Support Team Onboarding"
+    assert doc.title == "Tessel Maps Support Team Onboarding"
     by_heading = {tuple(s.headings): s for s in doc.sections}
-    equipment = by_heading["Kiteline Support Team Onboarding", "Equipment and accounts"]
+    equipment = by_heading["Tessel Maps Support Team Onboarding", "Equipment and accounts"]
     assert (
         "| Role | Laptop | Monitor budget | Headset |\n"
         "| --- | --- | --- | --- |\n"
         "| Support engineer | 14-inch Linux laptop | 450 EUR | noise-cancelling headset |"
     ) in equipment.text
-    week = by_heading["Kiteline Support Team Onboarding", "Your first week"]
+    week = by_heading["Tessel Maps Support Team Onboarding", "Your first week"]
     assert (
         "- Day 1: accounts, equipment and a tour of the support queue with your buddy.\n- Day 2:" in week.text
     )
-    assert ("Kiteline Support Team Onboarding", "Support tiers", "Who handles what") in by_heading
+    assert ("Tessel Maps Support Team Onboarding", "Support tiers", "Who handles what") in by_heading
     chunks = chunk_document(doc, max_chars=1200)
     located = {c.locator for c in chunks if "450 EUR" in c.text} | {
         c.locator for c in chunks if "8 business hours" in c.text
@@ -72,14 +72,14 @@ def test_docx_keeps_its_heading_paths_lists_and_tables() -> None:
 
 def test_pptx_sections_are_slides_under_their_titles_with_tables_and_notes() -> None:
     doc = parsed("roadmap-2025.pptx")
-    assert doc.title == "Kiteline Roadmap 2025"
+    assert doc.title == "Tessel Maps Roadmap 2025"
     assert [s.locator for s in doc.sections] == [f"slide {n}" for n in range(1, 6)]
     offline = doc.sections[2]
-    assert offline.headings == ["Offline folders"]
+    assert offline.headings == ["Offline maps"]
     assert offline.text.startswith(
-        "- Offline folders ship in Kiteline 4.0, planned for April 2025\n- Any folder"
+        "- Offline maps ship in Tessel Maps 4.0, planned for April 2025\n- Any area"
     )
-    assert "Notes: Offline folders depend on the new sync engine" in offline.text
+    assert "Notes: Offline maps depend on the new tile format" in offline.text
     assert "| us-east | Q3 2025 | customers in North America |" in doc.sections[3].text
     assert [c.locator for c in chunk_document(doc, max_chars=1200)] == [f"slide {n}" for n in range(1, 6)]
 
@@ -119,7 +119,7 @@ def test_epub_reads_the_spine_in_reading_order_without_the_table_of_contents() -
         ["Installing Kiteline", "First start"],
         ["User quotas"],
         ["User quotas", "When a quota is full"],
-        ["Single sign-on"],
+        ["Email notifications"],
     ]
     assert "chapter-1.xhtml" not in doc.content
     assert "The default storage quota of a new user is 50 GiB" in doc.sections[2].text
@@ -209,7 +209,7 @@ async def test_every_format_ingests_and_its_locators_reach_hits_and_chunks(tmp_p
         )
         document = await kb.get_document_by_id(report.outcomes[1].document_id or "", with_content=True)
         assert document is not None and document.format == "pptx"
-        assert "## Slide 3: Offline folders" in (document.content or "")
+        assert "## Slide 3: Offline maps" in (document.content or "")
         original = await kb.get_document_file(document.document_id)
         assert original is not None and original.data == sample("roadmap-2025.pptx")
         assert original.media_type.endswith("presentationml.presentation")
@@ -236,7 +236,7 @@ async def _ask(client: httpx.AsyncClient, thread: str, question: str) -> tuple[s
             ["Equipment and accounts"],
         ),
         (
-            "When will offline folders ship in Kiteline?",
+            "When will offline maps ship in Tessel Maps?",
             "planned for April 2025",
             "roadmap-2025.pptx",
             "slide 3",
@@ -368,7 +368,7 @@ async def test_uploaded_bad_files_fail_in_the_job_and_the_server_stays_healthy(
             assert EXPECTED[outcome["name"]] in outcome["error"], outcome
         assert (await client.get("/documents")).json()["total"] == before
         assert (await client.get("/health")).json()["status"] == "ok"
-        answer, _ = await _ask(client, "after", "When will offline folders ship in Kiteline?")
+        answer, _ = await _ask(client, "after", "When will offline maps ship in Tessel Maps?")
         assert "April 2025" in answer  # still answering from what it held
 
 
