@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from rag_tools.kb import KnowledgeBaseError
 from rag_tools.state import StoreError
 
-from .access import JobNotFound, NotAnEditor, StateItemNotFound, ThreadNotFound
+from .access import JobNotFound, MessageNotFound, NotAnEditor, StateItemNotFound, ThreadNotFound
 from .runs import BackendUnavailable, FailureCode, RunConflict, RunNotFound
 from .validation import InvalidRequest
 
@@ -81,6 +81,7 @@ ERROR_TABLE: tuple[tuple[type[Exception], _Answer], ...] = (
     (NotAnEditor, _Answer(403)),
     (RunNotFound, _Answer(404)),
     (StateItemNotFound, _Answer(404)),
+    (MessageNotFound, _Answer(404)),
     (RunConflict, _Answer(409)),
     (
         BackendUnavailable,
