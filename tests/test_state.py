@@ -236,3 +236,22 @@ def test_snapshots_share_unchanged_items() -> None:
     second = ctx.build_state_snapshot()
     assert second["citations"]["1"] is first["citations"]["1"]
     assert set(second["citations"]) == {"1", "2"}
+
+
+def test_a_frozen_context_dumps_as_it_was_when_frozen() -> None:
+    from rag_tools.state import SESSION_NAMESPACE, SessionState, ToolContext
+
+    context = ToolContext()
+    session = context.get_or_create(SESSION_NAMESPACE, SessionState)
+    session.cite(chunk_id="c1", document_id="d", title="T", uri="t.md", text="one")
+    context.mark_changed(SESSION_NAMESPACE)
+    before = context.dump_namespaces()
+    frozen = context.freeze()
+    session.cite(chunk_id="c2", document_id="d", title="T", uri="t.md", text="two")  # changes in place
+    session.document_filter.append("t.md")
+    context.mark_changed(SESSION_NAMESPACE)
+    assert ToolContext.dump_frozen(frozen) == before
+    assert context.dump_namespaces() != before
+    # the branch part leaves out client fields (the document filter) and excluded namespaces
+    branch = context.branch_dump(ToolContext.dump_frozen(frozen), exclude={"other"})
+    assert "document_filter" not in branch[SESSION_NAMESPACE] and branch[SESSION_NAMESPACE]["citations"]

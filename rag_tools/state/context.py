@@ -22,6 +22,7 @@ under ``state_key``). Two rules keep that cheap and safe:
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from copy import copy
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -184,6 +185,27 @@ class ToolContext:
         model = type.model_validate(data)
         self.register(namespace, model)
         return model
+
+    def freeze(self) -> dict[str, Any]:
+        """A cheap copy of every namespace as it is now, to dump later with ``dump_frozen``.
+
+        Models are copied one container deep: their dicts, lists and sets are copied and the items
+        in them shared, which is safe for the items this state keeps (frozen models and plain
+        values: the rule the structural sharing of snapshots relies on too).
+        """
+        frozen: dict[str, Any] = {ns: dict(values) for ns, values in self._pending.items()}
+        for namespace, model in self._namespaces.items():
+            containers = {k: copy(v) for k, v in model.__dict__.items() if isinstance(v, dict | list | set)}
+            frozen[namespace] = model.model_copy(update=containers)
+        return frozen
+
+    @staticmethod
+    def dump_frozen(frozen: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """What ``dump_namespaces`` gave when ``freeze`` was called."""
+        return {
+            ns: value.model_dump(mode="json") if isinstance(value, BaseModel) else dict(value)
+            for ns, value in frozen.items()
+        }
 
     def branch_dump(
         self, dump: Mapping[str, Mapping[str, Any]] | None = None, *, exclude: Collection[str] = ()

@@ -152,20 +152,25 @@ class StepStates:
     """A run's branch state after each tool result that changed it, by tool call id.
 
     The run's pipeline calls ``note`` on every TOOL_CALL_RESULT; a state is taken only when the
-    context changed since the last one.
+    context changed since the last one, as a cheap copy: the dumping waits for the run's end, off
+    the way to the next model request.
     """
 
     context: ToolContext
-    marks: list[tuple[str, Branch]] = field(default_factory=list)
+    marks: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     _version: int = -1
 
     def __post_init__(self) -> None:
         self._version = self.context.version
 
     def note(self, tool_call_id: str) -> None:
+        """Keep the state as a tool left it; a cheap copy (``ToolContext.freeze``), dumped at the end."""
         if self.context.version != self._version:
             self._version = self.context.version
-            self.marks.append((tool_call_id, _branch(self.context)))
+            self.marks.append((tool_call_id, self.context.freeze()))
+
+    def state_of(self, frozen: dict[str, Any]) -> Branch:
+        return _branch(self.context, self.context.dump_frozen(frozen))
 
 
 def stage_step_states(extras: dict[str, Any], steps: StepStates, start: str | None) -> None:
@@ -186,9 +191,9 @@ def stage_step_states(extras: dict[str, Any], steps: StepStates, start: str | No
     staged = []
     for entry_id in reversed(added):
         calls = set(_tool_calls(tree.entries[entry_id]))
-        state = next((s for call, s in reversed(steps.marks) if call in calls), None)
-        if state is not None:
-            staged.append([entry_id, state])
+        frozen = next((f for call, f in reversed(steps.marks) if call in calls), None)
+        if frozen is not None:
+            staged.append([entry_id, steps.state_of(frozen)])
     if staged:
         data[_STAGED] = staged
 
