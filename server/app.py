@@ -23,10 +23,11 @@ from rag_tools import Toolkit
 from rag_tools.state import ThreadStore
 
 from .agui._upstream import install_fast_stream_locks
-from .auth import TokenBackend, unauthorized
+from .auth import AuthBackend, Scheme, StaticTokens, auth_error, load_scheme
 from .config import AppConfig
 from .errors import exception_handlers
 from .middleware import BodyLimitMiddleware
+from .oidc import OIDCScheme
 from .routes.agui import agui
 from .routes.documents import delete_document, get_document, get_job, list_documents, upload_documents
 from .routes.meta import capabilities, health
@@ -44,7 +45,7 @@ from .routes.threads import (
 )
 from .services import Services
 
-__all__ = ["create_app", "create_served_app"]
+__all__ = ["create_app", "create_served_app", "sign_in_schemes"]
 
 
 def create_app(
@@ -121,7 +122,9 @@ def create_app(
         )
     middleware += [
         Middleware(
-            AuthenticationMiddleware, backend=TokenBackend(config.tokens, public), on_error=unauthorized
+            AuthenticationMiddleware,
+            backend=AuthBackend(sign_in_schemes(config), public),
+            on_error=auth_error,
         ),
         Middleware(
             BodyLimitMiddleware,
@@ -132,6 +135,19 @@ def create_app(
     return Starlette(
         routes=routes, middleware=middleware, lifespan=lifespan, exception_handlers=exception_handlers
     )
+
+
+def sign_in_schemes(config: AppConfig) -> list[Scheme]:
+    """The configured ways to sign in, in the order they are asked: static tokens, OpenID Connect,
+    then the ``RAGSTREAM_AUTH`` hook. None: every caller is the one local user."""
+    schemes: list[Scheme] = []
+    if config.tokens:
+        schemes.append(StaticTokens(config.tokens))
+    if config.oidc_issuer:
+        schemes.append(OIDCScheme.from_config(config))
+    if config.auth:
+        schemes.append(load_scheme(config.auth))
+    return schemes
 
 
 def create_served_app() -> Starlette:

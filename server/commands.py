@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from rag_tools.kb import DocumentFilter, IngestProgress, KnowledgeBase, KnowledgeBaseError
 
+from .auth import load_scheme
 from .config import WORKER_CONFIG_ENV, AppConfig
 
 __all__ = ["cmd_documents", "cmd_ingest", "cmd_search", "cmd_serve", "ingest_with_progress"]
@@ -118,6 +119,12 @@ def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
     if (problem := model_problem(config.model)) is not None:  # before any work, not after "serving on"
         print(f"ragstream: {problem}", file=sys.stderr)
         return 2
+    if config.auth:
+        try:
+            load_scheme(config.auth)
+        except ValueError as exc:
+            print(f"ragstream: {exc}", file=sys.stderr)
+            return 2
     if args.ingest:
 
         async def ingest() -> int:

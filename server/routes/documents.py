@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 from rag_tools.kb import SUPPORTED_SUFFIXES
 
 from ..access import check_editor, check_job_owner
+from ..auth import groups_of
 from ..errors import ApiError
 from ..jobs import IngestJob
 from ..services import Services
@@ -33,7 +34,14 @@ _INLINE = {"application/pdf", "text/plain"}
 def _editor(request: Request) -> tuple[str, Services]:
     principal = caller(request)
     services = services_of(request)
-    check_editor(principal, services.config.editors, tokens_configured=bool(services.config.tokens))
+    config = services.config
+    check_editor(
+        principal,
+        groups_of(request),
+        editors=config.editors,
+        editor_groups=config.editor_groups,
+        sign_in_required=config.sign_in_required,
+    )
     return principal, services
 
 
