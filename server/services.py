@@ -5,7 +5,7 @@ ingestion jobs.
 does both in the app's lifespan. This is the composition root: it picks the storage backends
 (memory, SQLite, Redis, PostgreSQL) behind their interfaces, builds the protocol-neutral run engine
 (``server.runs``) and the AG-UI binding on top of it (``server.agui``). Tests and embedding apps
-may pass their own agent, toolkit, store, locks or event log.
+may pass their own agent, toolkit, store, locks, event log, job system or limit counters.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from .agui.encoding import encode_failure
 from .agui.factory import AGUIRunFactory
 from .config import AppConfig
 from .jobs import IngestJobs, open_ingest_jobs
+from .quotas import Quotas, open_quotas
 from .runs import (
     EventLog,
     FailureCode,
@@ -85,6 +86,8 @@ class Services:
     agui: AGUIRunFactory
     tools: ToolSystem
     jobs: IngestJobs
+    quotas: Quotas
+    redis: Redis | None = None
     _background: list[asyncio.Task[Any]] = field(default_factory=list)
 
     @classmethod
@@ -98,6 +101,7 @@ class Services:
         locks: RunLocks | None = None,
         logs: EventLog | None = None,
         jobs: IngestJobs | None = None,
+        quotas: Quotas | None = None,
     ) -> Services:
         kb = KnowledgeBase.from_config(config)
         try:
@@ -154,6 +158,7 @@ class Services:
             stop_bus=stop_bus,
         )
         agent = agent or create_chat_agent(config, toolkit)
+        quotas = quotas or open_quotas(config, client)
         binding = AGUIRunFactory(
             runs=runs,
             cache=cache,
@@ -165,10 +170,11 @@ class Services:
             # given to every run, so an injected agent gets the tool system too
             toolsets=tools.toolsets(),
             capabilities=[tools.capability()],
+            quotas=quotas,
         )
         jobs = jobs or open_ingest_jobs(config, kb)
         await jobs.start()
-        services = cls(config, kb, store, cache, toolkit, agent, runs, binding, tools, jobs)
+        services = cls(config, kb, store, cache, toolkit, agent, runs, binding, tools, jobs, quotas, client)
         services._background.append(asyncio.create_task(services._evict_idle_threads()))
         return services
 
@@ -184,6 +190,8 @@ class Services:
         for task in self._background:
             task.cancel()
         await self.runs.shutdown()
+        with contextlib.suppress(Exception):
+            await self.quotas.aclose()
         with contextlib.suppress(Exception):
             await self.jobs.close()
         with contextlib.suppress(Exception):

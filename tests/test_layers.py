@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Lowest first. A module may import its own layer or lower ones, never a higher one.
 SERVER_LAYERS: list[tuple[str, ...]] = [
     ("server.runs",),  # the protocol-neutral run engine
-    # the rules every layer above shares (access and its domain errors, input checks, settings),
-    # and the tool locks shared through the run-lock backend
-    ("server.access", "server.validation", "server.config", "server.tool_locks"),
+    # the rules every layer above shares (access and its domain errors, input checks, settings,
+    # limits per principal), and the tool locks shared through the run-lock backend
+    ("server.access", "server.validation", "server.config", "server.tool_locks", "server.quotas"),
     ("server.agui",),  # the AG-UI binding: run factory, execution, adapter, encoding, history
     ("server.jobs",),  # background ingestion: job records, queues, workers
     ("server.services",),  # the composition root: backends, engine, binding

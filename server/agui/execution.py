@@ -45,6 +45,7 @@ from pydantic_ai.run import AgentRunResult
 from rag_tools import ChatDeps
 from rag_tools.state import ToolContext, Transaction
 
+from ..quotas import RunAdmission
 from ..runs import FailureCode, RunEvent, RunFailure, RunStatus
 from .adapter import classify
 from .encoding import encode_event
@@ -72,6 +73,7 @@ class AGUIRun:
     run_timeout: float
     stream: AsyncIterator[BaseEvent] | None = None
     timed_out: bool = False
+    admission: RunAdmission | None = None
 
     @property
     def thread_id(self) -> str:
@@ -107,10 +109,12 @@ class AGUIRun:
         self.token.cancel()
 
     def close(self) -> None:
-        """Release the thread: roll back unless the run committed."""
+        """Release the thread (rolled back unless the run committed) and the run's limits slot."""
         if not self.txn.committed:
             self.txn.rollback()
         self.txn.close()
+        if self.admission is not None:
+            self.admission.release()
 
     # -- the pipeline ------------------------------------------------------------------------
 

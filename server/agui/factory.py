@@ -9,10 +9,12 @@ system parts, settings). ``start`` reads top to bottom:
 3. apply the client's state proposal, once (client-owned fields only; invalid values refuse the
    request with their field errors); the result is the run's baseline;
 4. check messages the adapter could otherwise only reject mid-stream;
-5. build the deps and the adapter's stream (history from the thread record), and hand the run
+5. admit the run under the principal's limits (``server.quotas``: runs per minute, concurrent runs,
+   the day's model tokens, whose rest becomes the run's token limit);
+6. build the deps and the adapter's stream (history from the thread record), and hand the run
    to the engine, which opens its event log and starts it.
 
-Anything refused before step 5 leaves nothing behind: the transaction is rolled back and the lock
+Anything refused before step 6 leaves nothing behind: the transaction is rolled back and the lock
 released. The order of the thread guards (run lock, then cache lock, then the store's
 compare-and-set on commit) is explained in ``server/NOTES.md``.
 """
@@ -20,7 +22,7 @@ compare-and-set on commit) is explained in ``server/NOTES.md``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ag_ui.core import Message, RunAgentInput
@@ -29,22 +31,27 @@ from pydantic_ai import Agent, CancellationToken
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.ui.ag_ui import AGUIAdapter
-from pydantic_ai.usage import UsageLimits
+from pydantic_ai.usage import RunUsage, UsageLimits
 
 from rag_tools import ChatDeps, RagConfig
 from rag_tools.kb import KnowledgeBase
 from rag_tools.state import ToolContext, ToolContextCache, Transaction
 
 from ..access import ThreadNotFound, check_claimable, may_use
-from ..runs import RunInfo, RunManager
+from ..quotas import Limits, MemoryQuotas, Quotas
+from ..runs import RunInfo, RunManager, run_key
 from ..validation import InvalidRequest, field_errors
 from .adapter import RagstreamAdapter
+from .budget import TokenBudget
 from .execution import AGUIRun
 from .history import ThreadConversationStore
 
 __all__ = ["REQUESTS_PER_RUN", "AGUIRunFactory"]
 
 REQUESTS_PER_RUN = 50
+
+#: Seconds beyond the run timeout after which a run's concurrent-run slot frees itself (a dead worker).
+SLOT_MARGIN_SECONDS = 60
 
 
 @dataclass
@@ -60,6 +67,7 @@ class AGUIRunFactory:
     run_timeout: float
     toolsets: Sequence[AbstractToolset[Any]] = ()
     capabilities: Sequence[AbstractCapability[Any]] = ()
+    quotas: Quotas = field(default_factory=lambda: MemoryQuotas(Limits()))
 
     async def start(self, run_input: RunAgentInput, principal: str) -> RunInfo:
         """Start the run; ``RunConflict``, ``ThreadNotFound`` or ``InvalidRequest`` when it cannot."""
@@ -106,7 +114,19 @@ class AGUIRunFactory:
             _check_convertible(index, message)
         store = ThreadConversationStore(entry.record.extras)
         conversation = await store.read_record(run_input.thread_id)
-        prior_requests = conversation.usage.requests if conversation is not None else 0
+        prior = conversation.usage if conversation is not None else RunUsage()
+        # the limits per principal, last: a request refused above counts against none of them
+        admission = await self.quotas.admit_run(
+            principal,
+            run_key(run_input.thread_id, run_input.run_id),
+            hold_seconds=self.run_timeout + SLOT_MARGIN_SECONDS,
+        )
+        run.admission = admission
+        tokens = None if admission.tokens_left is None else prior.total_tokens + admission.tokens_left
+        usage_limits = UsageLimits(request_limit=prior.requests + REQUESTS_PER_RUN, total_tokens_limit=tokens)
+        capabilities = list(self.capabilities)
+        if tokens is not None:
+            capabilities.append(TokenBudget(self.quotas, principal, tokens))
         adapter = RagstreamAdapter(
             agent=self.agent,
             run_input=run_input.model_copy(update={"state": baseline}),
@@ -118,13 +138,14 @@ class AGUIRunFactory:
                 deps=deps,
                 cancellation_token=run.token,
                 timeout=self.run_timeout,
-                usage_limits=UsageLimits(request_limit=prior_requests + REQUESTS_PER_RUN),
+                usage_limits=usage_limits,
                 on_complete=run.on_complete,
                 on_cancel=run.on_cancel,
                 toolsets=list(self.toolsets) or None,
-                capabilities=list(self.capabilities) or None,
+                capabilities=capabilities or None,
             )
         except ValueError as exc:  # the adapter's synchronous input checks (history that does not fit, ...)
+            admission.release()
             raise InvalidRequest(f"invalid run input: {exc}") from exc
         return run
 

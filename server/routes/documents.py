@@ -94,6 +94,7 @@ async def upload_documents(request: Request) -> Response:
     if not uploads:
         details = [f.model_dump(mode="json", by_alias=True) for f in job.files]
         raise ApiError(422, "no file could be ingested", details=details)
+    await services.quotas.admit_upload(principal, sum(len(data) for data in uploads.values()))
     await services.jobs.submit(job, uploads)
     return JSONResponse(
         {"jobId": job.id, "job": job.public()},
