@@ -30,7 +30,7 @@ from .middleware import BodyLimitMiddleware
 from .oidc import OIDCScheme
 from .routes.agui import agui
 from .routes.documents import delete_document, get_document, get_job, list_documents, upload_documents
-from .routes.meta import capabilities, health
+from .routes.meta import capabilities, health, ready
 from .routes.static import static_routes
 from .routes.threads import (
     POLICY_BODY_LIMIT,
@@ -88,6 +88,7 @@ def create_app(
     policy = Route("/threads/{thread_id}/approval-policy", put_approval_policy, methods=["PUT"])
     public: list[BaseRoute] = [
         Route("/health", health, methods=["GET"]),
+        Route("/ready", ready, methods=["GET"]),
         Route("/capabilities", capabilities, methods=["GET"]),
         *static_routes(),  # the chat page asks for a token itself
     ]

@@ -194,6 +194,7 @@ ROUTES = [
     ("GET", "/documents"),
     ("POST", "/documents"),
     ("GET", "/health"),
+    ("GET", "/ready"),
     ("GET", "/capabilities"),
     ("GET", "/"),
     ("HEAD", "/"),

@@ -264,9 +264,11 @@ async def test_documents_routes(scenario_config: Any) -> None:
 
 async def test_health_and_capabilities(scenario_config: Any) -> None:
     async with server(scenario_config) as client:
-        health = (await client.get("/health")).json()
-        assert health["status"] == "ok"
-        assert health["documents"] == 12
+        assert (await client.get("/health")).json()["status"] == "ok"
+        readiness = (await client.get("/ready")).json()
+        assert readiness["status"] == "ready"
+        assert readiness["checks"] == {"knowledgeBase": "ok", "threadStore": "ok", "jobQueue": "ok"}
+        assert readiness["documents"] == 12
         caps = (await client.get("/capabilities")).json()
         assert caps["transport"]["streaming"] is True
         assert caps["state"] == {"snapshots": True, "deltas": True, "memory": True, "persistentState": True}

@@ -33,3 +33,7 @@ class IngestJobs(ABC):
     @abstractmethod
     async def get(self, job_id: str) -> IngestJob | None:
         """The job's record as any worker or host last saved it, or ``None``."""
+
+    @abstractmethod
+    async def ping(self) -> None:
+        """Raise unless jobs can be queued and read now, and this process's worker is running."""

@@ -115,6 +115,11 @@ class LocalIngestJobs(IngestJobs):
         )
         return None if row is None else IngestJob.model_validate_json(row[0])
 
+    async def ping(self) -> None:
+        if self._task is None or self._task.done():
+            raise RuntimeError("the ingestion worker is not running")
+        await self._db(lambda c: c.execute("SELECT count(*) FROM ragstream_ingest_jobs").fetchone())
+
     async def _save(self, job: IngestJob) -> None:
         await self._db(
             lambda c: c.execute(
