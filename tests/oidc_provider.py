@@ -110,14 +110,14 @@ class IdentityProvider:
         self.keys.insert(0, new)
         return new
 
-    def claims(self, sub: str = "alice", **overrides: Any) -> dict[str, Any]:
+    def claims(self, sub: Any = "alice", /, **overrides: Any) -> dict[str, Any]:
         now = int(time.time())
         claims = {"iss": self.issuer, "aud": AUDIENCE, "sub": sub, "iat": now, "nbf": now, "exp": now + 300}
         claims.update(overrides)
         return {name: value for name, value in claims.items() if value is not None}
 
     def token(
-        self, sub: str = "alice", *, key: SigningKey | None = None, kid: str | None = None, **claims: Any
+        self, sub: str = "alice", /, *, key: SigningKey | None = None, kid: str | None = None, **claims: Any
     ) -> str:
         """A JWT the provider signs (RS256 by default); ``None`` for a claim leaves it out."""
         key = key or self.key("RS256")
