@@ -134,6 +134,18 @@ async def test_time_claims_are_checked_with_a_small_leeway(
         assert_refused(await client.get("/threads", headers=bearer(idp.token(exp=None))), "exp claim")
 
 
+async def test_a_token_remembered_as_verified_still_expires(
+    scenario_config: Any, idp: IdentityProvider
+) -> None:
+    """Verified tokens are answered from memory, never beyond their ``exp``."""
+    async with ragstream(scenario_config, idp.issuer, oidc_leeway_seconds=0) as client:
+        short = idp.token(exp=int(time.time()) + 2)
+        for _ in range(3):
+            assert (await client.get("/threads", headers=bearer(short))).status_code == 200
+        await asyncio.sleep(3)
+        assert_refused(await client.get("/threads", headers=bearer(short)), "expired")
+
+
 async def test_wrong_audience_and_issuer_are_refused(scenario_config: Any, idp: IdentityProvider) -> None:
     async with ragstream(scenario_config, idp.issuer) as client:
         other_api = idp.token(aud="https://another.api")
