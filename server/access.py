@@ -19,6 +19,7 @@ from rag_tools.state import CacheEntry, ToolContextCache
 
 __all__ = [
     "JobNotFound",
+    "MessageNotFound",
     "NotAnEditor",
     "StateItemNotFound",
     "ThreadNotFound",
@@ -40,6 +41,14 @@ class ThreadNotFound(LookupError):
 
 class StateItemNotFound(LookupError):
     """No such field in the thread's state, or no such item in it (an attachment, a card)."""
+
+
+class MessageNotFound(LookupError):
+    """The thread (which the caller may see) holds no message with this id, on any branch."""
+
+    def __init__(self, thread_id: str, message_id: str) -> None:
+        super().__init__(f"thread {thread_id!r} has no message {message_id!r}")
+        self.message_id = message_id
 
 
 class JobNotFound(LookupError):

@@ -8,6 +8,7 @@ the ones listed as public) and the request body limit (the default unless a rout
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -26,14 +27,16 @@ from .agui._upstream import install_fast_stream_locks
 from .auth import AuthBackend, Scheme, StaticTokens, auth_error, load_scheme
 from .config import AppConfig
 from .errors import exception_handlers
-from .middleware import BodyLimitMiddleware
+from .middleware import BodyLimitMiddleware, tracing_middleware
+from .observe import metrics, tracing
 from .oidc import OIDCScheme
 from .routes.agui import agui
 from .routes.documents import delete_document, get_document, get_job, list_documents, upload_documents
-from .routes.meta import capabilities, health, ready
+from .routes.meta import capabilities, health, metrics_page, ready
 from .routes.static import static_routes
 from .routes.threads import (
     POLICY_BODY_LIMIT,
+    fork,
     get_attachment,
     get_state_item,
     get_thread,
@@ -42,6 +45,7 @@ from .routes.threads import (
     remove_thread,
     run_events,
     stop_run,
+    switch,
 )
 from .services import Services
 
@@ -69,6 +73,7 @@ def create_app(
     (``agui._upstream``).
     """
     config = config or AppConfig()
+    tracing.configure_tracing()  # on only when OTEL_* variables ask for it
     if fast_stream_locks:
         install_fast_stream_locks()
 
@@ -83,6 +88,7 @@ def create_app(
             yield
         finally:
             await services.close()
+            metrics.mark_process_dead()
 
     upload = Route("/documents", upload_documents, methods=["POST"])
     policy = Route("/threads/{thread_id}/approval-policy", put_approval_policy, methods=["PUT"])
@@ -97,6 +103,8 @@ def create_app(
         Route("/threads", list_all, methods=["GET"]),
         Route("/threads/{thread_id}", get_thread, methods=["GET"]),
         Route("/threads/{thread_id}", remove_thread, methods=["DELETE"]),
+        Route("/threads/{thread_id}/switch", switch, methods=["POST"]),
+        Route("/threads/{thread_id}/fork", fork, methods=["POST"]),
         Route("/threads/{thread_id}/state/{field}", get_state_item, methods=["GET"]),
         Route("/threads/{thread_id}/state/{field}/{key}", get_state_item, methods=["GET"]),
         Route("/threads/{thread_id}/attachments/{ref}", get_attachment, methods=["GET"]),
@@ -108,9 +116,15 @@ def create_app(
         Route("/documents/jobs/{job_id}", get_job, methods=["GET"]),
         Route("/documents/{document_id}", get_document, methods=["GET"]),
         Route("/documents/{document_id}", delete_document, methods=["DELETE"]),
+        # on its own listener instead when RAGSTREAM_METRICS_ADDRESS is set (``ragstream serve``)
+        *(
+            [Route("/metrics", metrics_page, methods=["GET"])]
+            if config.metrics and not config.metrics_address
+            else []
+        ),
         *public,  # last: the chat page's catch-alls must not shadow the API
     ]
-    middleware = []
+    middleware = [tracing_middleware(routes)] if tracing.enabled() else []
     if config.cors_origins:
         middleware.append(
             Middleware(
@@ -153,4 +167,7 @@ def sign_in_schemes(config: AppConfig) -> list[Scheme]:
 
 def create_served_app() -> Starlette:
     """The app as ``ragstream serve`` runs it in each worker (see ``server.commands``)."""
-    return create_app(AppConfig.from_worker_payload(), freeze_gc=True, fast_stream_locks=True)
+    config = AppConfig.from_worker_payload()
+    if config.log_format == "json":
+        logging.captureWarnings(True)  # Python's warnings become log lines too: stderr stays JSON
+    return create_app(config, freeze_gc=True, fast_stream_locks=True)

@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from rag_tools.kb import KnowledgeBaseError
 from rag_tools.state import StoreError
 
-from .access import JobNotFound, NotAnEditor, StateItemNotFound, ThreadNotFound
+from .access import JobNotFound, MessageNotFound, NotAnEditor, StateItemNotFound, ThreadNotFound
 from .quotas import LargerThanQuota, QuotaExceeded
 from .runs import BackendUnavailable, FailureCode, RunConflict, RunNotFound
 from .validation import InvalidRequest
@@ -83,6 +83,7 @@ ERROR_TABLE: tuple[tuple[type[Exception], _Answer], ...] = (
     (NotAnEditor, _Answer(403)),
     (RunNotFound, _Answer(404)),
     (StateItemNotFound, _Answer(404)),
+    (MessageNotFound, _Answer(404)),
     (RunConflict, _Answer(409)),
     (QuotaExceeded, _Answer(429)),
     (LargerThanQuota, _Answer(413)),

@@ -26,10 +26,14 @@ from rag_tools.state.postgres_store import PostgresThreadStore, SchemaVersionErr
 from rag_tools.state.redis_store import RedisThreadStore
 from rag_tools.tools import ToolSystem
 
+from .agui.branch_state import checkpoint_on_save
 from .agui.encoding import encode_failure
 from .agui.factory import AGUIRunFactory
+from .agui.telemetry import run_capabilities
 from .config import AppConfig
 from .jobs import IngestJobs, open_ingest_jobs
+from .observe import tracing
+from .observe.backends import ObservedKnowledgeBase, ObservedThreadStore
 from .quotas import Quotas, open_quotas
 from .runs import (
     EventLog,
@@ -103,7 +107,10 @@ class Services:
         jobs: IngestJobs | None = None,
         quotas: Quotas | None = None,
     ) -> Services:
-        kb = KnowledgeBase.from_config(config)
+        observed = config.metrics or tracing.enabled()
+        kb = (ObservedKnowledgeBase if observed else KnowledgeBase).from_config(config)
+        if isinstance(kb, ObservedKnowledgeBase):
+            kb.count_metrics = config.metrics
         try:
             await kb.open()
         except (
@@ -142,11 +149,12 @@ class Services:
             # locked tools (``tool_options(lock=True)``) run alone across every worker
             tools.locks = LeasedToolLocks(redis_locks, ttl_seconds=config.run_lock_ttl_seconds)
         cache = ToolContextCache(
-            store,
+            ObservedThreadStore(store, count_metrics=config.metrics) if observed else store,
             max_entries=config.cache_max_threads,
             ttl_seconds=config.cache_ttl_seconds,
             prepare=toolkit.prepare,
             state_key=toolkit.state_key,
+            before_save=checkpoint_on_save,  # the state of each branch, kept beside its entries
         )
         runs = RunManager(
             locks=locks or MemoryRunLocks(),
@@ -156,6 +164,7 @@ class Services:
             disconnect_policy=config.effective_disconnect_policy,
             disconnect_grace=config.disconnect_grace_seconds,
             stop_bus=stop_bus,
+            count_metrics=config.metrics,
         )
         agent = agent or create_chat_agent(config, toolkit)
         quotas = quotas or open_quotas(config, client)
@@ -169,7 +178,8 @@ class Services:
             run_timeout=config.run_timeout,
             # given to every run, so an injected agent gets the tool system too
             toolsets=tools.toolsets(),
-            capabilities=[tools.capability()],
+            capabilities=[tools.capability(), *run_capabilities(count_metrics=config.metrics)],
+            count_metrics=config.metrics,
             quotas=quotas,
         )
         jobs = jobs or open_ingest_jobs(config, kb)

@@ -4,29 +4,45 @@ Access follows the one rule in ``server.access``: a thread that is not the calle
 exist. The hydration view is what a reloaded page needs to continue: the messages in AG-UI form,
 the state exactly as runs emit it, the interrupts still waiting for an answer and the active run.
 Tool attachments are read one at a time, by reference.
+
+The conversation is a tree (``agui.tree``): ``switch_branch`` makes another branch the one shown
+(and its state the thread's), ``fork_thread`` copies the path up to a message into a new thread.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
+import orjson
 from ag_ui.core import Interrupt
 
-from rag_tools.tools import APPROVAL_NAMESPACE, ATTACHMENTS_NAMESPACE, ApprovalPolicy, ToolAttachments
+from rag_tools.state import ThreadRecord, ToolContext
+from rag_tools.tools import (
+    APPROVAL_NAMESPACE,
+    ATTACHMENTS_NAMESPACE,
+    THREAD_NAMESPACES,
+    ApprovalPolicy,
+    ToolAttachments,
+)
 from rag_tools.tools.results import AttachmentRecord
 
-from .access import StateItemNotFound, owned_entry
-from .agui.history import agui_messages, stored_messages
+from .access import MessageNotFound, StateItemNotFound, owned_entry
+from .agui.branch_state import fork_states, restore_state_at, state_at
+from .agui.history import conversation_of, stored_record, thread_messages
 from .agui.interrupts import interrupt_of
+from .agui.tree import ConversationTree
 from .runs import RunConflict
 from .services import Services
 
 __all__ = [
     "attachment",
     "delete_thread",
+    "fork_thread",
     "list_threads",
     "set_approval_policy",
     "state_item",
+    "switch_branch",
     "thread_view",
 ]
 
@@ -41,8 +57,8 @@ async def list_threads(services: Services, principal: str, limit: int) -> list[d
 
 async def thread_view(services: Services, thread_id: str, principal: str) -> dict[str, Any]:
     entry = await owned_entry(services.cache, thread_id, principal)
-    _, conversation = await stored_messages(entry.record.extras, thread_id)
-    messages = await agui_messages(entry.record.extras, thread_id)
+    conversation = stored_record(entry.record.extras, thread_id)
+    messages, branches = thread_messages(entry.record.extras)
     interrupts: list[Interrupt] = []
     pending_calls: list[str] = []
     if conversation is not None and conversation.deferred_tool_requests is not None:
@@ -55,6 +71,7 @@ async def thread_view(services: Services, thread_id: str, principal: str) -> dic
         "updatedAt": entry.record.updated_at,
         "version": entry.record.version,
         "messages": [m.model_dump(mode="json", by_alias=True) for m in messages],
+        "branches": branches,
         "state": entry.context.build_state_snapshot(),
         "interrupts": [i.model_dump(mode="json", by_alias=True) for i in interrupts],
         "pendingToolCallIds": pending_calls,
@@ -112,3 +129,70 @@ async def set_approval_policy(
         policy.need_user_approve_tools = list(dict.fromkeys(patterns))
         entry.context.mark_changed(APPROVAL_NAMESPACE)
     return policy.need_user_approve_tools
+
+
+async def switch_branch(
+    services: Services, thread_id: str, principal: str, message_id: str
+) -> dict[str, Any]:
+    """Show the branch ``message_id`` is on: the path through it, as it was last shown below it.
+
+    The thread's state becomes that branch's, so the next run's baseline shows it; the branch left
+    stays stored. Returns the thread view.
+    """
+    await owned_entry(services.cache, thread_id, principal)
+    await _check_idle(services, thread_id, "switch branches after it ends")
+    async with services.cache.transaction(thread_id) as entry:
+        tree = ConversationTree(conversation_of(entry.record.extras))
+        target = tree.entry_of(message_id)
+        if target is None:
+            raise MessageNotFound(thread_id, message_id)
+        head = tree.tip(target)
+        if head != tree.head:
+            restore_state_at(entry.context, tree.data, head)
+            tree.move_head(head, str(uuid.uuid4()))
+    return await thread_view(services, thread_id, principal)
+
+
+async def fork_thread(services: Services, thread_id: str, principal: str, message_id: str) -> dict[str, Any]:
+    """A new thread of ``principal``'s holding the path up to ``message_id`` and the state it had there.
+
+    The thread's settings (approval policy, kept tool outputs and attachments) come along; the
+    branches off the path do not. Returns the new thread's view.
+    """
+    entry = await owned_entry(services.cache, thread_id, principal)
+    data = conversation_of(entry.record.extras)
+    tree = ConversationTree(data)
+    target = tree.entry_of(message_id)
+    if target is None:
+        raise MessageNotFound(thread_id, message_id)
+    new_id = uuid.uuid4().hex
+    path = tree.path(target)
+    context = ToolContext.from_dump(entry.record.state)
+    branch = state_at(data, target)
+    if branch is not None:
+        context.restore_branch(branch, exclude=THREAD_NAMESPACES)
+    source = dict(data["record"])
+    record = {
+        **source,
+        "conversation_id": new_id,
+        "head_id": target,
+        "branches": [],
+        "deferred_tool_requests": source.get("deferred_tool_requests") if target == tree.head else None,
+        "scope": principal,
+        "forked_from": thread_id,
+        "forked_at": target,
+        "revision": str(uuid.uuid4()),
+    }
+    entries = {key: orjson.loads(orjson.dumps(tree.entries[key])) for key in path}
+    conversation = {"record": record, "entries": entries, **fork_states(context, target)}
+    ConversationTree(conversation).mark_shown(target)
+    await services.store.save(
+        ThreadRecord(
+            new_id,
+            owner=principal,
+            title=entry.record.title,
+            state=context.dump_namespaces(),
+            extras={"conversation": conversation},
+        )
+    )
+    return await thread_view(services, new_id, principal)

@@ -96,3 +96,47 @@ def run_body(
         "protocolVersion": "1.0",
         **extra,
     }
+
+
+def fold_messages(messages: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The message list a client holds after a run's events, folded the way ``@ag-ui/client`` does."""
+    out = [dict(m) for m in messages]
+    by_id = {m["id"]: m for m in out}
+
+    def assistant(message_id: str) -> dict[str, Any]:
+        if message_id not in by_id:
+            by_id[message_id] = {"id": message_id, "role": "assistant", "content": ""}
+            out.append(by_id[message_id])
+        return by_id[message_id]
+
+    calls: dict[str, dict[str, Any]] = {}
+    for event in events:
+        kind = event["type"]
+        if kind == "TEXT_MESSAGE_START":
+            assistant(event["messageId"])
+        elif kind == "TEXT_MESSAGE_CONTENT":
+            message = assistant(event["messageId"])
+            message["content"] = (message.get("content") or "") + event["delta"]
+        elif kind == "TOOL_CALL_START":
+            call = {
+                "id": event["toolCallId"],
+                "type": "function",
+                "function": {"name": event["toolCallName"], "arguments": ""},
+            }
+            assistant(event["parentMessageId"]).setdefault("toolCalls", []).append(call)
+            calls[event["toolCallId"]] = call
+        elif kind == "TOOL_CALL_ARGS":
+            calls[event["toolCallId"]]["function"]["arguments"] += event["delta"]
+        elif kind == "TOOL_CALL_RESULT":
+            message = {
+                "id": event["messageId"],
+                "role": "tool",
+                "toolCallId": event["toolCallId"],
+                "content": event["content"],
+            }
+            by_id[message["id"]] = message
+            out.append(message)
+        elif kind == "MESSAGES_SNAPSHOT":
+            out = [dict(m) for m in event["messages"]]
+            by_id = {m["id"]: m for m in out}
+    return out

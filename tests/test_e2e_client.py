@@ -295,3 +295,75 @@ async def test_principals_cannot_see_each_others_threads(token_server: str, tmp_
         assert [t["threadId"] for t in listed] == ["alice-thread"]
         nobody = await drive(tmp_path, token_server, "x", [{"op": "user", "text": "hi"}, {"op": "run"}])
         assert "HTTP 401" in nobody["steps"][-1]["rejected"]
+
+
+async def test_edit_regenerate_and_switch_back_with_the_real_client(
+    scenario_server: str, tmp_path: Path
+) -> None:
+    """@ag-ui/client edits a question, regenerates answers (also after a tool result), switches back;
+    after every step its messages (ids included) and state are the thread's."""
+    questions = [
+        "How long are nightly backups kept?",
+        "What is the Halley telescope?",
+        "Who approves deploys?",
+    ]
+    steps: list[dict[str, Any]] = []
+    for question in questions:
+        steps += [{"op": "user", "text": question}, {"op": "run"}]
+    steps += [
+        {"op": "edit", "nth": 1, "text": "Where are backups stored?"},
+        {"op": "run"},
+        {"op": "truncate", "after": "user"},
+        {"op": "run"},
+        {"op": "truncate", "after": "tool"},
+        {"op": "run"},
+        {"op": "hydrate"},
+    ]
+    report = await drive(tmp_path, scenario_server, "branches", steps)
+    state: Any = {}
+    views = []
+    for step in report["steps"]:
+        if step["op"] == "run":
+            state = assert_clean(step, state)
+            assert step["finished"]["outcome"] == "success"
+    view = await server_state(scenario_server, "branches")
+    views.append(view)
+    last = [s for s in report["steps"] if s["op"] == "run"][-1]
+    assert [(m["id"], m["role"]) for m in view["messages"]] == [
+        (m["id"], m["role"]) for m in last["messages"]
+    ]
+    assert view["state"] == last["state"]
+    hydrated = report["steps"][-1]["view"]
+    assert [m["id"] for m in hydrated["messages"]] == [m["id"] for m in last["messages"]]
+    users = [m["content"] for m in view["messages"] if m["role"] == "user"]
+    assert users == [questions[0], "Where are backups stored?"]
+    edit = next(s for s in report["steps"] if s["op"] == "edit")
+    assert view["branches"][edit["id"]]["ids"] == [edit["replaced"], edit["id"]]
+    # the last answer was made twice more: three siblings, the newest shown
+    final = view["messages"][-1]["id"]
+    assert view["branches"][final]["index"] == 1 and len(view["branches"][final]["ids"]) == 2
+    assert len(view["branches"]) == 3
+
+    # switching back to the original second question shows that branch whole, and it continues
+    again = await drive(
+        tmp_path,
+        scenario_server,
+        "branches",
+        [
+            {"op": "switch", "messageId": edit["replaced"]},
+            {"op": "user", "text": "And the telescope?"},
+            {"op": "run"},
+        ],
+    )
+    switched = again["steps"][0]["view"]
+    assert [m["content"] for m in switched["messages"] if m["role"] == "user"] == questions
+    run = again["steps"][-1]
+    assert_clean(run, switched["state"])
+    assert run["events"][1]["type"] == "STATE_SNAPSHOT" and run["events"][1]["snapshot"] == switched["state"]
+    view = await server_state(scenario_server, "branches")
+    assert [m["id"] for m in view["messages"]] == [m["id"] for m in run["messages"]]
+    assert [m["content"] for m in view["messages"] if m["role"] == "user"] == [
+        *questions,
+        "And the telescope?",
+    ]
+    assert view["state"] == run["state"]

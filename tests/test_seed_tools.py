@@ -147,7 +147,7 @@ async def test_per_run_step_factories_context_instructions_and_tool_call_times(
         assert started <= ended and value["outcome"] == "success"
         assert value["durationMs"] >= 0
     # the thread's record keeps the same times in each result's metadata
-    messages, _ = await stored_messages(record.extras, "steps")
+    messages, _ = stored_messages(record.extras, "steps")
     returns = [
         p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
     ]

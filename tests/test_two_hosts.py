@@ -169,3 +169,37 @@ async def test_two_hosts_share_one_deployment(
         assert "Priya Raman" in answer_of(fourth)
         after = conversation(await thread_view(http, host_b, thread))
         assert after[: len(before)] == before and len(after) == len(before) + 2
+
+        # a branch made on one host is shown, and continued, on the other
+        edit = await drive(
+            tmp_path,
+            host_a,
+            thread,
+            [
+                {"op": "hydrate"},
+                {"op": "edit", "nth": 1, "text": "When does the Zephyr release train freeze?"},
+                {"op": "run"},
+            ],
+            token=TOKENS["alice"],
+        )
+        edited = edit["steps"][1]
+        assert "Thursday" in answer_of(edit["steps"][2])
+        view_b = await thread_view(http, host_b, thread)
+        assert [m["id"] for m in view_b["messages"]] == [m["id"] for m in edit["steps"][2]["messages"]]
+        assert view_b["branches"][edited["id"]] == {"ids": [edited["replaced"], edited["id"]], "index": 1}
+        onward = await turn(tmp_path, host_b, thread, "Who approves production database changes on Zephyr?")
+        assert "Priya Raman" in answer_of(onward)
+        questions = [
+            text for role, text in conversation(await thread_view(http, host_a, thread)) if role == "user"
+        ]
+        assert questions == [
+            "When does the Zephyr release train freeze?",
+            "When does the Zephyr release train freeze?",
+            "Who approves production database changes on Zephyr?",
+        ]
+        switched = await http.post(
+            f"{host_b}/threads/{thread}/switch", json={"messageId": edited["replaced"]}, headers=ALICE
+        )
+        assert switched.status_code == 200, switched.text
+        view_a = await thread_view(http, host_a, thread)
+        assert conversation(view_a) == after and view_a["state"] == switched.json()["state"]

@@ -32,9 +32,16 @@ def test_interrupt_ids_still_map_back_to_the_tool_call() -> None:
     assert _upstream.interrupt_id_to_tool_call_id(interrupt.id) == "call-7"
 
 
-def test_get_ui_message_id_still_reads_the_id_the_adapter_keeps() -> None:
+def test_ui_message_ids_are_still_kept_where_dump_messages_puts_them_back() -> None:
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.ui.ag_ui import AGUIAdapter
+
     message = ModelRequest(parts=[UserPromptPart("hi")])
     assert _upstream.get_ui_message_id(message) is None
+    response = ModelResponse(parts=[TextPart("hello")])
+    _upstream.set_ui_message_id(response, "streamed-1")
+    assert _upstream.get_ui_message_id(response) == "streamed-1"
+    assert [m.id for m in AGUIAdapter.dump_messages([response])] == ["streamed-1"]
 
 
 def test_the_stream_locks_the_patch_replaces_are_still_there() -> None:

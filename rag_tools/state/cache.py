@@ -114,6 +114,7 @@ class ToolContextCache:
         prepare: Callable[[ToolContext], Any] | None = None,
         state_key: str | None = None,
         clock: Callable[[], float] = time.monotonic,
+        before_save: Callable[[CacheEntry, dict[str, dict[str, Any]]], Any] | None = None,
     ) -> None:
         self.store = store or MemoryThreadStore()
         self.max_entries = max_entries
@@ -121,6 +122,7 @@ class ToolContextCache:
         self._prepare = prepare
         self._state_key = state_key
         self._clock = clock
+        self._before_save = before_save
         self._entries: OrderedDict[str, CacheEntry] = OrderedDict()
         # A lock lives as long as an entry or a waiting task holds it, so two tasks can never
         # end up holding different locks for one thread.
@@ -189,8 +191,15 @@ class ToolContextCache:
             txn.close()
 
     async def save(self, entry: CacheEntry) -> None:
-        """Persist the entry's context and record (compare-and-set on its version)."""
-        record = replace(entry.record, state=entry.context.dump_namespaces())
+        """Persist the entry's context and record (compare-and-set on its version).
+
+        ``before_save`` (given at construction) sees the entry, whose record still holds the state
+        last saved, and the state about to be saved; it may add to the record's ``extras``.
+        """
+        state = entry.context.dump_namespaces()
+        if self._before_save is not None:
+            self._before_save(entry, state)
+        record = replace(entry.record, state=state)
         entry.record = await self.store.save(record)
         entry.dirty = False
 

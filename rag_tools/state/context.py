@@ -21,7 +21,7 @@ under ``state_key``). Two rules keep that cheap and safe:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -184,6 +184,51 @@ class ToolContext:
         model = type.model_validate(data)
         self.register(namespace, model)
         return model
+
+    def branch_dump(
+        self, dump: Mapping[str, Mapping[str, Any]] | None = None, *, exclude: Collection[str] = ()
+    ) -> dict[str, dict[str, Any]]:
+        """The state a conversation branch owns: every namespace but ``exclude``, client fields left out.
+
+        ``dump`` is a ``dump_namespaces()`` result to take it from (default: a fresh one). Citations,
+        searches and QA history follow the branch of the conversation that made them; client-owned
+        fields (the document filter) and ``exclude``d namespaces (settings of the whole thread)
+        do not.
+        """
+        dump = self.dump_namespaces() if dump is None else dump
+        out: dict[str, dict[str, Any]] = {}
+        for namespace, values in dump.items():
+            if namespace in exclude:
+                continue
+            model = self._namespaces.get(namespace)
+            client = _client_fields(model) if model is not None else frozenset()
+            out[namespace] = {k: v for k, v in values.items() if k not in client} if client else dict(values)
+        return out
+
+    def restore_branch(self, data: Mapping[str, Mapping[str, Any]], *, exclude: Collection[str] = ()) -> None:
+        """Make ``data`` (a ``branch_dump``) the branch-owned state; the rest keeps its values.
+
+        Every namespace but ``exclude`` is replaced by its data in ``data`` (its defaults when
+        absent), keeping its client-owned fields as they are. Invalid data raises
+        ``ValidationError`` before anything changes.
+        """
+        staged: list[tuple[str, BaseModel]] = []
+        for namespace, model in self._namespaces.items():
+            if namespace in exclude:
+                continue
+            keep = {name: getattr(model, name) for name in _client_fields(model)}
+            fresh = type(model).model_validate(dict(data.get(namespace, {})))
+            for name, value in keep.items():
+                object.__setattr__(fresh, name, value)
+            staged.append((namespace, fresh))
+        for namespace, fresh in staged:
+            self.register(namespace, fresh)
+        for namespace in [ns for ns in self._pending if ns not in exclude and ns not in data]:
+            del self._pending[namespace]
+        for namespace, values in data.items():
+            if namespace not in self._namespaces and namespace not in exclude:
+                self._pending[namespace] = dict(values)
+        self.version += 1
 
     # -- snapshots ---------------------------------------------------------------------------
 

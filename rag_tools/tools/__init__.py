@@ -14,6 +14,11 @@ from .results import ATTACHMENTS_NAMESPACE, RESULT_EVENT, ToolAttachment, ToolAt
 from .streaming import STREAM_EVENT, streaming
 from .system import ToolSystem
 
+#: Namespaces that belong to a thread as a whole, not to one branch of its conversation: the
+#: approval policy is a setting of the thread, and kept tool outputs and attachments are read by
+#: reference from whichever branch's messages name them.
+THREAD_NAMESPACES = frozenset({APPROVAL_NAMESPACE, ATTACHMENTS_NAMESPACE, OUTPUTS_NAMESPACE})
+
 __all__ = [
     "APPROVAL_NAMESPACE",
     "ATTACHMENTS_NAMESPACE",
@@ -21,6 +26,7 @@ __all__ = [
     "OUTPUTS_NAMESPACE",
     "RESULT_EVENT",
     "STREAM_EVENT",
+    "THREAD_NAMESPACES",
     "ApprovalInfo",
     "ApprovalPolicy",
     "DuplicateToolError",

@@ -9,9 +9,11 @@ one fails there, loudly, instead of somewhere in a run.
 - ``interrupt_id_to_tool_call_id`` (same module): the tool call an interrupt's resume answers, so
   the answer to a tool's ``ask`` reaches that call's metadata. Goes when pydantic-ai exports it,
   or when its AG-UI adapter passes resume payload fields on as ``DeferredToolResults.metadata``.
-- ``get_ui_message_id`` (``pydantic_ai.ui._utils``): the id a client gave a message, kept in its
-  metadata, so a thread's history keeps the client's ids. Goes when ``UIAdapter.dump_messages``
-  keeps stored ids itself.
+- ``get_ui_message_id`` / ``set_ui_message_id`` (``pydantic_ai.ui._utils``): the id a client gave
+  a message, kept in its metadata, so a thread's history keeps the client's ids; ragstream also
+  stamps each stored model response with the id its stream used, so ``dump_messages`` gives a
+  reloaded client the ids it already holds. Go when pydantic-ai's AG-UI stream and store agree on
+  message ids themselves (the stream minting the id the stored message keeps).
 - ``install_fast_stream_locks`` (opt-in; ``ragstream serve`` turns it on): pydantic-ai serialises
   pulls from a model stream with three ``anyio.Lock``s (``AgentStream._anext_lock``,
   ``AgentStream._model_pull_lock``, ``PeekableAsyncStream._source_lock``) created with anyio's
@@ -36,7 +38,7 @@ from typing import Any
 import anyio
 from pydantic_ai import _utils as _pydantic_ai_utils
 from pydantic_ai import result as _pydantic_ai_result
-from pydantic_ai.ui._utils import get_ui_message_id
+from pydantic_ai.ui._utils import get_ui_message_id, set_ui_message_id
 from pydantic_ai.ui.ag_ui._interrupt import approval_to_interrupt, interrupt_id_to_tool_call_id
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "get_ui_message_id",
     "install_fast_stream_locks",
     "interrupt_id_to_tool_call_id",
+    "set_ui_message_id",
 ]
 
 logger = logging.getLogger("ragstream.upstream")

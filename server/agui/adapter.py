@@ -1,10 +1,13 @@
-"""pydantic-ai's AG-UI adapter with the one change ragstream needs: RUN_ERROR says nothing internal.
+"""pydantic-ai's AG-UI adapter with two changes: RUN_ERROR says nothing internal, and ids are kept.
 
 The stock event stream puts ``str(exception)`` into RUN_ERROR, which can carry connection strings,
 paths or tracebacks of whatever failed. Here ``classify`` turns the exception into a ``RunFailure``
 from the engine's one list of codes (``server.runs.failures``): the adapter's own user-facing
 errors pass through, model, knowledge base and store failures get fixed texts, anything else a
 generic text with a reference to the log line.
+
+The stream also notes the message ids it mints (``RunIds``: one per model response, one per tool
+result), so the thread stores its messages under the ids the client saw (``message_ids``).
 """
 
 from __future__ import annotations
@@ -15,8 +18,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from ag_ui.core import BaseEvent, RunErrorEvent
+from ag_ui.core import BaseEvent, RunErrorEvent, ToolCallResultEvent
 from pydantic_ai.exceptions import ModelAPIError, UsageLimitExceeded, UserError
+from pydantic_ai.messages import (
+    FunctionToolResultEvent,
+    NativeToolReturnPart,
+    OutputToolResultEvent,
+    TextPart,
+)
 from pydantic_ai.tools import DeferredToolResults
 from pydantic_ai.ui.ag_ui import AGUIAdapter, AGUIEventStream
 
@@ -26,6 +35,7 @@ from rag_tools.tools.calls import ANSWER_KEY
 
 from ..runs import BackendUnavailable, FailureCode, RunFailure
 from ._upstream import interrupt_id_to_tool_call_id
+from .message_ids import RunIds
 
 __all__ = ["RagstreamAdapter", "classify"]
 
@@ -57,7 +67,9 @@ def classify(error: BaseException) -> RunFailure:
 
 
 @dataclass
-class _SafeEventStream(AGUIEventStream):
+class _RagstreamEventStream(AGUIEventStream):
+    ids: RunIds | None = None  # set on the instance by ``RagstreamAdapter.build_event_stream``
+
     async def on_error(self, error: Exception) -> AsyncIterator[BaseEvent]:
         failure = classify(error)
         async for event in super().on_error(error):
@@ -65,12 +77,44 @@ class _SafeEventStream(AGUIEventStream):
                 event = event.model_copy(update={"message": failure.message, "code": failure.code.value})
             yield event
 
+    async def before_response(self) -> AsyncIterator[BaseEvent]:
+        async for event in super().before_response():
+            yield event
+        if self.ids is not None:  # the id this response's tool calls stream under...
+            self.ids.responses.append(self.message_id)
+
+    async def handle_text_start(self, part: TextPart, follows_text: bool = False) -> AsyncIterator[BaseEvent]:
+        async for event in super().handle_text_start(part, follows_text):
+            yield event
+        if self.ids is not None and self.ids.responses:  # ...or its text, which starts a message of its own
+            self.ids.responses[-1] = self.message_id
+
+    async def handle_function_tool_result(self, event: FunctionToolResultEvent) -> AsyncIterator[BaseEvent]:
+        async for out in super().handle_function_tool_result(event):
+            yield self._noted(out)
+
+    async def handle_output_tool_result(self, event: OutputToolResultEvent) -> AsyncIterator[BaseEvent]:
+        async for out in super().handle_output_tool_result(event):
+            yield self._noted(out)
+
+    async def handle_builtin_tool_return(self, part: NativeToolReturnPart) -> AsyncIterator[BaseEvent]:
+        async for out in super().handle_builtin_tool_return(part):
+            yield self._noted(out)
+
+    def _noted(self, event: BaseEvent) -> BaseEvent:
+        if self.ids is not None and isinstance(event, ToolCallResultEvent):
+            self.ids.tool_results.setdefault(event.tool_call_id, event.message_id)
+        return event
+
 
 @dataclass
 class RagstreamAdapter(AGUIAdapter):
-    """``AGUIAdapter`` whose RUN_ERROR events carry only client-safe messages, and whose resumes
-    carry the user's answers to a tool's ``ask`` (``rag_tools.tools.calls``).
+    """``AGUIAdapter`` whose RUN_ERROR events carry only client-safe messages, whose resumes
+    carry the user's answers to a tool's ``ask`` (``rag_tools.tools.calls``), and whose stream
+    notes the message ids it mints in ``ids``.
     """
+
+    ids: RunIds | None = None
 
     @cached_property
     def deferred_tool_results(self) -> DeferredToolResults | None:
@@ -88,9 +132,10 @@ class RagstreamAdapter(AGUIAdapter):
                 results.metadata[call_id] = {ANSWER_KEY: answer}
         return results
 
-    def build_event_stream(self) -> _SafeEventStream:  # type: ignore[override]
+    def build_event_stream(self) -> _RagstreamEventStream:  # type: ignore[override]
         # The upstream stream exactly as pydantic-ai builds it (every field, including ones a later
-        # release adds), with our ``on_error``: the subclass adds no state, so only the class changes.
+        # release adds), with our hooks: the subclass adds one attribute, set here.
         stream = super().build_event_stream()
-        stream.__class__ = _SafeEventStream
+        stream.__class__ = _RagstreamEventStream
+        stream.ids = self.ids  # type: ignore[attr-defined]
         return stream  # type: ignore[return-value]

@@ -6,21 +6,25 @@ system parts, settings). ``start`` reads top to bottom:
 1. take the thread's run lock (``RunManager.reserve``; a busy thread the caller may not see is
    answered as missing, not busy);
 2. take the thread's cache transaction and check, under the lock, that the caller may use it;
-3. apply the client's state proposal, once (client-owned fields only; invalid values refuse the
+3. lay the client's messages over the thread's conversation tree: where they leave the stored
+   path the run branches, with the state the conversation had there (``tree``,
+   ``branch_state``); what follows is the new turn;
+4. apply the client's state proposal, once (client-owned fields only; invalid values refuse the
    request with their field errors); the result is the run's baseline;
-4. check messages the adapter could otherwise only reject mid-stream;
-5. admit the run under the principal's limits (``server.quotas``: runs per minute, concurrent runs,
+5. check messages the adapter could otherwise only reject mid-stream;
+6. admit the run under the principal's limits (``server.quotas``: runs per minute, concurrent runs,
    the day's model tokens, whose rest becomes the run's token limit);
-6. build the deps and the adapter's stream (history from the thread record), and hand the run
-   to the engine, which opens its event log and starts it.
+7. build the deps and the adapter's stream (history from the thread record, the new turn from
+   the client), and hand the run to the engine, which opens its event log and starts it.
 
-Anything refused before step 6 leaves nothing behind: the transaction is rolled back and the lock
+Anything refused before step 7 leaves nothing behind: the transaction is rolled back and the lock
 released. The order of the thread guards (run lock, then cache lock, then the store's
 compare-and-set on commit) is explained in ``server/NOTES.md``.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +33,7 @@ from ag_ui.core import Message, RunAgentInput
 from pydantic import ValidationError
 from pydantic_ai import Agent, CancellationToken
 from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.conversation import Conversation
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.ui.ag_ui import AGUIAdapter
 from pydantic_ai.usage import RunUsage, UsageLimits
@@ -42,9 +47,12 @@ from ..quotas import Limits, MemoryQuotas, Quotas
 from ..runs import RunInfo, RunManager, run_key
 from ..validation import InvalidRequest, field_errors
 from .adapter import RagstreamAdapter
+from .branch_state import StepStates, restore_state_at
 from .budget import TokenBudget
 from .execution import AGUIRun
-from .history import ThreadConversationStore
+from .history import ThreadConversationStore, conversation_of
+from .message_ids import RunIds
+from .tree import ConversationTree
 
 __all__ = ["REQUESTS_PER_RUN", "AGUIRunFactory"]
 
@@ -68,6 +76,7 @@ class AGUIRunFactory:
     toolsets: Sequence[AbstractToolset[Any]] = ()
     capabilities: Sequence[AbstractCapability[Any]] = ()
     quotas: Quotas = field(default_factory=lambda: MemoryQuotas(Limits()))
+    count_metrics: bool = False
 
     async def start(self, run_input: RunAgentInput, principal: str) -> RunInfo:
         """Start the run; ``RunConflict``, ``ThreadNotFound`` or ``InvalidRequest`` when it cannot."""
@@ -94,6 +103,8 @@ class AGUIRunFactory:
         if not may_use(entry.record.owner, principal):
             raise ThreadNotFound(run_input.thread_id)
         context = entry.context
+        tree = ConversationTree(conversation_of(entry.record.extras))
+        new_turn = self._follow_client(tree, context, run_input.messages)
         try:
             context.apply_client_proposal(run_input.state if run_input.state is not None else {})
         except ValidationError as exc:
@@ -106,13 +117,28 @@ class AGUIRunFactory:
         deps = ChatDeps(client=self.kb, tool_context=context, config=self.config, tasks=entry)
         deps.begin_run(baseline)
         run = AGUIRun(
-            run_input, principal, txn, CancellationToken(), deps, baseline, self.prepare, self.run_timeout
+            run_input,
+            principal,
+            txn,
+            CancellationToken(),
+            deps,
+            baseline,
+            self.prepare,
+            self.run_timeout,
+            steps=StepStates(context),
+            start=tree.head,
+            count_metrics=self.count_metrics,
         )
-        if not run_input.messages and not run_input.resume:
-            return run  # nothing to ask the model: the run restates the thread
         for index, message in enumerate(run_input.messages):
             _check_convertible(index, message)
-        store = ThreadConversationStore(entry.record.extras)
+        history, new_turn = _split_client_history(new_turn)
+        if history:
+            await _store_client_history(entry.record.extras, run_input.thread_id, principal, history)
+            run.start = ConversationTree(conversation_of(entry.record.extras)).head
+        if not new_turn and not run_input.resume and not _waits_for_the_model(tree):
+            return run  # nothing to ask the model: the run restates the thread
+        ids = RunIds.for_new_turn(new_turn)
+        store = ThreadConversationStore(entry.record.extras, ids)
         conversation = await store.read_record(run_input.thread_id)
         prior = conversation.usage if conversation is not None else RunUsage()
         # the limits per principal, last: a request refused above counts against none of them
@@ -129,9 +155,10 @@ class AGUIRunFactory:
             capabilities.append(TokenBudget(self.quotas, principal, tokens))
         adapter = RagstreamAdapter(
             agent=self.agent,
-            run_input=run_input.model_copy(update={"state": baseline}),
+            run_input=run_input.model_copy(update={"state": baseline, "messages": new_turn}),
             conversation_store=store,
             conversation_scope=principal,
+            ids=ids,
         )
         try:
             run.stream = adapter.run_stream(
@@ -148,6 +175,70 @@ class AGUIRunFactory:
             admission.release()
             raise InvalidRequest(f"invalid run input: {exc}") from exc
         return run
+
+    @staticmethod
+    def _follow_client(
+        tree: ConversationTree, context: ToolContext, messages: list[Message]
+    ) -> list[Message]:
+        """Put the thread on the branch the client's messages show; returns the client's new turn.
+
+        Where the client's history leaves the stored path (an edit, a regenerate, an older branch
+        sent again), the head moves to the last message both share and the branch's state is
+        restored from there, in the run's transaction: a run that fails leaves the thread as it was.
+        """
+        if not messages:
+            return []
+        alignment = tree.align(messages)
+        if alignment.branch_point != tree.head:
+            restore_state_at(context, tree.data, alignment.branch_point)
+            tree.move_head(alignment.branch_point, str(uuid.uuid4()))
+        return alignment.new_turn
+
+
+def _split_client_history(messages: list[Message]) -> tuple[list[Message], list[Message]]:
+    """Split the client's unstored messages into history (to the last assistant message) and new turn."""
+    last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
+    return messages[: last + 1], messages[last + 1 :]
+
+
+async def _store_client_history(
+    extras: dict[str, Any], thread_id: str, principal: str, history: list[Message]
+) -> None:
+    """Add history the client shows but the thread never stored (a conversation from elsewhere) to the
+    run's branch, so the model sees the conversation the user sees.
+
+    It is taken as text only: the assistant's words, never its tool calls or their results. A call a
+    client wrote would otherwise be run (or offered for approval) as if the model had made it.
+    """
+    said = [_as_text(m) for m in history if m.role not in ("tool", "activity", "reasoning")]
+    kept = [m for m in said if m is not None]
+    if not kept:
+        return
+    try:
+        messages = AGUIAdapter.load_messages(kept)
+    except ValueError as exc:
+        raise InvalidRequest(f"messages cannot be read: {exc}", [{"loc": ["messages"]}]) from exc
+    store = ThreadConversationStore(extras, RunIds.for_new_turn(kept))
+    conversation = await store.load(thread_id, scope=principal)
+    if conversation is None:
+        conversation = Conversation(conversation_id=thread_id)
+    conversation.messages.extend(messages)
+    await store.save(conversation, scope=principal)
+
+
+def _as_text(message: Message) -> Message | None:
+    """An assistant message without its tool calls (``None`` when nothing is left); others as they are."""
+    if message.role != "assistant":
+        return message
+    if not message.content:
+        return None
+    return message.model_copy(update={"tool_calls": None})
+
+
+def _waits_for_the_model(tree: ConversationTree) -> bool:
+    """Whether the active path ends with a request (a question or tool results) no answer follows."""
+    head = tree.head
+    return head is not None and tree.entries[head]["message"].get("kind") == "request"
 
 
 def _check_convertible(index: int, message: Message) -> None:

@@ -4,6 +4,10 @@ The conversation of a thread (its entries and record) lives in ``ThreadRecord.ex
 thread's state, so the AG-UI adapter loads and saves it through the standard ``ConversationStore``
 API while ragstream persists both in one atomic write when a run succeeds, and discards both when
 it fails. A store instance is bound to one cache entry for the duration of a run.
+
+Entries are stored with the AG-UI ids they show as (``message_ids``), so what a run streamed is
+what the thread returns; the entries form a tree whose active path is the conversation
+(``tree``).
 """
 
 from __future__ import annotations
@@ -22,31 +26,55 @@ from pydantic_ai.conversation_store import (
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from pydantic_ai.ui.ag_ui import AGUIAdapter
 
-from ._upstream import get_ui_message_id
+from .message_ids import RunIds, entry_ui, load_message, load_messages, rename_taken_ids
+from .tree import CONVERSATION_KEY, ConversationTree, empty_conversation
 
-__all__ = ["CONVERSATION_KEY", "ThreadConversationStore", "agui_messages", "stored_messages"]
-
-CONVERSATION_KEY = "conversation"
+__all__ = [
+    "CONVERSATION_KEY",
+    "ThreadConversationStore",
+    "conversation_of",
+    "stored_messages",
+    "stored_record",
+    "thread_messages",
+]
 
 _records: TypeAdapter[ConversationRecord] = TypeAdapter(ConversationRecord)
 
 
-def _dump_entry(entry: ConversationEntry) -> dict[str, Any]:
+def conversation_of(extras: dict[str, Any]) -> dict[str, Any]:
+    """The thread's stored conversation data (created empty in ``extras`` when it has none)."""
+    data = extras.get(CONVERSATION_KEY)
+    if data is None:
+        data = extras[CONVERSATION_KEY] = empty_conversation()
+    return data  # type: ignore[no-any-return]
+
+
+def _dump_entry(entry: ConversationEntry, ids: RunIds | None) -> dict[str, Any]:
+    if ids is not None:
+        ids.stamp(entry.message)
     # Messages go through ModelMessagesTypeAdapter: it carries binary content as base64.
     message = ModelMessagesTypeAdapter.dump_python([entry.message], mode="json")[0]
-    return {"id": entry.id, "parent_id": entry.parent_id, "kind": entry.kind, "message": message}
+    raw = {"id": entry.id, "parent_id": entry.parent_id, "kind": entry.kind, "message": message}
+    raw["ui"] = entry_ui(raw, entry.message, ids)
+    return raw
 
 
 def _load_entry(raw: dict[str, Any]) -> ConversationEntry:
-    message = ModelMessagesTypeAdapter.validate_python([raw["message"]])[0]
-    return ConversationEntry(id=raw["id"], parent_id=raw["parent_id"], message=message, kind=raw["kind"])
+    return ConversationEntry(
+        id=raw["id"], parent_id=raw["parent_id"], message=load_message(raw), kind=raw["kind"]
+    )
 
 
 class ThreadConversationStore(ConversationStore):
-    """The conversation of one thread, read from and staged into that thread's record extras."""
+    """The conversation of one thread, read from and staged into that thread's record extras.
 
-    def __init__(self, extras: dict[str, Any]) -> None:
-        self._data: dict[str, Any] = extras.setdefault(CONVERSATION_KEY, {"record": None, "entries": {}})
+    ``ids`` are the message ids of the run writing through it: its new entries are stored with
+    the ids the run streamed (``message_ids``).
+    """
+
+    def __init__(self, extras: dict[str, Any], ids: RunIds | None = None) -> None:
+        self._data: dict[str, Any] = conversation_of(extras)
+        self._ids = ids
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
         raw = self._data.get("record")
@@ -81,16 +109,20 @@ class ThreadConversationStore(ConversationStore):
             and record.head_id not in {e.id for e in new_entries}
         ):
             raise ConversationConflict(record.conversation_id)
-        for entry in new_entries:
-            entries[entry.id] = _dump_entry(entry)
+        for index, entry in enumerate(new_entries):
+            entries[entry.id] = raw = _dump_entry(entry, self._ids)
+            if index == 0:  # where a run's entries branch off: an edit may have reused a sibling's id
+                rename_taken_ids(entries, raw)
         self._data["record"] = _records.dump_python(record, mode="json")
+        if new_entries and record.head_id is not None:
+            ConversationTree(self._data).mark_shown(record.head_id)
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         current = await self.read_record(conversation_id)
         if current is None or current.revision != expected_revision:
             raise ConversationConflict(conversation_id)
-        self._data["record"] = None
-        self._data["entries"] = {}
+        self._data.clear()
+        self._data.update(empty_conversation())
 
     async def read_entry(self, entry_id: str) -> ConversationEntry:
         raw = self._data["entries"].get(entry_id)
@@ -107,40 +139,52 @@ class ThreadConversationStore(ConversationStore):
                 raise LookupError(head_id)
             chain.append(raw)
             head_id = raw.get("parent_id")
-        return [_load_entry(raw) for raw in reversed(chain)]
+        chain.reverse()
+        return [
+            ConversationEntry(id=raw["id"], parent_id=raw["parent_id"], message=message, kind=raw["kind"])
+            for raw, message in zip(chain, load_messages(chain), strict=True)
+        ]
 
 
-async def _history(
-    extras: dict[str, Any], thread_id: str
-) -> tuple[list[ConversationEntry], ConversationRecord | None]:
-    empty = {"record": None, "entries": {}}
-    store = ThreadConversationStore({CONVERSATION_KEY: extras.get(CONVERSATION_KEY) or empty})
-    record = await store.read_record(thread_id)
-    if record is None:
-        return [], None
-    return await store.read_history(record.head_id), record
+def stored_record(extras: dict[str, Any], thread_id: str) -> ConversationRecord | None:
+    """The thread's conversation record (head, usage, the calls it waits on), or ``None``."""
+    data = extras.get(CONVERSATION_KEY)
+    if not data or data.get("record") is None:
+        return None
+    record = _records.validate_python(data["record"])
+    return record if record.conversation_id == thread_id else None
 
 
-async def stored_messages(
+def stored_messages(
     extras: dict[str, Any], thread_id: str
 ) -> tuple[list[ModelMessage], ConversationRecord | None]:
-    """A thread's stored messages (oldest first) and its conversation record, without changing anything."""
-    entries, record = await _history(extras, thread_id)
-    return [entry.message for entry in entries], record
+    """The messages of a thread's active path (oldest first) and its conversation record; changes nothing."""
+    record = stored_record(extras, thread_id)
+    if record is None:
+        return [], None
+    tree = ConversationTree(extras[CONVERSATION_KEY])
+    return load_messages([tree.entries[key] for key in tree.path()]), record
 
 
-async def agui_messages(extras: dict[str, Any], thread_id: str) -> list[Message]:
-    """The thread's messages in AG-UI form, with ids that are the same on every call.
+def thread_messages(extras: dict[str, Any]) -> tuple[list[Message], dict[str, dict[str, Any]]]:
+    """The active path in AG-UI form, and the branches along it.
 
-    Messages keep the id the client gave them; the others are named after their stored entry
-    (pydantic-ai would mint fresh random ids on every dump).
+    Every message carries the id it was streamed (or sent) with. The second value names, for each
+    message with siblings (an edited question, a regenerated answer), the siblings' ids and the
+    index of the one shown.
     """
-    entries, _ = await _history(extras, thread_id)
-    messages: list[Message] = []
-    for entry in entries:
-        dumped = AGUIAdapter.dump_messages([entry.message])
-        client_id = get_ui_message_id(entry.message)
-        for index, message in enumerate(dumped):
-            stable = (client_id or entry.id) if index == len(dumped) - 1 else f"{entry.id}-{index}"
-            messages.append(message.model_copy(update={"id": stable}))
-    return messages
+    data = extras.get(CONVERSATION_KEY)
+    if not data or data.get("record") is None:
+        return [], {}
+    tree = ConversationTree(data)
+    path = tree.path()
+    raws = [tree.entries[key] for key in path]
+    models = load_messages(raws)
+    uis = [[item.id for item in tree.ui(key)] for key in path]
+    dumped = AGUIAdapter.dump_messages(models)  # one call for the path: dumping is per message anyway
+    if sum(map(len, uis)) != len(dumped):  # not what the entries were stored as (another pydantic-ai)
+        uis = [[item[0] for item in entry_ui(raw, model)] for raw, model in zip(raws, models, strict=True)]
+        dumped = [m for model in models for m in AGUIAdapter.dump_messages([model])]
+    ids = [i for entry_ids in uis for i in entry_ids]
+    messages: list[Message] = [m.model_copy(update={"id": i}) for m, i in zip(dumped, ids, strict=True)]
+    return messages, tree.siblings(path)

@@ -19,6 +19,7 @@ from ..access import check_editor, check_job_owner
 from ..auth import groups_of
 from ..errors import ApiError
 from ..jobs import IngestJob
+from ..observe import metrics
 from ..services import Services
 from ._common import caller, int_param, path_id, read_body, services_of
 
@@ -96,6 +97,7 @@ async def upload_documents(request: Request) -> Response:
         raise ApiError(422, "no file could be ingested", details=details)
     await services.quotas.admit_upload(principal, sum(len(data) for data in uploads.values()))
     await services.jobs.submit(job, uploads)
+    metrics.INGEST_JOBS.labels("queued").inc()
     return JSONResponse(
         {"jobId": job.id, "job": job.public()},
         status_code=202,

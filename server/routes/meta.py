@@ -1,4 +1,5 @@
-"""``GET /health``, ``GET /ready`` and ``GET /capabilities``: public routes with details for signed-in callers.
+"""``GET /health``, ``GET /ready`` and ``GET /capabilities``: public routes with details for signed-in
+callers; ``GET /metrics``: Prometheus metrics, for authenticated callers.
 
 They answer without a token (load balancers and orchestrators probe health and readiness; a client
 asks what the agent can do before it signs in), but anonymous callers, when sign-in is configured,
@@ -33,9 +34,10 @@ from starlette.responses import JSONResponse, Response
 
 from ..auth import principal_of
 from ..errors import error_response
+from ..observe import metrics
 from ._common import services_of
 
-__all__ = ["capabilities", "health", "ready"]
+__all__ = ["capabilities", "health", "metrics_page", "ready"]
 
 #: Seconds each readiness check may take before its dependency counts as down.
 CHECK_SECONDS = 5.0
@@ -149,3 +151,8 @@ async def capabilities(request: Request) -> Response:
         },
     )
     return JSONResponse(described.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def metrics_page(request: Request) -> Response:
+    """The Prometheus metrics of every worker of this server (a thread: reading them is file I/O)."""
+    return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)

@@ -1,5 +1,5 @@
-"""Thread routes: list, hydrate, delete, set the approval policy, stop a run, re-read a run's events,
-download a tool attachment."""
+"""Thread routes: list, hydrate, delete, switch branches, fork, set the approval policy, stop a run,
+re-read a run's events, download a tool attachment."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from starlette.responses import JSONResponse, Response
 from ..threads import (
     attachment,
     delete_thread,
+    fork_thread,
     list_threads,
     set_approval_policy,
     state_item,
+    switch_branch,
     thread_view,
 )
 from ..validation import InvalidRequest, field_errors
@@ -26,6 +28,7 @@ from .sse import sse_response
 
 __all__ = [
     "POLICY_BODY_LIMIT",
+    "fork",
     "get_attachment",
     "get_state_item",
     "get_thread",
@@ -34,6 +37,7 @@ __all__ = [
     "remove_thread",
     "run_events",
     "stop_run",
+    "switch",
 ]
 
 POLICY_BODY_LIMIT = 64 * 1024
@@ -113,6 +117,36 @@ async def run_events(request: Request) -> Response:
             raise InvalidRequest("Last-Event-ID must be an event sequence number")
         after = int(last_event_id)
     return sse_response(services.runs.subscribe(info, after), keepalive=services.config.keepalive_seconds)
+
+
+class _MessageBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    message_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+async def _message_id(request: Request) -> str:
+    try:
+        return _MessageBody.model_validate_json(await read_body(request)).message_id
+    except ValidationError as exc:
+        raise InvalidRequest(
+            'the body must be {"messageId": "<a message id of the thread>"}', field_errors(exc)
+        ) from exc
+
+
+async def switch(request: Request) -> Response:
+    """Show another branch: ``{"messageId": ...}`` names a message on it (a sibling of one shown)."""
+    thread_id = path_id(request, "thread_id", "threadId")
+    message_id = await _message_id(request)
+    return JSONResponse(await switch_branch(services_of(request), thread_id, caller(request), message_id))
+
+
+async def fork(request: Request) -> Response:
+    """A new thread holding the path up to ``{"messageId": ...}``; answers its view (201)."""
+    thread_id = path_id(request, "thread_id", "threadId")
+    message_id = await _message_id(request)
+    view = await fork_thread(services_of(request), thread_id, caller(request), message_id)
+    return JSONResponse(view, status_code=201)
 
 
 class _PolicyBody(BaseModel):

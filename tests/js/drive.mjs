@@ -3,7 +3,7 @@
 //
 //   node drive.mjs plan.json
 //
-// Plan: { url, token?, threadId, steps: [...] } with steps
+// Plan: { url, token?, headers?, threadId, steps: [...] } with steps (headers go with every request)
 //   {op: "user", text}                           add a user message
 //   {op: "setState", state}                      replace the client's state (a proposal)
 //   {op: "run", tools?, resume?, abortAfterMs?, cutAfter?, resumeUrl?}  runAgent; record everything.
@@ -12,6 +12,11 @@
 //   {op: "approve", approved, editedArgs?, reason?, answer?}  resume every pending interrupt with one payload
 //   {op: "toolResults", content}                 answer every pending frontend tool call
 //   {op: "hydrate"}                              a fresh client built from GET /threads/{id}
+//   {op: "edit", nth, text, sameId?}             replace the nth user message (0-based), dropping what
+//                                                followed it (a new id unless sameId), as edit buttons do
+//   {op: "truncate", after: "user"|"tool"}       drop everything after the last user (or tool) message:
+//                                                the next run regenerates the answer from there
+//   {op: "switch", messageId}                    POST /threads/{id}/switch, then a client built from it
 //   {op: "concurrent", count, text}              `count` clients run at once on the thread
 // Report: { steps: [...], unhandled: [...] }; each run step records events, types, state,
 // messages, warnings and errors printed by the client, the outcome and any failure.
@@ -22,7 +27,7 @@ const unhandled = [];
 process.on("unhandledRejection", (reason) => unhandled.push(String(reason)));
 
 const plan = JSON.parse(await readFile(process.argv[2], "utf8"));
-const headers = plan.token ? { Authorization: `Bearer ${plan.token}` } : {};
+const headers = { ...(plan.headers ?? {}), ...(plan.token ? { Authorization: `Bearer ${plan.token}` } : {}) };
 const base = plan.url;
 
 function newAgent(initial = {}, options = {}) {
@@ -162,6 +167,26 @@ for (const step of plan.steps) {
     const view = await response.json();
     agent = newAgent({ initialMessages: view.messages, initialState: view.state });
     report.steps.push({ op: "hydrate", status: response.status, view });
+  } else if (step.op === "edit") {
+    const users = agent.messages.filter((m) => m.role === "user");
+    const target = users[step.nth];
+    const index = agent.messages.indexOf(target);
+    const edited = { id: step.sameId ? target.id : nextId("user"), role: "user", content: step.text };
+    agent.setMessages([...agent.messages.slice(0, index), edited]);
+    report.steps.push({ op: "edit", id: edited.id, replaced: target.id });
+  } else if (step.op === "truncate") {
+    const last = agent.messages.map((m) => m.role).lastIndexOf(step.after ?? "user");
+    agent.setMessages(agent.messages.slice(0, last + 1));
+    report.steps.push({ op: "truncate", kept: last + 1 });
+  } else if (step.op === "switch") {
+    const response = await fetch(`${base}/threads/${encodeURIComponent(plan.threadId)}/switch`, {
+      method: "POST",
+      headers: { ...headers, "Content-Type": "application/json" },
+      body: JSON.stringify({ messageId: step.messageId }),
+    });
+    const view = await response.json();
+    agent = newAgent({ initialMessages: view.messages, initialState: view.state });
+    report.steps.push({ op: "switch", status: response.status, view });
   } else if (step.op === "concurrent") {
     const agents = Array.from({ length: step.count }, () => newAgent({ initialMessages: [{ id: nextId("user"), role: "user", content: step.text }] }));
     const runs = await Promise.all(agents.map((a) => runRecorded(a, { runId: nextId("run") })));
