@@ -31,7 +31,15 @@ from .middleware import BodyLimitMiddleware, tracing_middleware
 from .observe import metrics, tracing
 from .oidc import OIDCScheme
 from .routes.agui import agui
-from .routes.documents import delete_document, get_document, get_job, list_documents, upload_documents
+from .routes.documents import (
+    cancel_job,
+    delete_document,
+    get_document,
+    get_job,
+    list_documents,
+    list_jobs,
+    upload_documents,
+)
 from .routes.meta import capabilities, health, metrics_page, ready
 from .routes.static import static_routes
 from .routes.threads import (
@@ -113,7 +121,9 @@ def create_app(
         Route("/threads/{thread_id}/runs/{run_id}/events", run_events, methods=["GET"]),
         Route("/documents", list_documents, methods=["GET"]),
         upload,
+        Route("/documents/jobs", list_jobs, methods=["GET"]),
         Route("/documents/jobs/{job_id}", get_job, methods=["GET"]),
+        Route("/documents/jobs/{job_id}", cancel_job, methods=["DELETE"]),
         Route("/documents/{document_id}", get_document, methods=["GET"]),
         Route("/documents/{document_id}", delete_document, methods=["DELETE"]),
         # on its own listener instead when RAGSTREAM_METRICS_ADDRESS is set (``ragstream serve``)

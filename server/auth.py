@@ -29,6 +29,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 
+from .access import LOCAL_PRINCIPAL
 from .config import StaticToken
 from .errors import error_response
 
@@ -46,8 +47,6 @@ __all__ = [
     "load_scheme",
     "principal_of",
 ]
-
-LOCAL_PRINCIPAL = "local"
 
 #: Seconds a client is asked to wait when a scheme cannot decide (``SignInUnavailable``).
 RETRY_AFTER_SECONDS = 5

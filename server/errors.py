@@ -23,7 +23,15 @@ from starlette.responses import JSONResponse, Response
 from rag_tools.kb import KnowledgeBaseError
 from rag_tools.state import StoreError
 
-from .access import JobNotFound, MessageNotFound, NotAnEditor, StateItemNotFound, ThreadNotFound
+from .access import (
+    JobFinished,
+    JobNotFound,
+    MessageNotFound,
+    NotAnEditor,
+    StateItemNotFound,
+    ThreadNotFound,
+)
+from .jobs import InvalidCursor
 from .quotas import LargerThanQuota, QuotaExceeded
 from .runs import BackendUnavailable, FailureCode, RunConflict, RunNotFound
 from .validation import InvalidRequest
@@ -80,6 +88,8 @@ ERROR_TABLE: tuple[tuple[type[Exception], _Answer], ...] = (
     (InvalidRequest, _Answer(422)),
     (ThreadNotFound, _Answer(404)),
     (JobNotFound, _Answer(404)),
+    (JobFinished, _Answer(409)),
+    (InvalidCursor, _Answer(422)),
     (NotAnEditor, _Answer(403)),
     (RunNotFound, _Answer(404)),
     (StateItemNotFound, _Answer(404)),

@@ -31,7 +31,7 @@ from .agui.encoding import encode_failure
 from .agui.factory import AGUIRunFactory
 from .agui.telemetry import run_capabilities
 from .config import AppConfig
-from .jobs import IngestJobs, open_ingest_jobs
+from .jobs import IngestJobs, SyncScheduler, open_ingest_jobs
 from .observe import tracing
 from .observe.backends import ObservedKnowledgeBase, ObservedThreadStore
 from .quotas import Quotas, open_quotas
@@ -53,6 +53,7 @@ __all__ = ["Services"]
 logger = logging.getLogger("ragstream.server")
 
 EVICTION_INTERVAL = 60.0
+ORPHAN_SWEEP_INTERVAL = 3600.0
 
 
 def _thread_store(config: AppConfig, redis: Redis | None) -> ThreadStore:
@@ -186,6 +187,9 @@ class Services:
         await jobs.start()
         services = cls(config, kb, store, cache, toolkit, agent, runs, binding, tools, jobs, quotas, client)
         services._background.append(asyncio.create_task(services._evict_idle_threads()))
+        services._background.append(asyncio.create_task(services._sweep_orphans()))
+        if config.sync:
+            services._background.append(asyncio.create_task(SyncScheduler(jobs, config.sync).run()))
         return services
 
     async def _evict_idle_threads(self) -> None:
@@ -195,6 +199,18 @@ class Services:
                 await self.cache.evict_idle()
             except Exception:
                 logger.warning("evicting idle threads failed", exc_info=True)
+
+    async def _sweep_orphans(self) -> None:
+        """At start, then every hour: remove what interrupted writes left in the knowledge base
+        (rag_tools/kb/sweep.py), once older than ``orphan_min_age_seconds``."""
+        while True:
+            try:
+                swept = await self.kb.sweep_orphans(self.config.orphan_min_age_seconds)
+                if swept:
+                    logger.info("swept %d unpublished documents' originals and chunks", len(swept))
+            except Exception:
+                logger.warning("sweeping unpublished documents failed", exc_info=True)
+            await asyncio.sleep(ORPHAN_SWEEP_INTERVAL)
 
     async def close(self) -> None:
         for task in self._background:

@@ -140,6 +140,18 @@ def s3_server() -> Any:
 
 
 @pytest.fixture
+def proxy(s3_server: Any) -> Any:
+    """A proxy in front of the S3 server that can go away and come back (tests/s3_helpers.py)."""
+    from tests.s3_helpers import StoreProxy
+
+    store = StoreProxy(s3_server.port).start()
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@pytest.fixture
 def s3_location(s3_server: Any) -> Any:
     """A fresh bucket on the S3 server and a knowledge base URI in it, with the env that reaches it."""
     from tests.s3_helpers import new_location

@@ -1,6 +1,6 @@
 // The REST side of the server (threads, documents, stop) and the bearer token every request carries.
 // Runs themselves go through @ag-ui/client's HttpAgent (see session.ts); it gets the same headers.
-import type { Citation, DocumentInfo, IngestJob, ThreadSummary, ThreadView } from "./types";
+import type { Citation, DocumentInfo, IngestJob, JobPage, ThreadSummary, ThreadView } from "./types";
 
 const TOKEN_KEY = "ragstream.token";
 
@@ -135,6 +135,16 @@ export class Api {
 
   async job(jobId: string): Promise<IngestJob> {
     return await this.request<IngestJob>("GET", `/documents/jobs/${encodeURIComponent(jobId)}`);
+  }
+
+  /** The caller's latest jobs (uploads and the syncs they own), newest first. */
+  async jobs(limit: number): Promise<JobPage> {
+    return await this.request<JobPage>("GET", `/documents/jobs?limit=${limit}`);
+  }
+
+  /** Ask a queued or running job to stop; its record after asking (a running one stops shortly). */
+  async cancelJob(jobId: string): Promise<IngestJob> {
+    return await this.request<IngestJob>("DELETE", `/documents/jobs/${encodeURIComponent(jobId)}`);
   }
 
   /** The address of a document's original file, at a page for PDFs (`#page=N`). */

@@ -117,23 +117,32 @@ export interface DocumentInfo {
   chunk_count: number;
 }
 
-/** One uploaded file of an ingestion job: `pending` until ingested, then what the server did. */
+/** One file of a job: `pending` until done, then what the server did with it. */
 export interface JobFile {
   name: string;
-  status: "pending" | "added" | "updated" | "unchanged" | "error";
+  status: "pending" | "added" | "updated" | "unchanged" | "deleted" | "cancelled" | "error";
   documentId: string | null;
   chunks: number;
   error: string | null;
 }
 
-/** `GET /documents/jobs/{id}`: an upload's ingestion, as any server worker reports it. */
+/** `GET /documents/jobs/{id}`: an upload's ingestion or a sync's run, as any server worker reports it. */
 export interface IngestJob {
   id: string;
-  state: "queued" | "running" | "done" | "failed";
+  kind: "upload" | "sync";
+  source: string | null;
+  state: "queued" | "running" | "done" | "failed" | "cancelled";
   progress: { filesTotal: number; filesDone: number; chunksDone: number; chunksTotal: number };
   files: JobFile[];
   error: string | null;
   attempts: number;
+  createdAt: number;
+}
+
+/** `GET /documents/jobs`: a page of the caller's jobs, newest first. */
+export interface JobPage {
+  jobs: IngestJob[];
+  next: string | null;
 }
 
 /** What an approval card answers for one interrupt (ragstream's resume payload). */

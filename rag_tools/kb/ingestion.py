@@ -28,6 +28,7 @@ from .sources import Source
 from .tables import (
     CHUNKING_VERSION,
     FTS_COLUMN,
+    WRITTEN_AT,
     Tables,
     chunks_schema,
     documents_schema,
@@ -74,6 +75,7 @@ class PreparedDocument:
     vectors: list[list[float]] = field(default_factory=list)
     rest: Iterator[list[dict[str, Any]]] | None = None
     error: str | None = None
+    cancelled: bool = False
 
     @property
     def texts(self) -> list[str]:
@@ -88,13 +90,20 @@ class PreparedDocument:
     @property
     def embedded(self) -> bool:
         """Complete, and every chunk has its vector: ready to write."""
-        return self.rest is None and self.error is None and self.pending == 0
+        return self.rest is None and self.error is None and not self.cancelled and self.pending == 0
+
+    @property
+    def dropped(self) -> bool:
+        """Failed or cancelled: it goes no further."""
+        return self.error is not None or self.cancelled
 
     def next_rows(self) -> list[dict[str, Any]] | None:
         """The chunks of the next pages, or ``None`` once the document is complete (blocking)."""
         return next(self.rest, None) if self.rest is not None else None
 
     def outcome(self) -> IngestOutcome:
+        if self.cancelled:
+            return IngestOutcome(source=self.source.label, status="cancelled")
         if self.error is not None:
             return IngestOutcome(source=self.source.label, status="error", error=self.error)
         return IngestOutcome(
@@ -239,8 +248,9 @@ async def write_batch(
 ) -> None:
     """Store embedded documents and their files; one ``documents`` commit publishes the new versions."""
     unique = {doc.doc_row["document_id"]: doc for doc in batch}
+    written_at = datetime.now(UTC)
     rows = [
-        {**row, "vector": vector}
+        {**row, "vector": vector, WRITTEN_AT: written_at}
         for doc in unique.values()
         for row, vector in zip(doc.chunk_rows, doc.vectors, strict=True)
     ]
@@ -253,7 +263,11 @@ async def write_batch(
             files.merge_insert("document_id")
             .when_matched_update_all()
             .when_not_matched_insert_all()
-            .execute(pa.Table.from_pylist([d.file_row for d in unique.values()], schema=files_schema()))
+            .execute(
+                pa.Table.from_pylist(
+                    [{**d.file_row, WRITTEN_AT: written_at} for d in unique.values()], schema=files_schema()
+                )
+            )
         )
         if rows:
             await (

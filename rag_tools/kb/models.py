@@ -82,11 +82,15 @@ class SearchHit(BaseModel):
     )
 
 
-IngestStatus = Literal["added", "updated", "unchanged", "error"]
+IngestStatus = Literal["added", "updated", "unchanged", "deleted", "cancelled", "error"]
 
 
 class IngestOutcome(BaseModel):
-    """What happened to one source during ingestion."""
+    """What happened to one source during ingestion.
+
+    ``deleted``: a sync removed the document (its file is gone from the synced source);
+    ``cancelled``: the run was stopped before this source was written (nothing of it was).
+    """
 
     source: str
     status: IngestStatus
@@ -125,7 +129,10 @@ class IngestReport(BaseModel):
 
     def summary(self) -> str:
         chunks = sum(o.chunks for o in self.outcomes if o.status in ("added", "updated"))
+        extra = "".join(
+            f", {self.count(status)} {status}" for status in ("deleted", "cancelled") if self.count(status)
+        )
         return (
             f"{self.count('added')} added, {self.count('updated')} updated, "
-            f"{self.count('unchanged')} unchanged, {self.count('error')} failed; {chunks} chunks written"
+            f"{self.count('unchanged')} unchanged{extra}, {self.count('error')} failed; {chunks} chunks written"
         )

@@ -8,6 +8,11 @@ Four tables live in the knowledge base's directory (or URI):
   display source in ``uri``;
 - ``files``: the original bytes of each document, so that a client can download what it cited;
 - ``meta``: which embedder built the vectors, their dimension and the storage format version.
+
+``chunks`` and ``files`` rows carry ``written_at``, when their write started: the orphan sweep
+(``sweep.py``) removes only rows of unpublished documents older than its age floor, so a write in
+flight is never touched. The column is nullable and added on open where missing (rows written
+before, or by an older version, keep ``NULL`` and are never swept); older versions still write.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ __all__ = [
     "FORMAT_VERSION",
     "FTS_COLUMN",
     "HIT_COLUMNS",
+    "WRITTEN_AT",
     "Tables",
     "chunks_schema",
     "documents_schema",
@@ -47,6 +53,7 @@ DOCUMENTS = "documents"
 FILES = "files"
 META = "meta"
 FTS_COLUMN = "search_text"
+WRITTEN_AT = "written_at"
 HIT_COLUMNS = ["chunk_id", "document_id", "title", "uri", "text", "headings", "page", "position", "section"]
 DOC_COLUMNS = [
     "document_id",
@@ -110,6 +117,7 @@ def chunks_schema(dimensions: int) -> pa.Schema:
             pa.field("text", pa.string(), nullable=False),
             pa.field(FTS_COLUMN, pa.string(), nullable=False),
             pa.field("vector", pa.list_(pa.float32(), dimensions), nullable=False),
+            _written_at(),
         ]
     )
 
@@ -122,8 +130,13 @@ def files_schema() -> pa.Schema:
             pa.field("filename", pa.string(), nullable=False),
             pa.field("media_type", pa.string(), nullable=False),
             pa.field("data", pa.large_binary(), nullable=False),
+            _written_at(),
         ]
     )
+
+
+def _written_at() -> pa.Field:
+    return pa.field(WRITTEN_AT, pa.timestamp("us", tz="UTC"), nullable=True)
 
 
 class Tables:
@@ -199,11 +212,11 @@ class Tables:
                     "into a new data directory."
                 )
         if CHUNKS in names and self.chunks is None:
-            self.chunks = await db.open_table(CHUNKS)
+            self.chunks = await _with_written_at(await db.open_table(CHUNKS))
         if DOCUMENTS in names and self.documents is None:
             self.documents = await db.open_table(DOCUMENTS)
         if FILES in names and self.files is None:
-            self.files = await db.open_table(FILES)
+            self.files = await _with_written_at(await db.open_table(FILES))
 
     def close(self) -> None:
         """Release the connection and the tables."""
@@ -346,3 +359,15 @@ class Tables:
             finally:
                 chunks.close()
         await self._write_meta({**meta, "format_version": FORMAT_VERSION})
+
+
+async def _with_written_at(table: lancedb.AsyncTable) -> lancedb.AsyncTable:
+    """The table, with the nullable ``written_at`` column added if it lacks it (another process may
+    add it at the same moment: that is as good)."""
+    if WRITTEN_AT not in (await table.schema()).names:
+        try:
+            await table.add_columns(_written_at())
+        except (RuntimeError, ValueError) as error:
+            if not (is_commit_conflict(error) or "already exists" in str(error)):
+                raise
+    return table
