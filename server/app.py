@@ -43,7 +43,9 @@ from .routes.documents import (
 from .routes.meta import capabilities, health, metrics_page, ready
 from .routes.static import static_routes
 from .routes.threads import (
+    ANSWER_BODY_LIMIT,
     POLICY_BODY_LIMIT,
+    answer_question,
     fork,
     get_attachment,
     get_state_item,
@@ -100,6 +102,7 @@ def create_app(
 
     upload = Route("/documents", upload_documents, methods=["POST"])
     policy = Route("/threads/{thread_id}/approval-policy", put_approval_policy, methods=["PUT"])
+    answers = Route("/threads/{thread_id}/runs/{run_id}/answers", answer_question, methods=["POST"])
     public: list[BaseRoute] = [
         Route("/health", health, methods=["GET"]),
         Route("/ready", ready, methods=["GET"]),
@@ -118,6 +121,7 @@ def create_app(
         Route("/threads/{thread_id}/attachments/{ref}", get_attachment, methods=["GET"]),
         policy,
         Route("/threads/{thread_id}/runs/{run_id}/stop", stop_run, methods=["POST"]),
+        answers,
         Route("/threads/{thread_id}/runs/{run_id}/events", run_events, methods=["GET"]),
         Route("/documents", list_documents, methods=["GET"]),
         upload,
@@ -154,7 +158,11 @@ def create_app(
         Middleware(
             BodyLimitMiddleware,
             default=config.max_body_bytes,
-            limits=[(upload, config.max_upload_bytes), (policy, POLICY_BODY_LIMIT)],
+            limits=[
+                (upload, config.max_upload_bytes),
+                (policy, POLICY_BODY_LIMIT),
+                (answers, ANSWER_BODY_LIMIT),
+            ],
         ),
     ]
     return Starlette(

@@ -110,7 +110,7 @@ async def cmd_search(config: AppConfig, args: argparse.Namespace) -> int:
     if not hits:
         print("no results")
     for rank, hit in enumerate(hits, 1):
-        where = " > ".join(hit.headings) or (f"page {hit.page}" if hit.page else "")
+        where = hit.location
         print(f"{rank}. [{hit.score:.3f}] {hit.title}{f' — {where}' if where else ''}\n   {hit.uri}")
         print("   " + hit.text.replace("\n", " ")[:300])
     return 0

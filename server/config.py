@@ -215,6 +215,11 @@ class AppConfig(RagConfig, BaseSettings):
         default_factory=list,
         description="Tool names or glob patterns whose calls always need approval, in every thread.",
     )
+    question_timeout_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="How long a tool's live question waits for the answer before the call fails.",
+    )
     tool_output_limit: int = Field(
         default=20_000,
         ge=500,

@@ -33,7 +33,7 @@ from .access import (
 )
 from .jobs import InvalidCursor
 from .quotas import LargerThanQuota, QuotaExceeded
-from .runs import BackendUnavailable, FailureCode, RunConflict, RunNotFound
+from .runs import BackendUnavailable, FailureCode, QuestionNotFound, RunConflict, RunNotFound
 from .validation import InvalidRequest
 
 __all__ = ["ERROR_TABLE", "ApiError", "error_response", "exception_handlers", "too_large_message"]
@@ -92,6 +92,7 @@ ERROR_TABLE: tuple[tuple[type[Exception], _Answer], ...] = (
     (InvalidCursor, _Answer(422)),
     (NotAnEditor, _Answer(403)),
     (RunNotFound, _Answer(404)),
+    (QuestionNotFound, _Answer(404)),
     (StateItemNotFound, _Answer(404)),
     (MessageNotFound, _Answer(404)),
     (RunConflict, _Answer(409)),

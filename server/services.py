@@ -45,7 +45,7 @@ from .runs import (
     RunManager,
     StopBus,
 )
-from .runs.redis import RedisEventLog, RedisRunLocks, RedisStopBus, redis_client
+from .runs.redis import RedisEventLog, RedisQuestionBus, RedisRunLocks, RedisStopBus, redis_client
 from .tool_locks import LeasedToolLocks
 
 __all__ = ["Services"]
@@ -166,6 +166,7 @@ class Services:
             disconnect_grace=config.disconnect_grace_seconds,
             stop_bus=stop_bus,
             count_metrics=config.metrics,
+            questions=RedisQuestionBus(client, config.redis_prefix) if client is not None else None,
         )
         agent = agent or create_chat_agent(config, toolkit)
         quotas = quotas or open_quotas(config, client)
@@ -182,6 +183,7 @@ class Services:
             capabilities=[tools.capability(), *run_capabilities(count_metrics=config.metrics)],
             count_metrics=config.metrics,
             quotas=quotas,
+            question_timeout=config.question_timeout_seconds,
         )
         jobs = jobs or open_ingest_jobs(config, kb)
         await jobs.start()

@@ -1,6 +1,7 @@
-// The REST side of the server (threads, documents, stop) and the bearer token every request carries.
+// The REST side of the server (threads, documents, stop, live answers) and the bearer token every
+// request carries.
 // Runs themselves go through @ag-ui/client's HttpAgent (see session.ts); it gets the same headers.
-import type { Citation, DocumentInfo, IngestJob, JobPage, ThreadSummary, ThreadView } from "./types";
+import type { Citation, DocumentInfo, IngestJob, JobPage, LiveAnswer, ThreadSummary, ThreadView } from "./types";
 
 const TOKEN_KEY = "ragstream.token";
 
@@ -50,22 +51,27 @@ export class Api {
     return authHeaders(this.token);
   }
 
-  private async request<T>(method: string, path: string, form?: FormData): Promise<T> {
+  private async request<T>(method: string, path: string, body?: FormData | object): Promise<T> {
+    const json = body !== undefined && !(body instanceof FormData);
     const response = await fetch(path, {
       method,
-      body: form,
-      headers: { ...this.headers, Accept: "application/json" },
+      body: json ? JSON.stringify(body) : body,
+      headers: {
+        ...this.headers,
+        Accept: "application/json",
+        ...(json ? { "Content-Type": "application/json" } : {}),
+      },
     });
     if (response.status === 204) return undefined as T;
     const text = await response.text();
-    let body: unknown = text;
+    let answer: unknown = text;
     try {
-      body = JSON.parse(text);
+      answer = JSON.parse(text);
     } catch {
       // not JSON: keep the text for the message
     }
-    if (!response.ok) throw new ApiError(response.status, errorMessage(response.status, body));
-    return body as T;
+    if (!response.ok) throw new ApiError(response.status, errorMessage(response.status, answer));
+    return answer as T;
   }
 
   async listThreads(): Promise<ThreadSummary[]> {
@@ -194,6 +200,18 @@ export class Api {
     await this.request<unknown>(
       "POST",
       `/threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}/stop`,
+    );
+  }
+
+  /**
+   * Answer a question a tool asks while its run goes on (`ragstream.question`): the tool continues
+   * from where it asked. 409 when the run ended or the question closed (answered, timed out).
+   */
+  async answerQuestion(threadId: string, runId: string, answer: LiveAnswer): Promise<void> {
+    await this.request<unknown>(
+      "POST",
+      `/threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}/answers`,
+      answer,
     );
   }
 }

@@ -146,6 +146,19 @@ export interface JobPage {
 }
 
 /** What an approval card answers for one interrupt (ragstream's resume payload). */
+/** A question a tool asks while its run goes on (CUSTOM `ragstream.question`). */
+export interface LiveQuestion {
+  questionId: string;
+  toolCallId: string;
+  tool: string;
+  question: string;
+  timeoutSeconds: number;
+}
+
+/** The body of `POST /threads/{id}/runs/{run}/answers`. */
+export type LiveAnswer =
+  { questionId: string; answer: string } | { questionId: string; declined: true; reason?: string };
+
 export type ApprovalPayload =
   | { approved: true }
   | { approved: true; answer: string }

@@ -23,7 +23,15 @@ import pyarrow as pa
 from .chunking import ChunkDraft, chunk_document, chunk_sections
 from .filters import sql_literal
 from .models import IngestOutcome
-from .readers import MEDIA_TYPES, PdfPages, Section, detect_format, parse_document, pdf_content
+from .readers import (
+    MEDIA_TYPES,
+    NO_TEXT_LAYER,
+    PdfPages,
+    Section,
+    detect_format,
+    parse_document,
+    pdf_content,
+)
 from .sources import Source
 from .tables import (
     CHUNKING_VERSION,
@@ -163,7 +171,7 @@ def prepare(source: Source, known: Known | None, *, max_chars: int) -> IngestOut
             parsed = parse_document(data, name=source.name, format=fmt)
     except (OSError, ValueError, UnicodeError) as exc:
         message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return IngestOutcome(source=source.label, status="error", error=message)
+        return IngestOutcome(source=source.label, status="error", error=" ".join(message.split()))
     doc_row = {
         "document_id": source.document_id,
         "uri": source.display,
@@ -207,6 +215,7 @@ def _rows(doc_row: dict[str, Any], title: str, drafts: Sequence[ChunkDraft]) -> 
             "section": draft.section,
             "headings": draft.headings,
             "page": draft.page,
+            "locator": draft.locator,
             "text": draft.text,
             FTS_COLUMN: search_text(title, draft.headings, draft.text),
         }
@@ -237,6 +246,8 @@ def _pdf_rows(
         chunked, position = len(sections), position + len(drafts)
         if drafts:
             yield _rows(doc_row, title, drafts)
+    if not sections:  # nothing to index is a failure, not an empty success
+        raise ValueError(NO_TEXT_LAYER if pages.count else "the PDF has no pages")
     content = pdf_content(sections)
     doc_row.update(
         title=title or fallback_title, chunk_count=position, content=content, size_chars=len(content)

@@ -64,7 +64,9 @@ class DocumentFile(NamedTuple):
 class SearchHit(BaseModel):
     """A chunk returned by a search, with its source and (optionally) surrounding text.
 
-    ``uri`` is the document's display source, as on ``Document``.
+    ``uri`` is the document's display source, as on ``Document``. ``page`` is a PDF page (for
+    ``#page=N`` links); ``locator`` names the place for people: ``"page 3"``, ``"slide 3"``,
+    ``"Sheet1, rows 12-20"``, or ``""`` when the format has none.
     """
 
     chunk_id: str
@@ -74,12 +76,24 @@ class SearchHit(BaseModel):
     text: str
     headings: list[str] = Field(default_factory=list)
     page: int | None = None
+    locator: str = ""
     position: int
     section: int
     score: float
     context: str | None = Field(
         default=None, description="The hit with neighbouring text of the same section, when expanded."
     )
+
+    @property
+    def location(self) -> str:
+        """Where the hit sits, for people: heading path and locator (``"Offline folders, slide 3"``).
+
+        A locator that already starts with the heading path (a sheet's name) stands alone.
+        """
+        path = " > ".join(self.headings)
+        if path and self.locator.startswith(path):
+            return self.locator
+        return ", ".join(part for part in (path, self.locator) if part)
 
 
 IngestStatus = Literal["added", "updated", "unchanged", "deleted", "cancelled", "error"]

@@ -161,7 +161,7 @@ async def _prepare_stage(
             try:
                 more = await asyncio.to_thread(doc.next_rows)
             except (OSError, ValueError, UnicodeError) as exc:
-                doc.rest, doc.error = None, str(exc)
+                doc.rest, doc.error = None, " ".join(str(exc).split())
                 await out.put((index, doc))
                 break
             if more is None or doc.dropped:

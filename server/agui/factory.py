@@ -14,8 +14,9 @@ system parts, settings). ``start`` reads top to bottom:
 5. check messages the adapter could otherwise only reject mid-stream;
 6. admit the run under the principal's limits (``server.quotas``: runs per minute, concurrent runs,
    the day's model tokens, whose rest becomes the run's token limit);
-7. build the deps and the adapter's stream (history from the thread record, the new turn from
-   the client), and hand the run to the engine, which opens its event log and starts it.
+7. build the deps (with a live question channel when the client answers tools' questions live)
+   and the adapter's stream (history from the thread record, the new turn from the client), and
+   hand the run to the engine, which opens its event log and starts it.
 
 Anything refused before step 7 leaves nothing behind: the transaction is rolled back and the lock
 released. The order of the thread guards (run lock, then cache lock, then the store's
@@ -52,6 +53,7 @@ from .budget import TokenBudget
 from .execution import AGUIRun
 from .history import ThreadConversationStore, conversation_of
 from .message_ids import RunIds
+from .questions import RunQuestions, wants_live_questions
 from .tree import ConversationTree
 
 __all__ = ["REQUESTS_PER_RUN", "AGUIRunFactory"]
@@ -77,6 +79,7 @@ class AGUIRunFactory:
     capabilities: Sequence[AbstractCapability[Any]] = ()
     quotas: Quotas = field(default_factory=lambda: MemoryQuotas(Limits()))
     count_metrics: bool = False
+    question_timeout: float = 120.0
 
     async def start(self, run_input: RunAgentInput, principal: str) -> RunInfo:
         """Start the run; ``RunConflict``, ``ThreadNotFound`` or ``InvalidRequest`` when it cannot."""
@@ -129,6 +132,9 @@ class AGUIRunFactory:
             start=tree.head,
             count_metrics=self.count_metrics,
         )
+        if wants_live_questions(run_input):
+            key = run_key(run_input.thread_id, run_input.run_id)
+            run.questions = deps.questions = RunQuestions(self.runs.questions, key, self.question_timeout)
         for index, message in enumerate(run_input.messages):
             _check_convertible(index, message)
         history, new_turn = _split_client_history(new_turn)
