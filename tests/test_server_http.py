@@ -268,7 +268,7 @@ async def test_health_and_capabilities(scenario_config: Any) -> None:
         readiness = (await client.get("/ready")).json()
         assert readiness["status"] == "ready"
         assert readiness["checks"] == {"knowledgeBase": "ok", "threadStore": "ok", "jobQueue": "ok"}
-        assert readiness["documents"] == 12
+        assert readiness["documents"] == (await client.get("/documents")).json()["total"] > 0
         caps = (await client.get("/capabilities")).json()
         assert caps["transport"]["streaming"] is True
         assert caps["state"] == {"snapshots": True, "deltas": True, "memory": True, "persistentState": True}
