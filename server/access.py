@@ -6,8 +6,9 @@ ids cannot be probed. A thread that was never saved is free: a new run may claim
 their thread (``RunManager.find`` applies the same rule to run ids). Ingestion jobs follow the same
 rule: another principal's job does not exist.
 
-Changing the knowledge base (upload, delete) is for editors: the configured list of principals, or
-the single local principal when no tokens are configured. Reading and searching is for everyone.
+Changing the knowledge base (upload, delete) is for editors: the configured principals and the
+members of the configured groups, or the single local principal when nobody signs in. Reading and
+searching is for everyone.
 """
 
 from __future__ import annotations
@@ -77,13 +78,24 @@ class NotAnEditor(PermissionError):
     def __init__(self, principal: str) -> None:
         super().__init__(
             f"{principal!r} may read and search the knowledge base but not change it: "
-            "uploading and deleting documents is for the principals in RAGSTREAM_EDITORS"
+            "uploading and deleting documents is for the principals in RAGSTREAM_EDITORS and the "
+            "members of RAGSTREAM_EDITOR_GROUPS"
         )
 
 
-def check_editor(principal: str, editors: Collection[str], *, tokens_configured: bool) -> None:
-    """``NotAnEditor`` unless ``principal`` may upload and delete documents."""
-    if tokens_configured and principal not in editors:
+def check_editor(
+    principal: str,
+    groups: Collection[str],
+    *,
+    editors: Collection[str],
+    editor_groups: Collection[str],
+    sign_in_required: bool,
+) -> None:
+    """``NotAnEditor`` unless ``principal`` may upload and delete documents: it is named in
+    ``editors`` or belongs to one of ``editor_groups`` (anyone, when nobody signs in)."""
+    if not sign_in_required or principal in editors:
+        return
+    if not any(group in editor_groups for group in groups):
         raise NotAnEditor(principal)
 
 

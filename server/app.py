@@ -24,11 +24,12 @@ from rag_tools import Toolkit
 from rag_tools.state import ThreadStore
 
 from .agui._upstream import install_fast_stream_locks
-from .auth import TokenBackend, unauthorized
+from .auth import AuthBackend, Scheme, StaticTokens, auth_error, load_scheme
 from .config import AppConfig
 from .errors import exception_handlers
 from .middleware import BodyLimitMiddleware, tracing_middleware
 from .observe import metrics, tracing
+from .oidc import OIDCScheme
 from .routes.agui import agui
 from .routes.documents import (
     cancel_job,
@@ -39,7 +40,7 @@ from .routes.documents import (
     list_jobs,
     upload_documents,
 )
-from .routes.meta import capabilities, health, metrics_page
+from .routes.meta import capabilities, health, metrics_page, ready
 from .routes.static import static_routes
 from .routes.threads import (
     ANSWER_BODY_LIMIT,
@@ -58,7 +59,7 @@ from .routes.threads import (
 )
 from .services import Services
 
-__all__ = ["create_app", "create_served_app"]
+__all__ = ["create_app", "create_served_app", "sign_in_schemes"]
 
 
 def create_app(
@@ -104,6 +105,7 @@ def create_app(
     answers = Route("/threads/{thread_id}/runs/{run_id}/answers", answer_question, methods=["POST"])
     public: list[BaseRoute] = [
         Route("/health", health, methods=["GET"]),
+        Route("/ready", ready, methods=["GET"]),
         Route("/capabilities", capabilities, methods=["GET"]),
         *static_routes(),  # the chat page asks for a token itself
     ]
@@ -149,7 +151,9 @@ def create_app(
         )
     middleware += [
         Middleware(
-            AuthenticationMiddleware, backend=TokenBackend(config.tokens, public), on_error=unauthorized
+            AuthenticationMiddleware,
+            backend=AuthBackend(sign_in_schemes(config), public),
+            on_error=auth_error,
         ),
         Middleware(
             BodyLimitMiddleware,
@@ -164,6 +168,19 @@ def create_app(
     return Starlette(
         routes=routes, middleware=middleware, lifespan=lifespan, exception_handlers=exception_handlers
     )
+
+
+def sign_in_schemes(config: AppConfig) -> list[Scheme]:
+    """The configured ways to sign in, in the order they are asked: static tokens, OpenID Connect,
+    then the ``RAGSTREAM_AUTH`` hook. None: every caller is the one local user."""
+    schemes: list[Scheme] = []
+    if config.tokens:
+        schemes.append(StaticTokens(config.tokens))
+    if config.oidc_issuer:
+        schemes.append(OIDCScheme.from_config(config))
+    if config.auth:
+        schemes.append(load_scheme(config.auth))
+    return schemes
 
 
 def create_served_app() -> Starlette:

@@ -1,21 +1,30 @@
-"""Who is calling: bearer tokens, checked for every request by Starlette's authentication middleware.
+"""Who is calling: sign-in schemes behind one hook interface, asked once per request.
 
-With no tokens configured every caller is the single local principal ``local`` (a one-user
-install). Otherwise ``Authorization: Bearer <token>`` must match one configured token, compared in
-constant time, and the matching entry's name is the principal that owns the threads it creates;
-the entry's groups are the principal's groups.
+A scheme is a function (or an async function) that takes the request's headers and answers with
+the caller, as a ``Principal`` (a name and its groups) or just a name; ``None`` when the headers
+carry nothing it recognises (another scheme may); or it raises ``Refused`` (bad credentials: 401)
+or ``SignInUnavailable`` (it cannot decide now, e.g. its identity provider is down: 503). That is
+the hook ``RAGSTREAM_AUTH=module:function`` plugs in, and the built-in schemes are written against
+it: static tokens (``StaticTokens``) and OpenID Connect bearer JWTs (``server.oidc.OIDCScheme``).
+``AuthBackend`` asks the configured schemes in order (static tokens, OIDC, the hook) and the first
+answer wins. With no scheme configured every caller is the single local principal ``local`` (a
+one-user install).
 
-Every route needs a principal unless the app declares it public (``TokenBackend(public=...)``), so
-a new route is protected by default. On a public route a caller without a valid token is
-anonymous (``principal_of`` gives ``None``) and the route shows only its public part.
+Every route needs a principal unless the app declares it public (``AuthBackend(public=...)``), so
+a new route is protected by default. On a public route a caller whose credentials are missing,
+refused or cannot be checked is anonymous (``principal_of`` gives ``None``) and the route shows
+only its public part.
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterable, Mapping, Sequence
+import importlib
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError, BaseUser
+from starlette.datastructures import Headers
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
@@ -24,13 +33,27 @@ from .access import LOCAL_PRINCIPAL
 from .config import StaticToken
 from .errors import error_response
 
-__all__ = ["LOCAL_PRINCIPAL", "Principal", "TokenBackend", "groups_of", "principal_of", "unauthorized"]
+__all__ = [
+    "LOCAL_PRINCIPAL",
+    "AuthBackend",
+    "Principal",
+    "Refused",
+    "Scheme",
+    "SignInUnavailable",
+    "StaticTokens",
+    "auth_error",
+    "bearer_token",
+    "groups_of",
+    "load_scheme",
+    "principal_of",
+]
 
-_CHALLENGE = {"missing bearer token": "Bearer", "invalid bearer token": 'Bearer error="invalid_token"'}
+#: Seconds a client is asked to wait when a scheme cannot decide (``SignInUnavailable``).
+RETRY_AFTER_SECONDS = 5
 
 
 class Principal(BaseUser):
-    """An authenticated caller, named by its token's entry (or ``local`` without tokens), with its groups."""
+    """An authenticated caller: its name (``local`` without sign-in) and its groups."""
 
     def __init__(self, name: str, groups: Iterable[str] = ()) -> None:
         self.name = name
@@ -49,43 +72,125 @@ class Principal(BaseUser):
         return self.name
 
 
-class TokenBackend(AuthenticationBackend):
-    """Bearer tokens by principal; routes in ``public`` may also be called without one."""
+class Refused(AuthenticationError):
+    """The credentials are not accepted: 401, with ``message`` as the RFC 6750 error description."""
 
-    def __init__(self, tokens: Mapping[str, StaticToken], public: Sequence[BaseRoute] = ()) -> None:
-        self.tokens = {name: entry.token.get_secret_value().encode() for name, entry in tokens.items()}
-        self.groups = {name: entry.groups for name, entry in tokens.items()}
+    def __init__(self, message: str, *, error: str | None = "invalid_token") -> None:
+        super().__init__(message)
+        self.message = message
+        self.error = error
+
+    @property
+    def challenge(self) -> str:
+        """The ``WWW-Authenticate`` value of the 401."""
+        if self.error is None:
+            return "Bearer"
+        description = "".join(c for c in self.message if c.isprintable() and c not in '"\\')[:200]
+        return f'Bearer error="{self.error}", error_description="{description}"'
+
+
+class SignInUnavailable(AuthenticationError):
+    """The credentials cannot be checked now (the identity provider is unreachable): 503, never a pass."""
+
+
+SignIn = Principal | str | None
+#: The hook interface: the request's headers in, the caller (or ``None``) out, or ``Refused``.
+Scheme = Callable[[Headers], SignIn | Awaitable[SignIn]]
+
+
+def bearer_token(headers: Mapping[str, str]) -> str | None:
+    """The credential of an ``Authorization: Bearer <token>`` header, if there is one."""
+    scheme, _, credential = headers.get("authorization", "").partition(" ")
+    credential = credential.strip()
+    return credential if scheme.lower() == "bearer" and credential else None
+
+
+class StaticTokens:
+    """The static-token scheme: ``RAGSTREAM_TOKENS``, compared in constant time."""
+
+    def __init__(self, tokens: Mapping[str, StaticToken]) -> None:
+        self.tokens = [
+            (entry.token.get_secret_value().encode(), Principal(name, entry.groups))
+            for name, entry in tokens.items()
+        ]
+
+    def __call__(self, headers: Headers) -> Principal | None:
+        offered = bearer_token(headers)
+        if offered is None:
+            return None
+        found = None
+        encoded = offered.encode()
+        for secret, principal in self.tokens:  # every entry is compared: no early exit to time
+            if hmac.compare_digest(encoded, secret):
+                found = principal
+        return found
+
+
+def load_scheme(spec: str) -> Scheme:
+    """The function named by ``module:function`` (``RAGSTREAM_AUTH``); ``ValueError`` saying why not."""
+    module_name, _, name = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ValueError(
+            f"RAGSTREAM_AUTH={spec!r}: module {module_name!r} cannot be imported ({exc})"
+        ) from exc
+    scheme = getattr(module, name, None)
+    if not callable(scheme):
+        raise ValueError(f"RAGSTREAM_AUTH={spec!r}: {module_name} has no function {name!r}")
+    return scheme  # type: ignore[no-any-return]
+
+
+def _as_principal(found: object) -> Principal:
+    if isinstance(found, Principal):
+        return found
+    if isinstance(found, str) and found:
+        return Principal(found)
+    raise TypeError(f"a sign-in scheme returned {found!r}: expected a Principal, a non-empty name or None")
+
+
+class AuthBackend(AuthenticationBackend):
+    """Asks ``schemes`` in order; routes in ``public`` may also be called without signing in."""
+
+    def __init__(self, schemes: Sequence[Scheme], public: Sequence[BaseRoute] = ()) -> None:
+        self.schemes = list(schemes)
         self.public = list(public)
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
-        if not self.tokens:
+        if not self.schemes:
             return AuthCredentials(["authenticated"]), Principal(LOCAL_PRINCIPAL)
-        scheme, _, credential = conn.headers.get("authorization", "").partition(" ")
-        problem = None
-        principal = None
-        if scheme.lower() != "bearer" or not credential.strip():
-            problem = "missing bearer token"
-        else:
-            offered = credential.strip().encode()
-            for name, secret in self.tokens.items():
-                if hmac.compare_digest(offered, secret):
-                    principal = name
-            if principal is None:
-                problem = "invalid bearer token"
-        if principal is not None:
-            return AuthCredentials(["authenticated"]), Principal(principal, self.groups[principal])
+        headers = conn.headers
+        problem: AuthenticationError
+        try:
+            for scheme in self.schemes:
+                found = scheme(headers)
+                if inspect.isawaitable(found):
+                    found = await found
+                if found is not None:
+                    return AuthCredentials(["authenticated"]), _as_principal(found)
+            if "authorization" in headers:
+                problem = Refused("invalid bearer token")
+            else:
+                problem = Refused("missing bearer token", error=None)
+        except AuthenticationError as exc:  # Refused, SignInUnavailable, or Starlette's own from a hook
+            problem = exc
         if self._is_public(conn):
             return None  # anonymous: the route shows its public part
-        raise AuthenticationError(problem)
+        raise problem
 
     def _is_public(self, conn: HTTPConnection) -> bool:
         return any(route.matches(conn.scope)[0] == Match.FULL for route in self.public)
 
 
-def unauthorized(conn: HTTPConnection, exc: AuthenticationError) -> Response:
-    """The 401 answer (``on_error`` of the authentication middleware)."""
-    message = str(exc)
-    return error_response(401, message, headers={"WWW-Authenticate": _CHALLENGE.get(message, "Bearer")})
+def auth_error(conn: HTTPConnection, exc: AuthenticationError) -> Response:
+    """The answer to a request that did not sign in (``on_error`` of the authentication middleware):
+    401 with a ``WWW-Authenticate`` challenge, or 503 when the credentials cannot be checked now."""
+    if isinstance(exc, SignInUnavailable):
+        return error_response(
+            503, str(exc), code="sign_in_unavailable", headers={"Retry-After": str(RETRY_AFTER_SECONDS)}
+        )
+    challenge = exc.challenge if isinstance(exc, Refused) else "Bearer"
+    return error_response(401, str(exc) or "not signed in", headers={"WWW-Authenticate": challenge})
 
 
 def principal_of(conn: HTTPConnection) -> str | None:

@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from rag_tools.kb import DocumentFilter, IngestProgress, IngestReport, KnowledgeBase, KnowledgeBaseError
 
+from .auth import load_scheme
 from .config import WORKER_CONFIG_ENV, AppConfig
 from .observe import logs, metrics, tracing
 
@@ -154,6 +155,12 @@ def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
     for problem in (model_problem(config.model), tracing.tracing_problem()):  # before any work
         if problem is not None:
             print(f"ragstream: {problem}", file=sys.stderr)
+            return 2
+    if config.auth:
+        try:
+            load_scheme(config.auth)
+        except ValueError as exc:
+            print(f"ragstream: {exc}", file=sys.stderr)
             return 2
     if args.ingest:
 

@@ -94,6 +94,62 @@ class AppConfig(RagConfig, BaseSettings):
             "token. Without tokens the local principal is an editor."
         ),
     )
+    editor_groups: list[str] = Field(
+        default_factory=list,
+        description=(
+            'Groups whose members may upload and delete documents, as JSON: ["kb-editors"] (groups come '
+            "from static tokens, the OIDC groups claim or the auth hook)."
+        ),
+    )
+    oidc_issuer: str | None = Field(
+        default=None,
+        description=(
+            "OpenID Connect issuer URL: bearer JWTs it signs sign users in (keys from its discovery "
+            "document's jwks_uri). Needs oidc_audience."
+        ),
+    )
+    oidc_audience: str | None = Field(
+        default=None, description="The audience (aud) a JWT must be issued for: this API's identifier."
+    )
+    oidc_principal_claim: str = Field(default="sub", description="The JWT claim naming the principal.")
+    oidc_groups_claim: str = Field(
+        default="groups", description="The JWT claim listing the principal's groups."
+    )
+    oidc_leeway_seconds: float = Field(
+        default=30.0, ge=0, le=300, description="Clock skew allowed when checking exp, nbf and iat."
+    )
+    oidc_jwks_refetch_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description=(
+            "Floor between key-set fetches caused by a token with an unknown key id (rotation); "
+            "tokens with unknown keys in between are refused without a fetch."
+        ),
+    )
+    auth: str | None = Field(
+        default=None,
+        description=(
+            "Your own sign-in scheme, as module:function: called with the request's headers, it "
+            "returns the principal (server.auth.Principal or a name), None, or raises server.auth.Refused."
+        ),
+        pattern=r"^[\w.]+:\w+$",
+    )
+    limit_runs_per_minute: int | None = Field(
+        default=None, ge=1, description="Runs a principal may start per calendar minute; unset: no limit."
+    )
+    limit_concurrent_runs: int | None = Field(
+        default=None, ge=1, description="Runs a principal may have going at once; unset: no limit."
+    )
+    limit_upload_bytes_per_hour: int | None = Field(
+        default=None,
+        ge=1,
+        description="Upload bytes a principal may send per calendar hour; unset: no limit.",
+    )
+    limit_tokens_per_day: int | None = Field(
+        default=None,
+        ge=1,
+        description="Model tokens a principal's runs may use per UTC day, across runs; unset: no limit.",
+    )
     job_heartbeat_seconds: float = Field(
         default=10.0,
         ge=1,
@@ -225,9 +281,18 @@ class AppConfig(RagConfig, BaseSettings):
 
     @model_validator(mode="after")
     def _editors_have_tokens(self) -> AppConfig:
-        unknown = [name for name in self.editors if self.tokens and name not in self.tokens]
+        only_tokens = self.tokens and not self.oidc_issuer and not self.auth
+        unknown = [name for name in self.editors if only_tokens and name not in self.tokens]
         if unknown:
             raise ValueError(f"editors without a token: {', '.join(unknown)} (editors name token principals)")
+        return self
+
+    @model_validator(mode="after")
+    def _oidc_needs_an_audience(self) -> AppConfig:
+        if self.oidc_issuer and not self.oidc_audience:
+            raise ValueError(
+                "oidc_issuer needs oidc_audience (RAGSTREAM_OIDC_AUDIENCE): the API's identifier"
+            )
         return self
 
     @model_validator(mode="after")
@@ -241,6 +306,11 @@ class AppConfig(RagConfig, BaseSettings):
                     f"the sync of {entry.source!r} needs an owner with a token (who sees and may cancel its jobs)"
                 )
         return self
+
+    @property
+    def sign_in_required(self) -> bool:
+        """Whether callers must sign in (static tokens, OIDC or an auth hook); else one local user."""
+        return bool(self.tokens or self.oidc_issuer or self.auth)
 
     @property
     def effective_disconnect_policy(self) -> Literal["cancel", "finish"]:

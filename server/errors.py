@@ -1,7 +1,7 @@
 """How the HTTP API answers errors: one JSON shape, and one table from domain errors to statuses.
 
 Every error response is ``{"error": {"status", "code", "message", "details"?}}`` with a 4xx or 503
-status. The layers below raise domain errors that say what happened (``RunConflict``,
+status (a 429 says when to retry in ``Retry-After``). The layers below raise domain errors that say what happened (``RunConflict``,
 ``ThreadNotFound``, ``InvalidRequest``, ``StoreError``, ...); ``ERROR_TABLE`` below is the only
 place that decides which status and code each gets. ``ApiError`` is for what only the web layer
 knows (content types, request bodies, query strings). Exceptions that are not in the table never
@@ -32,6 +32,7 @@ from .access import (
     ThreadNotFound,
 )
 from .jobs import InvalidCursor
+from .quotas import LargerThanQuota, QuotaExceeded
 from .runs import BackendUnavailable, FailureCode, QuestionNotFound, RunConflict, RunNotFound
 from .validation import InvalidRequest
 
@@ -49,6 +50,7 @@ _CODES = {
     413: "payload_too_large",
     415: "unsupported_media_type",
     422: "invalid_request",
+    429: "too_many_requests",
     503: "unavailable",
 }
 
@@ -94,6 +96,8 @@ ERROR_TABLE: tuple[tuple[type[Exception], _Answer], ...] = (
     (StateItemNotFound, _Answer(404)),
     (MessageNotFound, _Answer(404)),
     (RunConflict, _Answer(409)),
+    (QuotaExceeded, _Answer(429)),
+    (LargerThanQuota, _Answer(413)),
     (
         BackendUnavailable,
         _Answer(503, "unavailable", "the shared backend is unavailable; retry shortly", log=True),
@@ -151,6 +155,7 @@ async def _domain_error(request: Request, exc: Exception) -> Response:
         answer.message or str(exc),
         code=str(code) if code else None,
         details=getattr(exc, "details", None),
+        headers=getattr(exc, "headers", None),
     )
 
 

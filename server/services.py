@@ -5,7 +5,7 @@ ingestion jobs.
 does both in the app's lifespan. This is the composition root: it picks the storage backends
 (memory, SQLite, Redis, PostgreSQL) behind their interfaces, builds the protocol-neutral run engine
 (``server.runs``) and the AG-UI binding on top of it (``server.agui``). Tests and embedding apps
-may pass their own agent, toolkit, store, locks or event log.
+may pass their own agent, toolkit, store, locks, event log, job system or limit counters.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from .config import AppConfig
 from .jobs import IngestJobs, SyncScheduler, open_ingest_jobs
 from .observe import tracing
 from .observe.backends import ObservedKnowledgeBase, ObservedThreadStore
+from .quotas import Quotas, open_quotas
 from .runs import (
     EventLog,
     FailureCode,
@@ -90,6 +91,8 @@ class Services:
     agui: AGUIRunFactory
     tools: ToolSystem
     jobs: IngestJobs
+    quotas: Quotas
+    redis: Redis | None = None
     _background: list[asyncio.Task[Any]] = field(default_factory=list)
 
     @classmethod
@@ -103,6 +106,7 @@ class Services:
         locks: RunLocks | None = None,
         logs: EventLog | None = None,
         jobs: IngestJobs | None = None,
+        quotas: Quotas | None = None,
     ) -> Services:
         observed = config.metrics or tracing.enabled()
         kb = (ObservedKnowledgeBase if observed else KnowledgeBase).from_config(config)
@@ -165,6 +169,7 @@ class Services:
             questions=RedisQuestionBus(client, config.redis_prefix) if client is not None else None,
         )
         agent = agent or create_chat_agent(config, toolkit)
+        quotas = quotas or open_quotas(config, client)
         binding = AGUIRunFactory(
             runs=runs,
             cache=cache,
@@ -177,11 +182,12 @@ class Services:
             toolsets=tools.toolsets(),
             capabilities=[tools.capability(), *run_capabilities(count_metrics=config.metrics)],
             count_metrics=config.metrics,
+            quotas=quotas,
             question_timeout=config.question_timeout_seconds,
         )
         jobs = jobs or open_ingest_jobs(config, kb)
         await jobs.start()
-        services = cls(config, kb, store, cache, toolkit, agent, runs, binding, tools, jobs)
+        services = cls(config, kb, store, cache, toolkit, agent, runs, binding, tools, jobs, quotas, client)
         services._background.append(asyncio.create_task(services._evict_idle_threads()))
         services._background.append(asyncio.create_task(services._sweep_orphans()))
         if config.sync:
@@ -212,6 +218,8 @@ class Services:
         for task in self._background:
             task.cancel()
         await self.runs.shutdown()
+        with contextlib.suppress(Exception):
+            await self.quotas.aclose()
         with contextlib.suppress(Exception):
             await self.jobs.close()
         with contextlib.suppress(Exception):

@@ -47,10 +47,21 @@ async def serve(app: Any, **config: Any) -> AsyncIterator[str]:
         await asyncio.wait_for(task, 15)
 
 
+async def wait_ready(http: httpx.AsyncClient, url: str = "", *, timeout: float = 60) -> httpx.Response:
+    """Poll ``/ready`` until it answers 200 (dependencies that come back reconnect with backoff);
+    the last answer, whatever it was, after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        response = await http.get(f"{url}/ready")
+        if response.status_code == 200 or time.monotonic() > deadline:
+            return response
+        await asyncio.sleep(0.2)
+
+
 @asynccontextmanager
 async def served(env: dict[str, str], data: Path, *, ready: int = 200) -> AsyncIterator[str]:
     """``ragstream serve`` as its own process (a host of its own) on a free port, with ``env`` on top of
-    this process's environment; yields its base URL once ``/health`` answers ``ready``."""
+    this process's environment; yields its base URL once ``/ready`` answers ``ready`` (a status)."""
     port = free_port()
     full = {**os.environ, **env, "PYTHONPATH": str(ROOT), "RAGSTREAM_TOOL_DIRS": "[]"}
     data.mkdir(parents=True, exist_ok=True)
@@ -72,7 +83,7 @@ async def served(env: dict[str, str], data: Path, *, ready: int = 200) -> AsyncI
                 if process.poll() is not None:
                     raise RuntimeError(f"serve exited: {log.read_text(errors='replace')[-2000:]}")
                 try:
-                    if (await http.get(f"{url}/health")).status_code == ready:
+                    if (await http.get(f"{url}/ready")).status_code == ready:
                         break
                 except httpx.HTTPError:
                     pass

@@ -32,6 +32,7 @@ from tests.browser.copilotkit import (
     run_node_tests,
 )
 from tests.browser.rendered import check_source_card, rendered_junk
+from tests.oidc_provider import AUDIENCE, IdentityProvider
 from tests.scenario import Notes, scenario_agent
 from tests.servers import serve
 
@@ -323,6 +324,70 @@ async def test_the_runtime_sends_ragstreams_token(scenario_config: Any) -> None:
             assert "401" in events[-1]["message"]
             assert (await client.get(f"/api/threads/{thread}")).status_code == 401
             assert (await client.get("/api/copilotkit/info")).status_code == 200
+            assert runtime.alive, runtime.log()
+
+
+async def test_the_runtime_forwards_the_signed_in_users_token(scenario_config: Any) -> None:
+    """Without RAGSTREAM_TOKEN the runtime passes the page's own Authorization (here an OpenID Connect
+    access token from a real provider on loopback) to ragstream: on runs, reconnects and the reads the
+    page makes, so each signed-in user sees their own threads."""
+    require_example()
+    provider = IdentityProvider()
+    run = {"runId": "run-1", "state": {}, "tools": [], "context": [], "forwardedProps": {}}
+    question = {"id": "m1", "role": "user", "content": "nightly backups"}
+    async with serve(provider.app()) as issuer:
+        provider.issuer = issuer
+        scenario_config.oidc_audience = AUDIENCE
+        scenario_config.oidc_issuer = issuer
+        app = ragstream_app(scenario_config, scenario=True, state_key=None)
+        async with (
+            serve(app) as ragstream,
+            example_server(ragstream) as runtime,
+            httpx.AsyncClient(base_url=runtime.url, timeout=30) as client,
+        ):
+            alice = {"Authorization": f"Bearer {provider.token('alice')}"}
+            bob = {"Authorization": f"Bearer {provider.token('bob', key=provider.key('ES256'))}"}
+            thread = f"oidc-{uuid.uuid4().hex}"
+            body = {**run, "threadId": thread, "messages": [question]}
+            response = await client.post("/api/copilotkit/agent/default/run", json=body, headers=alice)
+            types = [e["type"] for e in sse_events(response.text)]
+            assert (types[0], types[-1]) == ("RUN_STARTED", "RUN_FINISHED"), types
+            # ragstream saved the thread for the token's subject
+            async with httpx.AsyncClient(base_url=ragstream) as direct:
+                assert (await direct.get(f"/threads/{thread}", headers=alice)).status_code == 200
+                assert (await direct.get(f"/threads/{thread}", headers=bob)).status_code == 404
+            # the page's reads carry the same sign-in
+            view = await client.get(f"/api/threads/{thread}", headers=alice)
+            assert view.status_code == 200
+            assert [m["content"] for m in view.json()["messages"] if m["role"] == "user"] == [
+                "nightly backups"
+            ]
+            assert (await client.get(f"/api/threads/{thread}", headers=bob)).status_code == 404
+            assert (await client.get("/api/documents", headers=alice)).status_code == 200
+            # a reconnect (a reloaded page) replays the thread for its owner only
+            connect = {**run, "runId": "connect-1", "threadId": thread, "messages": []}
+            restored = await client.post("/api/copilotkit/agent/default/connect", json=connect, headers=alice)
+            snapshots = [e for e in sse_events(restored.text) if e["type"] == "MESSAGES_SNAPSHOT"]
+            assert snapshots and snapshots[-1]["messages"][0]["content"] == "nightly backups", restored.text
+            stranger = await client.post("/api/copilotkit/agent/default/connect", json=connect, headers=bob)
+            assert not [e for e in sse_events(stranger.text) if e["type"] == "MESSAGES_SNAPSHOT"]
+            # another user's turn on the thread, or no sign-in at all: ragstream refuses, the runtime stays up
+            other = {**run, "runId": "run-2", "threadId": thread, "messages": [question]}
+            refused = sse_events(
+                (await client.post("/api/copilotkit/agent/default/run", json=other, headers=bob)).text
+            )
+            assert refused[-1]["type"] == "RUN_ERROR" and "404" in refused[-1]["message"], refused
+            anonymous = {
+                **run,
+                "runId": "run-3",
+                "threadId": f"oidc-{uuid.uuid4().hex}",
+                "messages": [question],
+            }
+            unsigned = sse_events(
+                (await client.post("/api/copilotkit/agent/default/run", json=anonymous)).text
+            )
+            assert unsigned[-1]["type"] == "RUN_ERROR" and "401" in unsigned[-1]["message"], unsigned
+            assert (await client.get(f"/api/threads/{thread}")).status_code == 401
             assert runtime.alive, runtime.log()
 
 

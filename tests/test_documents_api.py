@@ -173,13 +173,17 @@ async def test_only_editors_change_the_knowledge_base(scenario_config: Any) -> N
 async def test_public_routes_show_only_their_public_part(scenario_config: Any) -> None:
     async with server(scenario_config, tokens={"alice": SecretStr("token-a")}) as client:
         health = (await client.get("/health")).json()
+        readiness = (await client.get("/ready")).json()
         caps = (await client.get("/capabilities")).json()
         assert health == {"status": "ok"}
+        assert set(readiness) == {"status", "checks"}
         assert set(caps) == {"identity", "transport"}
         full = (await client.get("/capabilities", headers={"Authorization": "Bearer token-a"})).json()
         assert "tools" in full and "custom" in full
-        detailed = (await client.get("/health", headers={"Authorization": "Bearer token-a"})).json()
+        detailed = (await client.get("/ready", headers={"Authorization": "Bearer token-a"})).json()
         assert "documents" in detailed
+        live = (await client.get("/health", headers={"Authorization": "Bearer token-a"})).json()
+        assert set(live) == {"status", "activeRuns", "worker"}
 
 
 def test_editors_must_name_token_principals(tmp_path: Any) -> None:

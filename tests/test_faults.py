@@ -365,14 +365,14 @@ async def test_a_read_only_data_directory_fails_the_save_and_keeps_the_last_stat
             else:
                 assert response.status_code == 503, response.text
                 assert response.json()["error"]["code"] in {"unavailable", "store_unavailable"}
-            health = await server.client.get("/health")
+            readiness = await server.client.get("/ready")
             if how == "mount":
-                assert health.status_code == 503, health.text
-                assert health.json()["error"]["code"] == "store_unavailable"
+                assert readiness.status_code == 503, readiness.text
+                assert readiness.json()["error"]["code"] == "store_unavailable"
         # writable again: nothing was lost, runs work on this thread and others
         await assert_intact_and_serving(server, "ro", before, state)
         assert (await server.client.get("/threads/ro-new")).status_code == 404
-        assert (await server.client.get("/health")).status_code == 200
+        assert (await server.client.get("/ready")).status_code == 200
 
 
 async def test_a_store_that_cannot_open_does_not_leak_file_descriptors(config: Any, tmp_path: Path) -> None:
@@ -397,7 +397,7 @@ async def test_a_store_that_cannot_open_does_not_leak_file_descriptors(config: A
             gc.disable()
             try:
                 for _ in range(20):
-                    assert (await server.client.get("/health")).status_code == 503
+                    assert (await server.client.get("/ready")).status_code == 503
                 leaked = store_fds()
             finally:
                 gc.enable()
@@ -420,15 +420,17 @@ async def kb_moved_away(data_dir: Path) -> AsyncIterator[None]:
         away.rename(kb)
 
 
-async def test_a_missing_knowledge_base_is_a_clear_run_error_and_health_503(config: Any) -> None:
+async def test_a_missing_knowledge_base_is_a_clear_run_error_and_ready_503(config: Any) -> None:
     async with fault_server(config) as server:
         state = await good_run(server.client, "kb", "kb-good", "search nightly backups", {})
         before = await thread_view(server.client, "kb")
         assert "Found it in" in before["messages"][-1]["content"]
         async with kb_moved_away(server.data_dir):
-            health = await server.client.get("/health")
-            assert health.status_code == 503, health.text
-            assert health.json()["error"]["code"] == "knowledge_base_unavailable"
+            readiness = await server.client.get("/ready")
+            assert readiness.status_code == 503, readiness.text
+            assert readiness.json()["error"]["code"] == "knowledge_base_unavailable"
+            assert readiness.json()["error"]["message"] == "not ready: the knowledge base is unavailable"
+            assert (await server.client.get("/health")).status_code == 200
             events, client_state = await run(server.client, "kb", "kb-faulty", "search opening hours", state)
             assert events[-1]["type"] == "RUN_ERROR", events[-1]
             assert client_state == state, "the client was left with state the server did not keep"
@@ -437,7 +439,7 @@ async def test_a_missing_knowledge_base_is_a_clear_run_error_and_health_503(conf
             other = await good_run(server.client, "kb-other", "kb-other-1", "ok without kb", {})
             assert other["journal"] == ["ok without kb"]
             failed = events[-1]
-        assert (await server.client.get("/health")).status_code == 200
+        assert (await server.client.get("/ready")).status_code == 200
         state = await good_run(server.client, "kb", "kb-again", "search opening hours", state)
         assert len(state["journal"]) == 2
         assert_clear_error(failed, {"knowledge_base_unavailable"})
@@ -456,12 +458,12 @@ async def test_documents_listing_is_503_while_the_knowledge_base_is_missing(conf
 async def test_a_server_started_without_a_knowledge_base_answers_clearly(config: Any) -> None:
     shutil.rmtree(config.data_dir / "kb")
     async with fault_server(config) as server:
-        health = await server.client.get("/health")
-        assert health.status_code in (200, 503), health.text
-        if health.status_code == 200:
-            assert health.json()["documents"] == 0  # says plainly that there is nothing to search
+        readiness = await server.client.get("/ready")
+        assert readiness.status_code in (200, 503), readiness.text
+        if readiness.status_code == 200:
+            assert readiness.json()["documents"] == 0  # says plainly that there is nothing to search
         else:
-            assert health.json()["error"]["code"] == "knowledge_base_unavailable"
+            assert readiness.json()["error"]["code"] == "knowledge_base_unavailable"
         events, _ = await run(server.client, "nokb", "nokb-1", "search nightly backups", {})
         if events[-1]["type"] == "RUN_ERROR":
             assert_clear_error(events[-1], {"knowledge_base_unavailable"})

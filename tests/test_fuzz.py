@@ -18,10 +18,12 @@ a ready-to-paste reproduction.
 
 from __future__ import annotations
 
+import base64
 import gc
 import json
 import os
 import shutil
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -196,6 +198,7 @@ ROUTES = [
     ("GET", "/documents"),
     ("POST", "/documents"),
     ("GET", "/health"),
+    ("GET", "/ready"),
     ("GET", "/capabilities"),
     ("GET", "/"),
     ("HEAD", "/"),
@@ -598,3 +601,140 @@ def test_fuzz_helpers_encode_raw_fragments() -> None:
     body = encode({"a": "x\ue000y"}, [b"\xc0\xaf"])
     assert body == b'{"a": "x\xc0\xafy"}'
     assert encode({"a": "\ue000"}, [b"\\ud800"]) == b'{"a": "\\ud800"}'
+
+
+# -- bearer JWTs against OpenID Connect sign-in ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def oidc_fuzz(tmp_path_factory: pytest.TempPathFactory, corpus_kb_template: Path) -> Iterator[Any]:
+    """A server signing users in with a real identity provider (both on loopback), and the provider."""
+    from server.config import AppConfig
+    from tests.conftest import scenario_app
+    from tests.oidc_provider import AUDIENCE, IdentityProvider
+
+    data = tmp_path_factory.mktemp("fuzz-oidc") / "data"
+    shutil.copytree(corpus_kb_template, data / "kb")
+    provider = IdentityProvider()
+    log = ServerLog()
+    with log.attached(), serve_in_thread(provider.app()) as issuer:
+        provider.issuer = issuer
+        config = AppConfig(
+            data_dir=data, run_timeout=10, oidc_audience=AUDIENCE, oidc_issuer=issuer, oidc_leeway_seconds=30
+        )
+        with serve_in_thread(scenario_app(config)) as url, httpx.Client(base_url=url, timeout=60) as client:
+            good = {"Authorization": f"Bearer {provider.token('fuzz-user')}"}
+            assert client.get("/threads", headers=good).status_code == 200  # the control: sign-in works
+            yield url, provider, log, client
+            assert client.get("/threads", headers=good).status_code == 200
+            assert log.take() == []
+
+
+def _jwt_segment(value: Any) -> str:
+    from tests.oidc_provider import b64url
+
+    return b64url(json.dumps(value).encode() if not isinstance(value, bytes) else value)
+
+
+@st.composite
+def fuzzed_jwts(draw: st.DrawFn, provider: Any) -> bytes:
+    """A bearer JWT no valid sign-in may come from: random headers, claims, signatures and sizes,
+    including tokens signed with the provider's real key whose claims are each broken somehow."""
+    from tests.oidc_provider import SigningKey, forged
+
+    rsa, ec = provider.key("RS256"), provider.key("ES256")
+    kid = draw(
+        st.one_of(
+            st.sampled_from([rsa.kid, ec.kid, "", "../../etc/passwd"]), hostile_text(12), json_values(2)
+        )
+    )
+    header = {
+        "alg": draw(
+            st.one_of(
+                st.sampled_from(["RS256", "ES256", "HS256", "none", "None", "PS256", "RS512", "EdDSA", ""]),
+                json_values(2),
+            )
+        ),
+        "kid": kid,
+        **draw(
+            st.dictionaries(
+                st.sampled_from(["typ", "crit", "jku", "x5u", "jwk", "b64", "cty", "zip"]),
+                st.one_of(json_values(3), st.just("http://127.0.0.1:1/jwks"), st.just(rsa.public_jwk())),
+                max_size=3,
+            )
+        ),
+    }
+    now = int(time.time())
+    claims = provider.claims(draw(st.one_of(st.just("mallory"), hostile_text(10), json_values(2))))
+    for name in draw(
+        st.lists(st.sampled_from(["iss", "aud", "exp", "nbf", "iat", "sub", "groups"]), max_size=4)
+    ):
+        claims[name] = draw(
+            st.one_of(
+                json_values(2),
+                st.integers(-(2**70), 2**70),
+                st.just(now - 3600),
+                st.just(now + 3600),
+                st.just("https://evil.example"),
+                st.just([claims["aud"], "other"]),
+            )
+        )
+    how = draw(st.sampled_from(["garbage", "resigned", "forged", "real-key-broken-claims", "segments"]))
+    if how == "garbage":
+        signature = draw(st.binary(max_size=600))
+        return f"{_jwt_segment(header)}.{_jwt_segment(claims)}.{_jwt_segment(signature)}".encode()
+    if how == "resigned":  # a real signature by a key the provider never published
+        key = SigningKey.new(draw(st.sampled_from(["RS256", "ES256"])))
+        return provider.token(key=key, kid=draw(st.sampled_from([rsa.kid, ec.kid]))).encode()
+    if how == "forged":  # HMAC keyed with public material, or unsigned
+        secret = draw(
+            st.sampled_from([rsa.public_pem(), ec.public_pem(), None, json.dumps(rsa.public_jwk()).encode()])
+        )
+        return forged(header, claims, secret).encode()
+    if how == "real-key-broken-claims":  # the provider's own signature over claims that must not pass
+        broken = draw(
+            st.sampled_from(
+                [
+                    {"exp": now - 120},
+                    {"nbf": now + 600},
+                    {"aud": "https://another.api"},
+                    {"iss": "https://evil.example"},
+                    {"exp": None},
+                    {"sub": None},
+                    {"sub": ""},
+                    {"sub": 42},
+                    {"aud": None},
+                ]
+            )
+        )
+        extra = {k: v for k, v in claims.items() if k in ("groups",)}
+        return provider.token("mallory", key=draw(st.sampled_from([rsa, ec])), **{**extra, **broken}).encode()
+    parts = draw(st.lists(st.binary(max_size=1200), min_size=1, max_size=6))  # up to ~10 KB
+    return b".".join(base64.urlsafe_b64encode(p).rstrip(b"=") for p in parts)
+
+
+@settings(FUZZ, max_examples=max(EXAMPLES, 200))
+@given(data=st.data())
+def test_fuzzed_jwts_never_pass_and_never_fail_the_server(oidc_fuzz: Any, data: st.DataObject) -> None:
+    url, provider, log, _ = oidc_fuzz
+    token = data.draw(fuzzed_jwts(provider))
+    method, target, body = data.draw(
+        st.sampled_from(
+            [
+                (b"GET", b"/threads", b""),
+                (b"GET", b"/threads/seed-a", b""),
+                (b"POST", b"/agui", json.dumps(valid_body("fz-jwt", "fz-jwt-r1")).encode()),
+                (b"GET", b"/health", b""),
+            ]
+        )
+    )
+    headers = [(b"Authorization", b"Bearer " + token), JSON]
+    response = raw_request(url, method, target, headers, body, timeout=30)
+    assert not response.timed_out
+    assert log.take() == []
+    if target == b"/health":  # public: the caller is anonymous, never signed in
+        assert response.status == 200 and json.loads(response.body) == {"status": "ok"}
+        return
+    assert response.status == 401, (response.status, response.body[:300], token[:200])
+    assert_json_error(response.status, response.content_type, response.body)
+    assert response.headers["www-authenticate"].startswith("Bearer")

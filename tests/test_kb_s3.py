@@ -251,7 +251,7 @@ async def test_ingest_into_an_unreachable_store_is_one_clear_line(
     )
 
 
-async def test_health_reports_the_store_while_it_is_unreachable(
+async def test_ready_reports_the_store_while_it_is_unreachable(
     s3_location: S3Location, proxy: StoreProxy, tmp_path: Path
 ) -> None:
     env = {**s3_location.via(proxy.url).env, "RAGSTREAM_KB_STORAGE_OPTIONS": '{"client_max_retries": 1}'}
@@ -262,18 +262,21 @@ async def test_health_reports_the_store_while_it_is_unreachable(
     assert result.returncode == 0, result.stderr
     proxy.cut()  # the server starts while the store is down: it serves, and says so
     async with served(env, tmp_path / "data", ready=503) as url, httpx.AsyncClient(timeout=60) as http:
-        down = await http.get(f"{url}/health")
+        down = await http.get(f"{url}/ready")
         assert down.status_code == 503
         assert down.json()["error"]["code"] == "knowledge_base_unavailable"
+        assert down.json()["error"]["details"]["checks"]["knowledgeBase"] == "down"
+        assert (await http.get(f"{url}/health")).status_code == 200  # the process itself is alive
         listing = await http.get(f"{url}/documents")
         assert listing.status_code == 503  # an answer, not a hang or a 500
         proxy.restore()
-        assert (await http.get(f"{url}/health")).status_code == 200
+        assert (await http.get(f"{url}/ready")).status_code == 200
         assert list(await documents_of(http, url)) == ["a.md"]
         proxy.cut()  # and goes away again while it serves
-        assert (await http.get(f"{url}/health")).status_code == 503
-        proxy.restore()
+        assert (await http.get(f"{url}/ready")).status_code == 503
         assert (await http.get(f"{url}/health")).status_code == 200
+        proxy.restore()
+        assert (await http.get(f"{url}/ready")).status_code == 200
 
 
 async def shown_revision(kb: KnowledgeBase, uri: str, word: str) -> str | None:

@@ -27,15 +27,15 @@ ROOT = Path(__file__).resolve().parent.parent
 SERVER_LAYERS: list[tuple[str, ...]] = [
     ("server.observe",),  # traces, metrics, JSON logs: every layer above reports through it
     ("server.runs",),  # the protocol-neutral run engine
-    # the rules every layer above shares (access and its domain errors, input checks, settings),
-    # and the tool locks shared through the run-lock backend
-    ("server.access", "server.validation", "server.config", "server.tool_locks"),
+    # the rules every layer above shares (access and its domain errors, input checks, settings,
+    # limits per principal), and the tool locks shared through the run-lock backend
+    ("server.access", "server.validation", "server.config", "server.tool_locks", "server.quotas"),
     ("server.agui",),  # the AG-UI binding: run factory, execution, adapter, encoding, history
     ("server.jobs",),  # background ingestion: job records, queues, workers
     ("server.services",),  # the composition root: backends, engine, binding
     ("server.threads",),  # thread operations
     # the web layer: the error table, auth, middleware, the routes (the AG-UI route and SSE included)
-    ("server.errors", "server.auth", "server.middleware", "server.routes"),
+    ("server.errors", "server.auth", "server.oidc", "server.middleware", "server.routes"),
     ("server.app",),
     ("server.commands", "server.cli"),
 ]

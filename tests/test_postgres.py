@@ -21,7 +21,7 @@ from tests.agui_client import drive
 from tests.conftest import scenario_app
 from tests.postgres_helpers import create_database, private_postgres
 from tests.protocol import check_stream, parse_sse, run_body
-from tests.servers import free_port, serve
+from tests.servers import free_port, serve, wait_ready
 from tests.test_cache import Counter
 
 
@@ -283,13 +283,15 @@ async def test_postgres_outages_are_503_and_leave_nothing_half_written(
             serve(scenario_app(scenario_config)) as url,
             httpx.AsyncClient(base_url=url, timeout=60) as http,
         ):
-            assert (await http.get("/health")).json()["error"]["code"] == "store_unavailable"
+            assert (await http.get("/ready")).json()["error"]["code"] == "store_unavailable"
+            assert (await http.get("/health")).status_code == 200  # alive, not ready
             refused = await http.post("/agui", json=run_body("t", "r0"))
             assert refused.status_code == 503 and refused.json()["error"]["code"] == "store_unavailable"
             assert not refused.headers["content-type"].startswith("text/event-stream")
 
             await asyncio.to_thread(server.start)  # back: the schema is made on first use
-            assert (await http.get("/health")).status_code == 200
+            back = await wait_ready(http)  # the ingestion queue reconnects with backoff
+            assert back.status_code == 200, back.text
             ok = await http.post("/agui", json=run_body("t", "r1", "nightly backups"))
             state = check_stream([e for _, e in parse_sse(ok.text)], {})
             good = (await http.get("/threads/t")).json()
@@ -311,13 +313,15 @@ async def test_postgres_outages_are_503_and_leave_nothing_half_written(
             assert check_stream(events, state) == good["state"]  # the client is back at the saved state
             assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "store_unavailable"
 
-            health = await http.get("/health")
-            assert health.status_code == 503 and health.json()["error"]["code"] == "store_unavailable"
+            readiness = await http.get("/ready")
+            assert readiness.status_code == 503 and readiness.json()["error"]["code"] == "store_unavailable"
+            assert readiness.json()["error"]["details"]["checks"]["threadStore"] == "down"
             assert (await http.post("/agui", json=run_body("t", "r3"))).status_code == 503
             assert (await http.get("/threads/t")).status_code == 503
 
             await asyncio.to_thread(server.start)  # back again: the thread is as it was saved
-            assert (await http.get("/health")).status_code == 200
+            back = await wait_ready(http)
+            assert back.status_code == 200, back.text
             assert (await http.get("/threads/t")).json() == good
             record = await PostgresThreadStore(database).load("t")
             assert record is not None and record.version == good["version"]

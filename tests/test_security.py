@@ -479,14 +479,15 @@ def test_every_api_route_needs_a_valid_token(
 
 
 def test_routes_open_without_a_token_leak_nothing(server: Server) -> None:
-    """/health (probes), /capabilities and the page need no token; none of them tells secrets."""
-    for path in ("/health", "/capabilities", "/", "/index.html"):
+    """/health, /ready (probes), /capabilities and the page need no token; none of them tells secrets."""
+    for path in ("/health", "/ready", "/capabilities", "/", "/index.html"):
         response = server["anonymous"].get(path)
         assert response.status_code == 200, (path, response.text[:200])
         for secret in (ALICE, BOB, ENV_SECRET, str(server.data_dir)):
             assert secret not in response.text, f"{path} shows {secret!r}"
     health = server["anonymous"].get("/health").json()
-    assert set(health) <= {"status", "documents", "activeRuns", "worker"}, health
+    assert set(health) <= {"status", "activeRuns", "worker"}, health
+    assert set(server["anonymous"].get("/ready").json()) == {"status", "checks"}
     assert server["anonymous"].get("/threads").status_code == 401
 
 

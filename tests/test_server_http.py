@@ -264,9 +264,11 @@ async def test_documents_routes(scenario_config: Any) -> None:
 
 async def test_health_and_capabilities(scenario_config: Any) -> None:
     async with server(scenario_config) as client:
-        health = (await client.get("/health")).json()
-        assert health["status"] == "ok"
-        assert health["documents"] == 12
+        assert (await client.get("/health")).json()["status"] == "ok"
+        readiness = (await client.get("/ready")).json()
+        assert readiness["status"] == "ready"
+        assert readiness["checks"] == {"knowledgeBase": "ok", "threadStore": "ok", "jobQueue": "ok"}
+        assert readiness["documents"] == (await client.get("/documents")).json()["total"] > 0
         caps = (await client.get("/capabilities")).json()
         assert caps["transport"]["streaming"] is True
         assert caps["state"] == {"snapshots": True, "deltas": True, "memory": True, "persistentState": True}
@@ -292,14 +294,14 @@ async def test_authentication(scenario_config: Any) -> None:
 async def test_static_tokens_carry_the_principals_groups(tmp_path: Any) -> None:
     from starlette.requests import HTTPConnection
 
-    from server.auth import TokenBackend
+    from server.auth import AuthBackend, StaticTokens
     from server.config import AppConfig
 
     config = AppConfig(
         data_dir=tmp_path, tokens={"alice": {"token": "a", "groups": ["hr", "ops"]}, "bob": "b"}
     )
     config = AppConfig.from_worker_payload(config.to_worker_payload())  # what a worker process gets
-    backend = TokenBackend(config.tokens)
+    backend = AuthBackend([StaticTokens(config.tokens)])
     for token, name, groups in (("a", "alice", {"hr", "ops"}), ("b", "bob", set())):
         conn = HTTPConnection({"type": "http", "headers": [(b"authorization", f"Bearer {token}".encode())]})
         found = await backend.authenticate(conn)

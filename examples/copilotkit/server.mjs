@@ -16,7 +16,8 @@
 //
 // Environment:
 //   RAGSTREAM_AGUI_URL   ragstream's AG-UI endpoint (default http://127.0.0.1:8000/agui)
-//   RAGSTREAM_TOKEN      bearer token sent to ragstream (when ragstream has RAGSTREAM_TOKENS set)
+//   RAGSTREAM_TOKEN      bearer token sent to ragstream (when ragstream has RAGSTREAM_TOKENS set);
+//                        unset: the signed-in user's own Authorization header is passed on instead
 //   RAGSTREAM_STATE_KEY  the key ragstream puts its state under (ragstream --state-key), if any
 //   HOST, PORT           where this server listens (default 127.0.0.1:3000)
 //   COPILOTKIT_TELEMETRY_DISABLED  defaults to "true" here: the example sends nothing anywhere
@@ -43,6 +44,15 @@ const BASE_PATH = "/api/copilotkit";
 
 const authHeaders = TOKEN ? { Authorization: `Bearer ${TOKEN}` } : {};
 
+/** What ragstream gets to know who asks: this server's token, else the caller's own sign-in (the
+ * `Authorization` header of the page's request, e.g. an OpenID Connect access token), as CopilotKit's
+ * runtime itself forwards it on runs and reconnects. */
+function upstreamHeaders(req) {
+  if (TOKEN) return authHeaders;
+  const authorization = req.headers.authorization;
+  return authorization ? { Authorization: authorization } : {};
+}
+
 const runtime = new CopilotRuntime({
   agents: { default: new RagstreamAgent({ url: AGUI_URL, headers: authHeaders }) },
   runner: new RagstreamRunner({ aguiUrl: AGUI_URL, stateKey: STATE_KEY }),
@@ -64,10 +74,10 @@ function send(res, status, body, type = "application/json", headers = {}) {
   res.end(typeof body === "string" || body instanceof Buffer ? body : JSON.stringify(body));
 }
 
-async function proxyGet(res, path) {
+async function proxyGet(req, res, path) {
   let upstream;
   try {
-    upstream = await fetch(`${RAGSTREAM}${path}`, { headers: authHeaders });
+    upstream = await fetch(`${RAGSTREAM}${path}`, { headers: upstreamHeaders(req) });
   } catch (error) {
     send(res, 502, { error: `ragstream is not reachable at ${RAGSTREAM}: ${error.cause?.code ?? error.message}` });
     return;
@@ -108,10 +118,10 @@ const server = createServer(async (req, res) => {
   if (req.method !== "GET" && req.method !== "HEAD") return send(res, 405, { error: "method not allowed" });
   if (url.pathname === "/api/config") return send(res, 200, { stateKey: STATE_KEY, runtimeUrl: BASE_PATH });
   const thread = url.pathname.match(/^\/api\/threads\/([^/]+)(\/state\/[^/]+(?:\/[^/]+)?)?$/);
-  if (thread) return proxyGet(res, `/threads/${thread[1]}${thread[2] ?? ""}`);
-  if (url.pathname === "/api/documents") return proxyGet(res, `/documents${url.search}`);
+  if (thread) return proxyGet(req, res, `/threads/${thread[1]}${thread[2] ?? ""}`);
+  if (url.pathname === "/api/documents") return proxyGet(req, res, `/documents${url.search}`);
   const document = url.pathname.match(/^\/api\/documents\/([^/]+)$/);
-  if (document) return proxyGet(res, `/documents/${document[1]}${url.search}`);
+  if (document) return proxyGet(req, res, `/documents/${document[1]}${url.search}`);
   if (url.pathname.startsWith("/api/")) return send(res, 404, { error: "not found" });
   return serveStatic(res, url.pathname);
 });

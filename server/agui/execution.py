@@ -51,6 +51,7 @@ from rag_tools import ChatDeps
 from rag_tools.state import ToolContext, Transaction
 
 from ..observe import metrics, tracing
+from ..quotas import RunAdmission
 from ..runs import FailureCode, RunEvent, RunFailure, RunStatus
 from .adapter import classify
 from .branch_state import StepStates, stage_step_states
@@ -82,6 +83,7 @@ class AGUIRun:
     run_timeout: float
     stream: AsyncIterator[BaseEvent] | None = None
     timed_out: bool = False
+    admission: RunAdmission | None = None
     steps: StepStates | None = None
     start: str | None = None  # the entry the run continues from (its new entries come after it)
     count_metrics: bool = False
@@ -135,10 +137,12 @@ class AGUIRun:
         return self.questions.leave() if self.questions is not None else False
 
     def close(self) -> None:
-        """Release the thread: roll back unless the run committed."""
+        """Release the thread (rolled back unless the run committed) and the run's limits slot."""
         if not self.txn.committed:
             self.txn.rollback()
         self.txn.close()
+        if self.admission is not None:
+            self.admission.release()
 
     # -- the pipeline ------------------------------------------------------------------------
 

@@ -12,11 +12,13 @@ system parts, settings). ``start`` reads top to bottom:
 4. apply the client's state proposal, once (client-owned fields only; invalid values refuse the
    request with their field errors); the result is the run's baseline;
 5. check messages the adapter could otherwise only reject mid-stream;
-6. build the deps (with a live question channel when the client answers tools' questions live)
+6. admit the run under the principal's limits (``server.quotas``: runs per minute, concurrent runs,
+   the day's model tokens, whose rest becomes the run's token limit);
+7. build the deps (with a live question channel when the client answers tools' questions live)
    and the adapter's stream (history from the thread record, the new turn from the client), and
    hand the run to the engine, which opens its event log and starts it.
 
-Anything refused before step 6 leaves nothing behind: the transaction is rolled back and the lock
+Anything refused before step 7 leaves nothing behind: the transaction is rolled back and the lock
 released. The order of the thread guards (run lock, then cache lock, then the store's
 compare-and-set on commit) is explained in ``server/NOTES.md``.
 """
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ag_ui.core import Message, RunAgentInput
@@ -35,17 +37,19 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.ui.ag_ui import AGUIAdapter
-from pydantic_ai.usage import UsageLimits
+from pydantic_ai.usage import RunUsage, UsageLimits
 
 from rag_tools import ChatDeps, RagConfig
 from rag_tools.kb import KnowledgeBase
 from rag_tools.state import ToolContext, ToolContextCache, Transaction
 
 from ..access import ThreadNotFound, check_claimable, may_use
+from ..quotas import Limits, MemoryQuotas, Quotas
 from ..runs import RunInfo, RunManager, run_key
 from ..validation import InvalidRequest, field_errors
 from .adapter import RagstreamAdapter
 from .branch_state import StepStates, restore_state_at
+from .budget import TokenBudget
 from .execution import AGUIRun
 from .history import ThreadConversationStore, conversation_of
 from .message_ids import RunIds
@@ -55,6 +59,9 @@ from .tree import ConversationTree
 __all__ = ["REQUESTS_PER_RUN", "AGUIRunFactory"]
 
 REQUESTS_PER_RUN = 50
+
+#: Seconds beyond the run timeout after which a run's concurrent-run slot frees itself (a dead worker).
+SLOT_MARGIN_SECONDS = 60
 
 
 @dataclass
@@ -70,6 +77,7 @@ class AGUIRunFactory:
     run_timeout: float
     toolsets: Sequence[AbstractToolset[Any]] = ()
     capabilities: Sequence[AbstractCapability[Any]] = ()
+    quotas: Quotas = field(default_factory=lambda: MemoryQuotas(Limits()))
     count_metrics: bool = False
     question_timeout: float = 120.0
 
@@ -138,7 +146,19 @@ class AGUIRunFactory:
         ids = RunIds.for_new_turn(new_turn)
         store = ThreadConversationStore(entry.record.extras, ids)
         conversation = await store.read_record(run_input.thread_id)
-        prior_requests = conversation.usage.requests if conversation is not None else 0
+        prior = conversation.usage if conversation is not None else RunUsage()
+        # the limits per principal, last: a request refused above counts against none of them
+        admission = await self.quotas.admit_run(
+            principal,
+            run_key(run_input.thread_id, run_input.run_id),
+            hold_seconds=self.run_timeout + SLOT_MARGIN_SECONDS,
+        )
+        run.admission = admission
+        tokens = None if admission.tokens_left is None else prior.total_tokens + admission.tokens_left
+        usage_limits = UsageLimits(request_limit=prior.requests + REQUESTS_PER_RUN, total_tokens_limit=tokens)
+        capabilities = list(self.capabilities)
+        if tokens is not None:
+            capabilities.append(TokenBudget(self.quotas, principal, tokens))
         adapter = RagstreamAdapter(
             agent=self.agent,
             run_input=run_input.model_copy(update={"state": baseline, "messages": new_turn}),
@@ -151,13 +171,14 @@ class AGUIRunFactory:
                 deps=deps,
                 cancellation_token=run.token,
                 timeout=self.run_timeout,
-                usage_limits=UsageLimits(request_limit=prior_requests + REQUESTS_PER_RUN),
+                usage_limits=usage_limits,
                 on_complete=run.on_complete,
                 on_cancel=run.on_cancel,
                 toolsets=list(self.toolsets) or None,
-                capabilities=list(self.capabilities) or None,
+                capabilities=capabilities or None,
             )
         except ValueError as exc:  # the adapter's synchronous input checks (history that does not fit, ...)
+            admission.release()
             raise InvalidRequest(f"invalid run input: {exc}") from exc
         return run
 

@@ -91,3 +91,7 @@ class IngestJobs(ABC):
     @abstractmethod
     async def record_slot_job(self, name: str, job_id: str) -> None:
         """Remember ``job_id`` as the last job of ``name``'s schedule."""
+
+    @abstractmethod
+    async def ping(self) -> None:
+        """Raise unless jobs can be queued and read now, and this process's worker is running."""

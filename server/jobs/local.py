@@ -181,6 +181,11 @@ class LocalIngestJobs(IngestJobs):
     async def record_slot_job(self, name: str, job_id: str) -> None:
         self._slots[name] = (self._slots.get(name, (-1, None))[0], job_id)
 
+    async def ping(self) -> None:
+        if self._task is None or self._task.done():
+            raise RuntimeError("the ingestion worker is not running")
+        await self._db(lambda c: c.execute("SELECT count(*) FROM ragstream_ingest_jobs").fetchone())
+
     async def _save(self, job: IngestJob) -> None:
         await self._db(
             lambda c: c.execute(

@@ -185,6 +185,13 @@ class SaqIngestJobs(IngestJobs):
             except TimeoutError:
                 raise BackendUnavailable("the ingestion queue is not connected yet") from None
 
+    async def ping(self) -> None:
+        if not self._ready.is_set():
+            raise BackendUnavailable("the ingestion queue is not connected")
+        if self._task is None or self._task.done():
+            raise BackendUnavailable("the ingestion worker is not running")
+        await self._ping()
+
     async def get(self, job_id: str) -> IngestJob | None:
         jobs = await self._records([job_id])
         return jobs[0] if jobs else None

@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 from rag_tools.kb import SUPPORTED_SUFFIXES
 
 from ..access import JobFinished, check_editor, check_job_owner
+from ..auth import groups_of
 from ..errors import ApiError
 from ..jobs import FINISHED, IngestJob
 from ..observe import metrics
@@ -42,7 +43,14 @@ _INLINE = {"application/pdf", "text/plain"}
 def _editor(request: Request) -> tuple[str, Services]:
     principal = caller(request)
     services = services_of(request)
-    check_editor(principal, services.config.editors, tokens_configured=bool(services.config.tokens))
+    config = services.config
+    check_editor(
+        principal,
+        groups_of(request),
+        editors=config.editors,
+        editor_groups=config.editor_groups,
+        sign_in_required=config.sign_in_required,
+    )
     return principal, services
 
 
@@ -95,6 +103,7 @@ async def upload_documents(request: Request) -> Response:
     if not uploads:
         details = [f.model_dump(mode="json", by_alias=True) for f in job.files]
         raise ApiError(422, "no file could be ingested", details=details)
+    await services.quotas.admit_upload(principal, sum(len(data) for data in uploads.values()))
     await services.jobs.submit(job, uploads)
     metrics.INGEST_JOBS.labels("queued").inc()
     return JSONResponse(

@@ -1,14 +1,22 @@
-"""``GET /health`` and ``GET /capabilities``: public routes with details for authenticated callers;
-``GET /metrics``: Prometheus metrics, for authenticated callers.
+"""``GET /health``, ``GET /ready`` and ``GET /capabilities``: public routes with details for signed-in
+callers; ``GET /metrics``: Prometheus metrics, for authenticated callers.
 
-Both answer without a token (load balancers probe health; a client asks what the agent can do
-before it signs in), but anonymous callers, when tokens are configured, see only the public part:
-``status`` of the health check, and the agent's identity, transport and state key (a page needs it
-to read its state). Counts, worker ids, tools, features and the model need a token.
+They answer without a token (load balancers and orchestrators probe health and readiness; a client
+asks what the agent can do before it signs in), but anonymous callers, when sign-in is configured,
+see only the public part: the status (and, for readiness, which dependency is down), and the
+agent's identity, transport and state key (a page needs it to read its state). Counts, worker ids,
+tools, features and the model need a token.
+
+``/health`` is liveness: 200 while the process serves, whatever its dependencies do (restarting a
+process would not bring a database back). ``/ready`` is readiness: the knowledge base, the thread
+store, Redis (when configured) and the ingestion queue are each asked, at once and with a time
+limit; 503 names what is down.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ag_ui.core import Tool
@@ -29,26 +37,63 @@ from ..errors import error_response
 from ..observe import metrics
 from ._common import services_of
 
-__all__ = ["capabilities", "health", "metrics_page"]
+__all__ = ["capabilities", "health", "metrics_page", "ready"]
+
+#: Seconds each readiness check may take before its dependency counts as down.
+CHECK_SECONDS = 5.0
+
+#: Each dependency /ready checks: its name in the answer, how the message says it, its error code.
+_DEPENDENCIES = {
+    "knowledgeBase": ("the knowledge base", "knowledge_base_unavailable"),
+    "threadStore": ("the thread store", "store_unavailable"),
+    "redis": ("Redis", "redis_unavailable"),
+    "jobQueue": ("the ingestion queue", "job_queue_unavailable"),
+}
 
 
 async def health(request: Request) -> Response:
-    """Liveness and readiness: 503 when the knowledge base or the thread store cannot be read."""
-    services = services_of(request)
-    checks: dict[str, Any] = {}
-    try:
-        checks["documents"] = await services.kb.count_documents()
-    except Exception:
-        return error_response(503, "the knowledge base is unavailable", code="knowledge_base_unavailable")
-    try:
-        await services.store.version("__health__")
-    except Exception:
-        return error_response(503, "the thread store is unavailable", code="store_unavailable")
+    """Liveness: 200 while the process serves; the worker and its runs for a signed-in caller."""
     if principal_of(request) is None:
         return JSONResponse({"status": "ok"})
-    return JSONResponse(
-        {"status": "ok", **checks, "activeRuns": len(services.runs.active), "worker": services.runs.worker_id}
-    )
+    runs = services_of(request).runs
+    return JSONResponse({"status": "ok", "activeRuns": len(runs.active), "worker": runs.worker_id})
+
+
+async def _check(probe: Callable[[], Awaitable[Any]]) -> tuple[bool, Any]:
+    try:
+        return True, await asyncio.wait_for(probe(), CHECK_SECONDS)
+    except Exception:  # a dependency that fails in any way, or too slowly, is down
+        return False, None
+
+
+async def ready(request: Request) -> Response:
+    """Readiness: 200 when every dependency answers; 503 naming the ones that do not."""
+    services = services_of(request)
+    probes: dict[str, Callable[[], Awaitable[Any]]] = {
+        "knowledgeBase": services.kb.count_documents,
+        "threadStore": lambda: services.store.version("__ready__"),
+        "jobQueue": services.jobs.ping,
+    }
+    if services.redis is not None:
+        probes["redis"] = services.redis.ping
+    names = [name for name in _DEPENDENCIES if name in probes]
+    results = dict(zip(names, await asyncio.gather(*(_check(probes[name]) for name in names)), strict=True))
+    checks = {name: "ok" if ok else "down" for name, (ok, _) in results.items()}
+    down = [name for name, (ok, _) in results.items() if not ok]
+    if down:
+        what = [_DEPENDENCIES[name][0] for name in down]
+        listed = what[0] if len(what) == 1 else f"{', '.join(what[:-1])} and {what[-1]}"
+        verb = "is" if len(what) == 1 else "are"
+        return error_response(
+            503,
+            f"not ready: {listed} {verb} unavailable",
+            code=_DEPENDENCIES[down[0]][1],
+            details={"checks": checks},
+        )
+    body: dict[str, Any] = {"status": "ready", "checks": checks}
+    if principal_of(request) is not None:
+        body["documents"] = results["knowledgeBase"][1]
+    return JSONResponse(body)
 
 
 _IDENTITY = IdentityCapabilities(

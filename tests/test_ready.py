@@ -1,0 +1,58 @@
+"""Liveness and readiness: ``/health`` answers while the process serves, ``/ready`` names what is down.
+
+A real server with its own redis-server (so the test can stop it): every dependency answers, then
+Redis goes away, taking the thread store and the ingestion queue that live in it, while the
+knowledge base stays. The other outages (PostgreSQL, the knowledge base on S3 or on disk, a
+read-only store) are in tests/test_postgres.py, tests/test_kb_s3.py and tests/test_faults.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import scenario_app
+from tests.redis_helpers import private_redis
+from tests.servers import serve, wait_ready
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def test_ready_names_what_is_down_and_health_stays_up(scenario_config: Any, redis_prefix: str) -> None:
+    with private_redis() as (port, redis_server):
+        scenario_config.redis_url = f"redis://127.0.0.1:{port}/0"
+        scenario_config.redis_prefix = redis_prefix
+        scenario_config.tokens = {"alice": "alice-token"}
+        async with (
+            serve(scenario_app(scenario_config)) as url,
+            httpx.AsyncClient(base_url=url, timeout=30) as http,
+        ):
+            readiness = await wait_ready(http)  # the ingestion queue connects in the background
+            assert readiness.json() == {
+                "status": "ready",
+                "checks": {"knowledgeBase": "ok", "threadStore": "ok", "redis": "ok", "jobQueue": "ok"},
+            }
+            alice = {"Authorization": "Bearer alice-token"}
+            signed_in = await http.get("/ready", headers=alice)
+            assert (
+                signed_in.json()["documents"]
+                == (await http.get("/documents", headers=alice)).json()["total"]
+                > 0
+            )
+
+            redis_server.kill()
+            redis_server.wait(10)
+            down = await http.get("/ready")
+            assert down.status_code == 503
+            error = down.json()["error"]
+            assert error["code"] == "store_unavailable"
+            assert error["message"] == (
+                "not ready: the thread store, Redis and the ingestion queue are unavailable"
+            )
+            assert error["details"] == {
+                "checks": {"knowledgeBase": "ok", "threadStore": "down", "redis": "down", "jobQueue": "down"}
+            }
+            live = await http.get("/health")
+            assert (live.status_code, live.json()) == (200, {"status": "ok"})
