@@ -50,11 +50,16 @@ export class Api {
     return authHeaders(this.token);
   }
 
-  private async request<T>(method: string, path: string, form?: FormData): Promise<T> {
+  private async request<T>(method: string, path: string, payload?: FormData | object): Promise<T> {
+    const json = payload !== undefined && !(payload instanceof FormData);
     const response = await fetch(path, {
       method,
-      body: form,
-      headers: { ...this.headers, Accept: "application/json" },
+      body: json ? JSON.stringify(payload) : (payload as FormData | undefined),
+      headers: {
+        ...this.headers,
+        Accept: "application/json",
+        ...(json ? { "Content-Type": "application/json" } : {}),
+      },
     });
     if (response.status === 204) return undefined as T;
     const text = await response.text();
@@ -113,6 +118,18 @@ export class Api {
     if (!response.ok)
       throw new ApiError(response.status, errorMessage(response.status, await response.text()));
     return response.blob();
+  }
+
+  /**
+   * Show another version of the conversation: `messageId` is a sibling of a shown message (from
+   * the view's `branches`). The server makes the path through it (as it was last shown below it)
+   * the thread's active branch, with that branch's state, and answers the thread view. 409 while
+   * a run of the thread streams.
+   */
+  async switchBranch(threadId: string, messageId: string): Promise<ThreadView> {
+    return await this.request<ThreadView>("POST", `/threads/${encodeURIComponent(threadId)}/switch`, {
+      messageId,
+    });
   }
 
   async deleteThread(threadId: string): Promise<void> {

@@ -148,6 +148,17 @@ class ChatPage:
         await expect(buttons).to_have_count(markers, timeout=WAIT_MS)
         return [await b.get_attribute("title") or "" for b in await buttons.all()]
 
+    # ---- what the page shows, as comparable data ----
+
+    async def shown_messages(self) -> list[tuple[str, str, str, list[str]]]:
+        """The conversation on screen: (message id, role, text, tool call ids) per message shown."""
+        shown = await self.page.evaluate(_SHOWN_MESSAGES)
+        return [(m["id"], m["role"], squash(m["text"]), m["tools"]) for m in shown]
+
+    async def shown_cards(self) -> dict[str, dict[str, str]]:
+        """The source cards on screen: number -> title and passage."""
+        return await self.page.evaluate(_SHOWN_CARDS)  # type: ignore[no-any-return]
+
     # ---- filter ----
 
     def document_checkbox(self, title: str) -> Locator:
@@ -172,3 +183,36 @@ class ChatPage:
 
 _ANSWERS = "#log article.message-assistant:not(.message-tools)"
 _MARKER = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")  # an answer's [n] (CITATION in conversation.ts)
+_SHOWN_MESSAGES = """() => [...document.querySelectorAll('#log article[data-message-id]')].map((a) => ({
+  id: a.dataset.messageId,
+  role: a.classList.contains('message-user') ? 'user' : 'assistant',
+  text: [...a.querySelectorAll(':scope > .message-body > p')].map((p) => p.innerText).join(' '),
+  tools: [...a.querySelectorAll('.tool[data-tool-call-id]')].map((t) => t.dataset.toolCallId),
+}))"""
+_SHOWN_CARDS = """() => Object.fromEntries([...document.querySelectorAll('#sources .source')].map((card) => [
+  card.dataset.citation,
+  {
+    title: card.querySelector('h3').textContent.replace(/^\\[\\d+\\]\\s*/, ''),
+    passage: card.querySelector('.source-passage').textContent,
+  },
+]))"""
+
+
+def squash(text: str) -> str:
+    """Text with its runs of white space made one space (paragraphs and line breaks as on screen)."""
+    return " ".join(text.split())
+
+
+def thread_messages(view: dict[str, Any]) -> list[tuple[str, str, str, list[str]]]:
+    """The messages of ``GET /threads/{id}`` as ``ChatPage.shown_messages`` reads them off the page."""
+    return [
+        (m["id"], m["role"], squash(m.get("content") or ""), [c["id"] for c in m.get("toolCalls") or []])
+        for m in view["messages"]
+        if m["role"] in ("user", "assistant")
+    ]
+
+
+def thread_cards(view: dict[str, Any], state_key: str | None = None) -> dict[str, dict[str, str]]:
+    """The citation cards of ``GET /threads/{id}``'s state as ``ChatPage.shown_cards`` reads them."""
+    state = view["state"][state_key] if state_key else view["state"]
+    return {n: {"title": c["title"], "passage": c["passage"]} for n, c in state.get("citations", {}).items()}
