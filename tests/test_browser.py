@@ -597,13 +597,18 @@ async def test_edit_regenerate_and_switch_between_versions(browser: Browser, wid
     # regenerate the answer to the edited question: a second version of it, shown under the answer
     first_answer = edited["messages"][_position(edited, "user", 1) + 1]["id"]
     before = await _last_answer_id(chat)
-    await chat.answers().last.get_by_role("button", name="Regenerate this answer").click()
+    await (
+        page.locator("#log article.message-assistant")
+        .last.get_by_role("button", name="Regenerate this answer")
+        .click()
+    )
     await chat.wait_idle(f"{_last_answer_js} !== {json.dumps(before)}")
     regenerated = await assert_screen_is_the_thread(chat)
     assert users(regenerated) == [questions[0], edited_question]
     second_answer = regenerated["messages"][_position(regenerated, "user", 1) + 1]["id"]
     assert regenerated["branches"][second_answer] == {"ids": [first_answer, second_answer], "index": 1}
-    answer_picker = chat.answers().last.locator(f'.branch-picker[data-branch-of="{second_answer}"]')
+    await expect(page.locator(f'#log .branch-picker[data-branch-of="{second_answer}"]')).to_have_count(1)
+    answer_picker = page.locator("#log article.message-assistant .branch-picker")  # the only one
     await expect(answer_picker.locator(".branch-count")).to_have_text("2/2")
     await chat.screenshot("regenerated")
 
@@ -612,7 +617,7 @@ async def test_edit_regenerate_and_switch_between_versions(browser: Browser, wid
     await page.locator(f'#log article[data-message-id="{first_answer}"]').wait_for()
     back = await assert_screen_is_the_thread(chat)
     assert back["branches"][first_answer]["index"] == 0
-    await expect(chat.answers().last.locator(".branch-count")).to_have_text("1/2")
+    await expect(answer_picker.locator(".branch-count")).to_have_text("1/2")
 
     await question_picker.get_by_role("button", name="Previous version of this question").click()
     await page.locator(f'#log article[data-message-id="{second_id}"]').wait_for()
@@ -639,7 +644,7 @@ async def test_edit_regenerate_and_switch_between_versions(browser: Browser, wid
     await page.locator(f'#log article[data-message-id="{edited_id}"]').wait_for()
     forward = await assert_screen_is_the_thread(chat)
     assert forward["messages"][_position(forward, "user", 1) + 1]["id"] == first_answer
-    await expect(chat.answers().last.locator(".branch-count")).to_have_text("1/2")
+    await expect(answer_picker.locator(".branch-count")).to_have_text("1/2")
 
     # and the conversation goes on from the branch shown
     follow_up = await chat.ask("How long are backups kept?")

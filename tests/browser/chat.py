@@ -112,8 +112,9 @@ class ChatPage:
     # ---- asking ----
 
     def answers(self) -> Locator:
-        """The assistant messages that carry text (not only tool calls)."""
-        return self.page.locator("#log article.message-assistant:not(.message-tools)")
+        """The bodies of the assistant messages that carry text (not only tool calls): the answer
+        without the buttons under it (versions, Regenerate)."""
+        return self.page.locator(f"{_ANSWERS} > .message-body")
 
     async def type_question(self, text: str) -> None:
         await self.page.locator("#question").fill(text)
@@ -142,7 +143,7 @@ class ChatPage:
         """The titles of an answer's ``[n]`` buttons, once every marker in its text is one (cards
         beyond the state's emit window are fetched from the server after the run)."""
         answer = self.answers().nth(answer_index) if answer_index >= 0 else self.answers().last
-        text = "\n".join(await answer.locator(".message-body > p").all_inner_texts())
+        text = "\n".join(await answer.locator(":scope > p").all_inner_texts())
         markers = sum(len(re.split(r"[,;]", group)) for group in _MARKER.findall(text))
         buttons = answer.locator("button.cite")
         await expect(buttons).to_have_count(markers, timeout=WAIT_MS)
