@@ -64,7 +64,10 @@ def conversation(messages: list[dict[str, Any]]) -> list[str]:
 
 @pytest.mark.parametrize("state_key", STATE_KEYS)
 async def test_runtime_survives_turns_and_a_reconnect(scenario_config: Any, state_key: str | None) -> None:
-    """examples/copilotkit/test/runtime.test.mjs against the offline model: three turns, a reconnect."""
+    """examples/copilotkit/test/runtime.test.mjs against the offline model, through the plain runtime
+    and the example's: three turns and a reconnect; then an edit, a regenerate (from the question and
+    from the tool's result), a switch back and a turn on, the runtime up and every folded state
+    ragstream's after each step."""
     require_example()
     app = ragstream_app(scenario_config, scenario=False, state_key=state_key)
     async with serve(app) as ragstream:
