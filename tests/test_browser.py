@@ -27,12 +27,15 @@ from starlette.applications import Starlette
 from server.app import create_app
 from server.routes.static import static_routes
 from tests.browser.chat import ChatPage, launch_browser, require_built_page, thread_cards, thread_messages
+from tests.browser.rendered import check_source_card, rendered_junk
 from tests.conftest import scenario_app
 from tests.servers import serve
 
 pytestmark = pytest.mark.timeout(180)
 
 QUESTION = "How long are backups kept?"
+# Questions the offline model answers citing a PDF and a Markdown document, then an HTML one.
+CITING_KINDS = (QUESTION, "What does the Harbor Street Bakery sell?")
 
 
 @pytest.fixture
@@ -254,6 +257,39 @@ async def test_a_state_key_and_cards_beyond_the_emit_window(browser: Browser, ke
     await expect(active.locator("h3")).to_have_text(f"[{marker}] {first_titles[0]}")
     await chat.screenshot("keyed-old-card")
     chat.assert_clean_console()
+
+
+async def test_source_cards_of_a_pdf_a_markdown_and_an_html_document(
+    browser: Browser, scenario_config: Any
+) -> None:
+    """Each card shows what its format has (a page, headings) and links the original; a PDF's link
+    opens at the page. Nothing on the page reads undefined, null, NaN or [object Object]."""
+    scenario_config.citations_emitted = 2  # the first answer's cards are then read from the thread
+    async with serve(create_app(scenario_config)) as url, httpx.AsyncClient(base_url=url) as api:
+        chat = await open_chat(browser, url, "card-kinds")
+        page = chat.page
+        for question in CITING_KINDS:
+            assert await chat.ask(question)
+            await chat.cited_titles()  # every marker is a button: cards beyond the window were read
+        assert await chat.cited_titles(0)
+        await chat.screenshot("card-kinds")
+        assert await rendered_junk(page) == []
+        shown = page.locator("#sources .source")
+        kinds = set()
+        for n in [await card.get_attribute("data-citation") for card in await shown.all()]:
+            item = await api.get(f"/threads/{chat.thread_id}/state/citations/{n}")
+            citation = item.json()["value"]
+            card = page.locator(f"#source-{n}")
+            link = card.locator("a.source-open")
+            kinds.add(await check_source_card(card, link, citation, api, "/documents"))
+        assert kinds == {"pdf", "md", "html"}
+        cards = await shown.all_inner_texts()
+        await chat.reload()  # the restored thread renders the same cards, as cleanly
+        await chat.cited_titles(0)
+        await expect(shown).to_have_count(len(cards))
+        assert await shown.all_inner_texts() == cards
+        assert await rendered_junk(page) == []
+        chat.assert_clean_console()
 
 
 async def test_approval_interrupts_approve_edit_and_deny(browser: Browser, scenario_url: str) -> None:

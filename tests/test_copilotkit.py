@@ -31,6 +31,7 @@ from tests.browser.copilotkit import (
     require_example,
     run_node_tests,
 )
+from tests.browser.rendered import check_source_card, rendered_junk
 from tests.scenario import Notes, scenario_agent
 from tests.servers import serve
 
@@ -223,6 +224,54 @@ async def test_a_thread_through_copilotkit_in_chromium(
         assert rag_state(view["state"], state_key)["document_filter"] == []
         assert await page.transcript() == conversation(view["messages"])
         assert page.thread_id == thread
+        assert runtime.alive, runtime.log()
+        page.assert_clean()
+        await context.close()
+
+
+async def test_source_cards_of_a_pdf_a_markdown_and_an_html_document(
+    browser: Browser, scenario_config: Any
+) -> None:
+    """The offline model cites a PDF, a Markdown and an HTML document: each card shows what its
+    format has and links the original through the example's server (a PDF at its page), whether
+    it came with the state or was read for an older answer. Nothing reads undefined, null, NaN or
+    [object Object]."""
+    scenario_config.citations_emitted = 2  # the first answer's cards are then read on demand
+    app = ragstream_app(scenario_config, scenario=False, state_key=None)
+    async with (
+        serve(app) as ragstream,
+        example_server(ragstream) as runtime,
+        httpx.AsyncClient(base_url=ragstream) as api,
+        httpx.AsyncClient(base_url=runtime.url) as example,
+    ):
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        page = CopilotKitPage(await context.new_page(), runtime.url, "card-kinds")
+        await page.open()
+        assert "35 days" in await page.ask("How long are backups kept?")
+        assert await page.ask("What does the Harbor Street Bakery sell?")
+        for marker in await page.answers().first.locator("a.cite").all():
+            await marker.click()  # an older answer's card is read from ragstream
+            await expect(
+                page.page.locator(f"#source-{await marker.get_attribute('data-cite')}")
+            ).to_be_visible()
+        await page.screenshot("card-kinds")
+        assert await rendered_junk(page.page) == []
+
+        kinds = set()
+        for card in await page.page.locator(".source").all():
+            n = await card.get_attribute("data-index")
+            item = await api.get(f"/threads/{page.thread_id}/state/citations/{n}")
+            citation = item.json()["value"]
+            link = card.locator(".source-open a")
+            kinds.add(await check_source_card(card, link, citation, example, "/api/documents"))
+            # the example's server passes ragstream's bytes on unchanged
+            path = f"/documents/{citation['document_id']}?format=file"
+            assert (await example.get(f"/api{path}")).content == (await api.get(path)).content
+        assert kinds == {"pdf", "md", "html"}
+
+        await page.reload()  # the restored thread renders its cards as cleanly
+        await expect(page.page.locator("#sources .source")).to_have_count(2)
+        assert await rendered_junk(page.page) == []
         assert runtime.alive, runtime.log()
         page.assert_clean()
         await context.close()

@@ -12,6 +12,8 @@
 //   POST /api/threads/{id}/switch  ragstream's switch route: show another version of a message
 //                                  ({"messageId": <a sibling id>}; answers the thread view)
 //   GET /api/documents             ragstream's GET /documents (names for the document filter)
+//   GET /api/documents/{id}        ragstream's GET /documents/{id} (?format=file: the original a
+//                                  source card's "Open" link points at)
 //   everything else                the built app (dist/), index.html for unknown paths
 //
 // Environment:
@@ -59,8 +61,8 @@ const TYPES = {
   ".woff2": "font/woff2",
 };
 
-function send(res, status, body, type = "application/json") {
-  res.writeHead(status, { "Content-Type": type, "Cache-Control": "no-store" });
+function send(res, status, body, type = "application/json", headers = {}) {
+  res.writeHead(status, { "Content-Type": type, "Cache-Control": "no-store", ...headers });
   res.end(typeof body === "string" || body instanceof Buffer ? body : JSON.stringify(body));
 }
 
@@ -72,7 +74,11 @@ async function proxyGet(res, path) {
     send(res, 502, { error: `ragstream is not reachable at ${RAGSTREAM}: ${error.cause?.code ?? error.message}` });
     return;
   }
-  send(res, upstream.status, await upstream.text(), upstream.headers.get("content-type") ?? "application/json");
+  // bytes, not text: a document's original may be a PDF
+  const body = Buffer.from(await upstream.arrayBuffer());
+  const kept = ["content-disposition", "x-content-type-options"].filter((name) => upstream.headers.has(name));
+  const headers = Object.fromEntries(kept.map((name) => [name, upstream.headers.get(name)]));
+  send(res, upstream.status, body, upstream.headers.get("content-type") ?? "application/json", headers);
 }
 
 /** Pass a small JSON POST on to ragstream (the switch route's body is one message id). */
@@ -131,6 +137,8 @@ const server = createServer(async (req, res) => {
   const thread = url.pathname.match(/^\/api\/threads\/([^/]+)(\/state\/[^/]+(?:\/[^/]+)?)?$/);
   if (thread) return proxyGet(res, `/threads/${thread[1]}${thread[2] ?? ""}`);
   if (url.pathname === "/api/documents") return proxyGet(res, `/documents${url.search}`);
+  const document = url.pathname.match(/^\/api\/documents\/([^/]+)$/);
+  if (document) return proxyGet(res, `/documents/${document[1]}${url.search}`);
   if (url.pathname.startsWith("/api/")) return send(res, 404, { error: "not found" });
   return serveStatic(res, url.pathname);
 });

@@ -231,7 +231,7 @@ export class SourcesView {
 
   render(citations: Record<string, Citation>): void {
     const entries = Object.entries(citations).sort(([a], [b]) => Number(a) - Number(b));
-    const sig = JSON.stringify(entries.map(([n, c]) => [n, c.chunk_id]));
+    const sig = JSON.stringify(entries.map(([n, c]) => [n, c.passage]));
     if (sig === this.shownFor) return;
     this.shownFor = sig;
     this.count.textContent = entries.length ? `(${entries.length})` : "";
@@ -267,10 +267,7 @@ export class SourcesView {
   }
 
   private card(n: string, citation: Citation): HTMLElement {
-    const where = [
-      citation.page !== null ? `page ${citation.page}` : null,
-      citation.headings.length ? citation.headings.join(" › ") : null,
-    ].filter(Boolean);
+    const where = [citation.locator, citation.headings.join(" › ")].filter((part) => part !== "");
     const headingId = `source-${n}-title`;
     return h(
       "article",

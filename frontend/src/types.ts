@@ -2,34 +2,39 @@
 // (Message, Interrupt, ...) come from @ag-ui/client; these are ragstream's own payloads.
 import type { Interrupt, Message } from "@ag-ui/client";
 
-/** One source the answers can cite, keyed by its number in `RagState.citations`. */
+/**
+ * One source the answers can cite, keyed by its number in `RagState.citations`: the same card in a
+ * run's state, in `GET /threads/{id}` and in `GET /threads/{id}/state/citations/{n}`. Every key is
+ * always present (README, "The protocol, as ragstream speaks it").
+ */
 export interface Citation {
   index: number;
-  chunk_id: string;
   document_id: string;
   title: string;
   uri: string;
+  /** The heading path of the passage (without a first heading that repeats the title); may be empty. */
   headings: string[];
+  /** The PDF page, for `#page=N` links; null for formats without pages. */
   page: number | null;
+  /** Where the passage sits, for people ("page 3"); "" when the format has no such label. */
+  locator: string;
   passage: string;
 }
 
+/** A hit of a search as runs send it (read the whole record by id for more). */
 export interface SearchHit {
   citation: number;
   title: string;
-  uri: string;
   score: number;
-  page: number | null;
-  headings: string[];
+  page?: number;
 }
 
 export interface SearchRecord {
   id: string;
   seq: number;
   query: string;
-  documents: string[];
+  documents?: string[];
   hits: SearchHit[];
-  at: string | number;
 }
 
 /**

@@ -11,7 +11,8 @@ under ``state_key``). Two rules keep that cheap and safe:
   snapshot, so building a snapshot costs one pass over the items, and the delta engine skips
   unchanged items by identity. Snapshots are therefore read-only: copy before mutating.
 - Emitted views. An item model may define ``emitted() -> dict``: what the client gets of it (a
-  card's excerpt rather than its whole passage); ``read_field`` / ``read_item`` give it whole.
+  card's excerpt rather than its whole passage); ``read_field`` / ``read_item`` give it whole, as
+  its ``read_view() -> dict`` when it has one (a citation card keeps its documented keys).
 - Emit windows. A growing collection field may be emitted only in part: ``emit_limits`` maps a
   field to how many of its latest items (dict insertion order, list order) the snapshot carries.
   The rest stays in the model, persisted, and readable by id (``read_field`` / ``read_item``), so
@@ -363,7 +364,8 @@ def _dump_value(value: Any, old: _Cache, new: _Cache, *, whole: bool = False) ->
         return value
     if isinstance(value, BaseModel):
         if whole:
-            return value.model_dump(mode="json", exclude_none=True)
+            view = getattr(value, "read_view", None)
+            return view() if view is not None else value.model_dump(mode="json", exclude_none=True)
         if not value.model_config.get("frozen"):
             return value.model_dump(mode="json")
         key = id(value)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .context import StateModel, ToolContext
 
@@ -76,7 +76,14 @@ def _now() -> datetime:
 
 
 class Citation(BaseModel):
-    """A numbered source card: what ``[n]`` in an answer points at."""
+    """A numbered source card: what ``[n]`` in an answer points at.
+
+    Clients get it as ``card()``: the same keys in a run's state, in ``GET /threads/{id}`` and read
+    by key (``index``, ``document_id``, ``title``, ``uri``, ``headings``, ``page``, ``locator``,
+    ``passage``), every one always present: ``page`` is ``null`` and ``locator`` ``""`` for formats
+    without pages. ``locator`` labels where the passage sits (``"page 3"``); a passage with a page
+    and no locator gets ``"page N"``.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -86,19 +93,43 @@ class Citation(BaseModel):
     uri: str
     headings: tuple[str, ...] = ()
     page: int | None = None
+    locator: str = Field(default="", description='Where the passage sits, e.g. "page 3"; "" when unknown.')
     passage: str = Field(description="The cited text.")
     excerpt: str | None = Field(
         default=None, description="What the client is shown of the passage: around what the answer quoted."
     )
 
-    def emitted(self) -> dict[str, Any]:
-        """The card as the client gets it: the excerpt in place of the whole passage, and the heading
-        path without a first heading that only repeats the title."""
-        data = self.model_dump(mode="json", exclude_none=True, exclude={"excerpt"})
-        data["passage"] = self.excerpt if self.excerpt is not None else _excerpt(self.passage, ())
-        if self.headings and self.headings[0] == self.title:
-            data["headings"] = list(self.headings[1:])
+    @model_validator(mode="before")
+    @classmethod
+    def _page_locator(cls, data: Any) -> Any:
+        """A card with a page and no locator (a PDF passage, or one saved before locators) gets
+        ``"page N"``."""
+        if isinstance(data, dict) and not data.get("locator") and data.get("page") is not None:
+            return {**data, "locator": f"page {data['page']}"}
         return data
+
+    def card(self, passage: str) -> dict[str, Any]:
+        """The documented card with ``passage``: the heading path without a first heading that only
+        repeats the title."""
+        headings = self.headings[1:] if self.headings and self.headings[0] == self.title else self.headings
+        return {
+            "index": self.index,
+            "document_id": self.document_id,
+            "title": self.title,
+            "uri": self.uri,
+            "headings": list(headings),
+            "page": self.page,
+            "locator": self.locator,
+            "passage": passage,
+        }
+
+    def emitted(self) -> dict[str, Any]:
+        """The card as runs send it: the excerpt in place of the whole passage."""
+        return self.card(self.excerpt if self.excerpt is not None else _excerpt(self.passage, ()))
+
+    def read_view(self) -> dict[str, Any]:
+        """The card as read by key (``GET /threads/{id}/state/citations/{n}``): the whole passage."""
+        return self.card(self.passage)
 
 
 class SessionState(StateModel):
@@ -129,6 +160,7 @@ class SessionState(StateModel):
         text: str,
         headings: Sequence[str] = (),
         page: int | None = None,
+        locator: str = "",
         limit: int = 200,
         promote: bool = True,
     ) -> int:
@@ -153,6 +185,7 @@ class SessionState(StateModel):
                 uri=uri,
                 headings=tuple(headings),
                 page=page,
+                locator=locator,
                 passage=text[:PASSAGE_CHARS],
             )
             if promote:

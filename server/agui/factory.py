@@ -182,18 +182,34 @@ async def _store_client_history(
     extras: dict[str, Any], thread_id: str, principal: str, history: list[Message]
 ) -> None:
     """Add history the client shows but the thread never stored (a conversation from elsewhere) to the
-    run's branch, as the client sent it: the model sees the conversation the user sees.
+    run's branch, so the model sees the conversation the user sees.
+
+    It is taken as text only: the assistant's words, never its tool calls or their results. A call a
+    client wrote would otherwise be run (or offered for approval) as if the model had made it.
     """
+    said = [_as_text(m) for m in history if m.role not in ("tool", "activity", "reasoning")]
+    kept = [m for m in said if m is not None]
+    if not kept:
+        return
     try:
-        messages = AGUIAdapter.load_messages(history)
+        messages = AGUIAdapter.load_messages(kept)
     except ValueError as exc:
         raise InvalidRequest(f"messages cannot be read: {exc}", [{"loc": ["messages"]}]) from exc
-    store = ThreadConversationStore(extras, RunIds.for_new_turn(history))
+    store = ThreadConversationStore(extras, RunIds.for_new_turn(kept))
     conversation = await store.load(thread_id, scope=principal)
     if conversation is None:
         conversation = Conversation(conversation_id=thread_id)
     conversation.messages.extend(messages)
     await store.save(conversation, scope=principal)
+
+
+def _as_text(message: Message) -> Message | None:
+    """An assistant message without its tool calls (``None`` when nothing is left); others as they are."""
+    if message.role != "assistant":
+        return message
+    if not message.content:
+        return None
+    return message.model_copy(update={"tool_calls": None})
 
 
 def _waits_for_the_model(tree: ConversationTree) -> bool:

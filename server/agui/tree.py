@@ -185,6 +185,9 @@ class ConversationTree:
         k = 0
         while k < len(convo):
             candidate = self._matching_child(node, convo[k][1], on_path)
+            if candidate is None and convo[k][1].role == "tool":
+                k += 1  # a result the thread does not keep (of a call it never ran): it decides nothing
+                continue
             if candidate is None:
                 break
             expected = [m for m in self.ui(candidate) if m.role in CONVERSATION_ROLES]

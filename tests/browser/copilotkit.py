@@ -322,11 +322,7 @@ def expected_citations(state: dict[str, Any]) -> dict[str, dict[str, str]]:
     """The cards a page should show for ragstream's state (``citations``), as ``shown_citations``."""
     cards: dict[str, dict[str, str]] = {}
     for index, citation in state.get("citations", {}).items():
-        where = []
-        if citation.get("page") is not None:
-            where.append(f"page {citation['page']}")
-        if citation.get("headings"):
-            where.append(" › ".join(citation["headings"]))
+        where = [part for part in (citation["locator"], " › ".join(citation["headings"])) if part]
         cards[index] = {
             "title": citation["title"],
             "uri": citation["uri"],

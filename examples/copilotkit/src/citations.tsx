@@ -5,7 +5,7 @@
 import { CopilotChatAssistantMessage } from "@copilotkit/react-core/v2";
 import { createContext, useCallback, useContext, useEffect, useMemo, useState, type ComponentProps, type ReactNode } from "react";
 
-import { whereInDocument, type Citation } from "./ragstream";
+import { documentLink, whereInDocument, type Citation } from "./ragstream";
 
 interface CitationsValue {
   /** The cards in the shared state, by index. */
@@ -136,6 +136,16 @@ function Card({ citation, active }: { citation: Citation; active: boolean }) {
         )}
       </p>
       {where ? <p className="source-where">{where}</p> : null}
+      <p className="source-open">
+        <a
+          href={documentLink(citation)}
+          target="_blank"
+          rel="noopener"
+          aria-label={`Open ${citation.title}${citation.page !== null ? ` at page ${citation.page}` : ""}`}
+        >
+          {citation.page !== null ? `Open at page ${citation.page}` : "Open"}
+        </a>
+      </p>
       <blockquote className="source-passage">{citation.passage}</blockquote>
     </article>
   );

@@ -3,14 +3,21 @@ import type { Message } from "@copilotkit/react-core/v2";
 // What the app knows about ragstream: the shape of its shared state, where that state lives in
 // CopilotKit's agent state (under the configured key, or at the top), and its CUSTOM events.
 
-/** A source card: what `[n]` in an answer points at. */
+/**
+ * A source card: what `[n]` in an answer points at. ragstream sends every key, the same in the
+ * state and in `GET /threads/{id}[/state/citations/{n}]` (its README, "The protocol").
+ */
 export interface Citation {
   index: number;
   document_id: string;
   title: string;
   uri: string;
-  headings?: string[];
-  page?: number | null;
+  /** The passage's heading path; may be empty. */
+  headings: string[];
+  /** The PDF page, for `#page=N` links; null for formats without pages. */
+  page: number | null;
+  /** Where the passage sits, for people ("page 3"); "" when the format has no such label. */
+  locator: string;
   passage: string;
 }
 
@@ -70,10 +77,14 @@ export function withDocumentFilter(state: AgentState, stateKey: string | null, n
   return { ...current, [stateKey]: { ...ragState(state, stateKey), document_filter: names } };
 }
 
-/** "page 3", "Backups › Retention", or both. */
+/** "page 3", "Backups › Retention", both, or "". */
 export function whereInDocument(citation: Citation): string {
-  const parts: string[] = [];
-  if (citation.page != null) parts.push(`page ${citation.page}`);
-  if (citation.headings?.length) parts.push(citation.headings.join(" › "));
-  return parts.join(" · ");
+  return [citation.locator, citation.headings.join(" › ")].filter((part) => part !== "").join(" · ");
+}
+
+/** The cited document's original through this example's server (ragstream's document route), at
+ * the cited page for a PDF (`#page=N`). */
+export function documentLink(citation: Citation): string {
+  const path = `/api/documents/${encodeURIComponent(citation.document_id)}?format=file`;
+  return citation.page !== null ? `${path}#page=${citation.page}` : path;
 }

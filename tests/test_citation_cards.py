@@ -1,0 +1,106 @@
+"""One shape for a citation card (README, "The protocol, as ragstream speaks it"), wherever a client
+reads it: the AG-UI state of a run, ``GET /threads/{id}`` and ``GET /threads/{id}/state/citations/{n}``.
+
+Every card has exactly the documented keys, each always present with its documented type: a card of
+a document without pages has ``page: null`` and ``locator: ""``, never a missing key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from rag_tools.state import Citation, SessionState
+from server.app import create_app
+from tests.protocol import check_stream, parse_sse, run_body
+from tests.servers import serve
+
+CARD_TYPES: dict[str, Any] = {
+    "index": int,
+    "document_id": str,
+    "title": str,
+    "uri": str,
+    "headings": list,
+    "page": (int, type(None)),
+    "locator": str,
+    "passage": str,
+}
+QUESTIONS = ("How long are backups kept?", "What does the Harbor Street Bakery sell?")
+
+
+def assert_card(card: Any, index: str) -> str:
+    """``card`` has exactly the documented keys and types; returns its document's kind (extension)."""
+    assert isinstance(card, dict) and list(card) == list(CARD_TYPES), card
+    for key, kind in CARD_TYPES.items():
+        assert isinstance(card[key], kind) and not isinstance(card[key], bool), (key, card)
+    assert str(card["index"]) == index
+    assert all(isinstance(h, str) and h for h in card["headings"]), card
+    assert card["passage"], card
+    if card["page"] is None:
+        assert card["locator"] == "", card
+    else:
+        assert card["page"] >= 1 and card["locator"] == f"page {card['page']}", card
+    return str(card["uri"]).rsplit(".", 1)[-1]
+
+
+async def test_a_card_has_the_documented_keys_in_the_state_the_thread_and_by_key(
+    scenario_config: Any,
+) -> None:
+    scenario_config.citations_emitted = 2  # older cards are then read only by key
+    async with (
+        serve(create_app(scenario_config)) as url,
+        httpx.AsyncClient(base_url=url, timeout=60) as client,
+    ):
+        state: Any = {}
+        for n, question in enumerate(QUESTIONS):
+            response = await client.post("/agui", json=run_body("cards", f"r{n}", question))
+            events = [event for _, event in parse_sse(response.text)]
+            state = check_stream(events, {})  # the state a run's consumer folds from its events
+            assert events[-1]["type"] == "RUN_FINISHED"
+            for index, card in state["citations"].items():
+                assert_card(card, index)
+
+        view = (await client.get("/threads/cards")).json()
+        assert view["state"]["citations"] == state["citations"]
+        for index, card in view["state"]["citations"].items():
+            assert_card(card, index)
+
+        everything = (await client.get("/threads/cards/state/citations")).json()["value"]
+        assert set(everything) > set(state["citations"])  # some cards are only on the thread now
+        kinds = set()
+        for index, card in everything.items():
+            assert_card(card, index)
+            item = await client.get(f"/threads/cards/state/citations/{index}")
+            assert item.status_code == 200, item.text
+            assert item.json()["value"] == card
+            kinds.add(assert_card(card, index))
+        assert kinds == {"pdf", "md", "html"}
+
+
+def test_a_card_saved_before_locators_gets_its_page_as_locator() -> None:
+    saved = {
+        "index": 3,
+        "document_id": "d",
+        "title": "Handbook",
+        "uri": "handbook.pdf",
+        "headings": ["Handbook", "Backups"],
+        "page": 7,
+        "passage": "Backups are kept for 35 days.",
+    }
+    card = Citation.model_validate(saved).emitted()
+    assert card == {**saved, "headings": ["Backups"], "locator": "page 7"}
+    assert Citation.model_validate({**saved, "locator": "slide 2"}).read_view()["locator"] == "slide 2"
+    no_page = Citation.model_validate({**saved, "page": None}).read_view()
+    assert (no_page["page"], no_page["locator"]) == (None, "")
+
+
+def test_cite_passes_a_locator_through_and_labels_pages() -> None:
+    session = SessionState()
+    pdf = session.cite(chunk_id="a", document_id="d", title="T", uri="t.pdf", text="x", page=4)
+    sheet = session.cite(
+        chunk_id="b", document_id="e", title="S", uri="s.xlsx", text="y", locator="sheet Budget"
+    )
+    assert session.citations[str(pdf)].emitted()["locator"] == "page 4"
+    assert session.citations[str(sheet)].emitted()["locator"] == "sheet Budget"
+    assert session.citations[str(sheet)].emitted()["page"] is None
