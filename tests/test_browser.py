@@ -687,6 +687,23 @@ async def test_edit_regenerate_and_switch_between_versions(browser: Browser, wid
     assert "35 days" in follow_up
     final = await assert_screen_is_the_thread(chat)
     assert users(final) == [questions[0], edited_question, "How long are backups kept?"]
+
+    # the first question edited: it keeps its id (nothing before it would tell the server otherwise)
+    first = page.locator("#log article.message-user").first
+    first_id = await first.get_attribute("data-message-id")
+    before = await _last_answer_id(chat)
+    await first.get_by_role("button", name="Edit this question").click()
+    await page.locator("#log .edit-form textarea").fill("How do I restore a backup?")
+    await page.locator("#log .edit-form textarea").press("Enter")
+    await chat.wait_idle(f"{_last_answer_js} !== {json.dumps(before)}")
+    rewritten = await assert_screen_is_the_thread(chat)
+    assert users(rewritten) == ["How do I restore a backup?"]
+    assert rewritten["messages"][0]["id"] == first_id
+    replaced = rewritten["branches"][first_id]["ids"][0]
+    assert rewritten["branches"][first_id] == {"ids": [replaced, first_id], "index": 1}
+    await page.get_by_role("button", name="Previous version of this question").click()
+    await page.locator(f'#log article[data-message-id="{replaced}"]').wait_for()
+    assert thread_messages(await assert_screen_is_the_thread(chat))[0][2] == QUESTION
     chat.assert_clean_console()
 
 

@@ -484,6 +484,20 @@ async def test_edit_regenerate_and_switch_versions_in_chromium(
         assert answer.startswith("Found it in Northwind Observatory")
         final = await assert_page_is_the_thread(page, ragstream, state_key)
         assert user_texts(final) == [questions[0], "Deploying ragstream backups", "observatory visitor hours"]
+
+        # the first question edited keeps its id (nothing before it would tell ragstream otherwise)
+        first = page.questions().first
+        first_id = await first.get_attribute("data-message-id")
+        await first.hover()
+        await first.get_by_test_id("copilot-edit-button").click()
+        await page.page.get_by_label("Your edited question").fill("bakery food safety")
+        before = await page.last_answer_id()
+        await page.page.get_by_label("Your edited question").press("Enter")
+        await page.wait_for_answer_after(before)
+        rewritten = await assert_page_is_the_thread(page, ragstream, state_key)
+        assert user_texts(rewritten) == ["bakery food safety"]
+        assert rewritten["messages"][0]["id"] == first_id
+        assert rewritten["branches"][first_id]["ids"][1] == first_id
         assert runtime.alive, runtime.log()
         page.assert_clean()
         await context.close()
