@@ -22,6 +22,17 @@ run one server at a time. Figures, side by side:
 
 Targets (issue 9): ragstream at least as good as the bare adapter on every figure, and within
 2x of the floor on events/s.
+
+    python -m bench.stream --observability [--baseline-ref main] [--trials 7]
+
+compares instead what traces and metrics cost (issue 27): ragstream as ``--baseline-ref`` has it
+(its code exported with ``git archive``), and this build with traces and metrics off
+(``RAGSTREAM_METRICS=false``, no ``OTEL_*``), with the defaults (metrics on, traces off), and with
+both on (spans exported over OTLP/HTTP to a sink process, ``bench/otlp_sink.py``). The four servers
+run together and the trials are taken in turn across them, so the machine's drift is shared:
+events/s on one long stream (best of ``--trials``), the server process's CPU time per event on it
+(median; from /proc, so other load on the machine does not count) and the median time to the first
+token. Target: off within 2% of the baseline's events/s; the cost when on, measured.
 """
 
 from __future__ import annotations
@@ -107,21 +118,22 @@ async def _stream(port: int, body: bytes, *, keep_token_times: bool = False) -> 
 
 
 class Server:
-    """One ``bench.stream_servers`` process; ``env`` adds settings (``RAGSTREAM_REDIS_URL``...)."""
+    """One ``bench.stream_servers`` process; ``env`` adds settings (``RAGSTREAM_REDIS_URL``...), ``root``
+    is the source tree it runs (another build's, exported)."""
 
-    def __init__(self, kind: str, data: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, kind: str, data: Path, env: dict[str, str] | None = None, root: Path = ROOT) -> None:
         from tests.servers import free_port
 
         self.kind = kind
         self.port = free_port()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.stream_servers", kind, str(self.port), str(data)],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root), **(env or {})},
         )
 
     async def ready(self) -> Server:
-        for _ in range(600):
+        for _ in range(3000):  # five minutes: several servers starting at once on a busy machine
             try:
                 _, writer = await asyncio.open_connection("127.0.0.1", self.port)
                 writer.close()
@@ -134,6 +146,11 @@ class Server:
     async def warm(self) -> None:
         for i in range(20):
             await _stream(self.port, _body(200, 0, f"warm-{i}", f"warm-{i}"))
+
+    def cpu_seconds(self) -> float:
+        """CPU time the server process has used so far (user + system)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss(self) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
@@ -258,15 +275,126 @@ async def _agent_loop_ceiling(tokens: int) -> float:
     return max(rates)
 
 
+def _export(ref: str, target: Path) -> bool:
+    """``ref``'s tree (``git archive``) in ``target``; ``False`` when the repository has no such ref."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True)
+    if archive.returncode != 0:
+        return False
+    target.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    return True
+
+
+def _start_sink(port: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "bench.otlp_sink", str(port)], cwd=ROOT)
+
+
+_OFF = {"RAGSTREAM_METRICS": "false", "OTEL_SDK_DISABLED": "true"}
+
+
+async def _observability(args: argparse.Namespace) -> None:
+    """What traces and metrics cost: see the module's docstring."""
+    from tests.servers import free_port
+
+    work = Path(tempfile.mkdtemp(prefix="ragstream-bench-observe-"))
+    sink_port = free_port()
+    sink = _start_sink(sink_port)
+    traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}", "RAGSTREAM_METRICS": "true"}
+    for name in [k for k in os.environ if k.startswith(("OTEL_", "RAGSTREAM_METRICS"))]:
+        del os.environ[name]  # each server gets exactly its own settings
+    setups: dict[str, tuple[dict[str, str], Path]] = {}
+    if _export(args.baseline_ref, work / "baseline-src"):
+        setups[f"{args.baseline_ref} (baseline)"] = (_OFF, work / "baseline-src")
+    else:
+        print(f"no ref {args.baseline_ref!r} here: no baseline column")
+    setups["off"] = (_OFF, ROOT)
+    setups["default (metrics)"] = ({"OTEL_SDK_DISABLED": "true"}, ROOT)
+    setups["traces + metrics"] = (traced, ROOT)
+    servers: dict[str, Server] = {}
+    rates: dict[str, list[float]] = {name: [] for name in setups}
+    cpu_us: dict[str, list[float]] = {name: [] for name in setups}
+    tokens: dict[str, list[float]] = {name: [] for name in setups}
+    try:
+        for index, (name, (env, root)) in enumerate(setups.items()):
+            (work / f"data-{index}").mkdir()
+            servers[name] = Server("ragstream", work / f"data-{index}", env, root=root)
+        for server in servers.values():
+            await server.ready()
+        for trial in range(args.trials):  # in turn, so drift lands on every server alike
+            for name, server in servers.items():
+                cpu = server.cpu_seconds()
+                long = await _stream(server.port, _body(args.tokens, 0, f"obs-{trial}", f"obs-{trial}"))
+                assert long.ok, f"{name}: the long stream did not finish"
+                rates[name].append(long.events / (long.finished - long.started))
+                cpu_us[name].append((server.cpu_seconds() - cpu) / long.events * 1e6)
+                for k in range(5):
+                    short = await _stream(server.port, _body(5, 0, f"ttft-{trial}-{k}", f"ttft-{trial}-{k}"))
+                    assert short.ok and short.first_token
+                    tokens[name].append((short.first_token - short.started) * 1000)
+    finally:
+        for server in servers.values():
+            server.stop()
+        sink.terminate()
+        sink.wait(10)
+        shutil.rmtree(work, ignore_errors=True)
+
+    reference = next(iter(setups))
+    best = {name: max(values) for name, values in rates.items()}
+    cost = {name: median(values) for name, values in cpu_us.items()}
+    rows = [
+        (
+            name,
+            best[name],
+            f"{best[name] / best[reference] - 1:+.1%}",
+            f"{cost[name]:.1f}",
+            f"{1e6 / cost[name]:,.0f}",
+            f"{cost[reference] / cost[name] - 1:+.1%}",
+            median(tokens[name]),
+        )
+        for name in setups
+    ]
+    print()
+    print(
+        table(
+            [
+                "server",
+                "events/s (best)",
+                f"vs {reference}",
+                "server CPU µs/event (median)",
+                "events per CPU second",
+                f"vs {reference}",
+                "ms to first token (median)",
+            ],
+            rows,
+        )
+    )
+    print(
+        "\nevents/s is wall-clock and moves with the machine's load; the server's CPU time per event "
+        "(from /proc) is what the features cost, whatever else runs."
+    )
+    print(
+        f"\n{args.trials} long streams of {args.tokens} tokens and {args.trials * 5} short runs per server, in turn."
+    )
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--tokens", type=int, default=20_000)
-    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--trials", type=int, default=None, help="default: 200, or 7 with --observability")
     parser.add_argument("--levels", default="25,50,100,200,300,400,600")
     parser.add_argument("--threads", type=int, default=500, help="idle threads for the memory figure")
+    parser.add_argument(
+        "--observability", action="store_true", help="compare traces and metrics off and on (issue 27)"
+    )
+    parser.add_argument("--baseline-ref", default="main", help="the build --observability compares against")
     args = parser.parse_args()
+    if args.observability:
+        args.trials = args.trials or 7
+        await _observability(args)
+        return
+    args.trials = args.trials or 200
     levels = [int(x) for x in args.levels.split(",")]
     work = Path(tempfile.mkdtemp(prefix="ragstream-bench-stream-"))
     figures: dict[str, dict[str, Any]] = {}

@@ -6,11 +6,12 @@ cd "$(dirname "$0")/.."
 
 # Debian packages: Chromium for the browser tests, redis-server and postgresql for the scale-out
 # tests (they use the Redis on 127.0.0.1:6379 and the PostgreSQL on 127.0.0.1:5432 when those run,
-# and start their own otherwise).
+# and start their own otherwise), prometheus (and its promtool) for the metrics tests.
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

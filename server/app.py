@@ -8,6 +8,7 @@ the ones listed as public) and the request body limit (the default unless a rout
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -26,10 +27,11 @@ from .agui._upstream import install_fast_stream_locks
 from .auth import TokenBackend, unauthorized
 from .config import AppConfig
 from .errors import exception_handlers
-from .middleware import BodyLimitMiddleware
+from .middleware import BodyLimitMiddleware, tracing_middleware
+from .observe import metrics, tracing
 from .routes.agui import agui
 from .routes.documents import delete_document, get_document, get_job, list_documents, upload_documents
-from .routes.meta import capabilities, health
+from .routes.meta import capabilities, health, metrics_page
 from .routes.static import static_routes
 from .routes.threads import (
     POLICY_BODY_LIMIT,
@@ -70,6 +72,7 @@ def create_app(
     (``agui._upstream``).
     """
     config = config or AppConfig()
+    tracing.configure_tracing()  # on only when OTEL_* variables ask for it
     if fast_stream_locks:
         install_fast_stream_locks()
 
@@ -84,6 +87,7 @@ def create_app(
             yield
         finally:
             await services.close()
+            metrics.mark_process_dead()
 
     upload = Route("/documents", upload_documents, methods=["POST"])
     policy = Route("/threads/{thread_id}/approval-policy", put_approval_policy, methods=["PUT"])
@@ -110,9 +114,15 @@ def create_app(
         Route("/documents/jobs/{job_id}", get_job, methods=["GET"]),
         Route("/documents/{document_id}", get_document, methods=["GET"]),
         Route("/documents/{document_id}", delete_document, methods=["DELETE"]),
+        # on its own listener instead when RAGSTREAM_METRICS_ADDRESS is set (``ragstream serve``)
+        *(
+            [Route("/metrics", metrics_page, methods=["GET"])]
+            if config.metrics and not config.metrics_address
+            else []
+        ),
         *public,  # last: the chat page's catch-alls must not shadow the API
     ]
-    middleware = []
+    middleware = [tracing_middleware(routes)] if tracing.enabled() else []
     if config.cors_origins:
         middleware.append(
             Middleware(
@@ -140,4 +150,7 @@ def create_app(
 
 def create_served_app() -> Starlette:
     """The app as ``ragstream serve`` runs it in each worker (see ``server.commands``)."""
-    return create_app(AppConfig.from_worker_payload(), freeze_gc=True, fast_stream_locks=True)
+    config = AppConfig.from_worker_payload()
+    if config.log_format == "json":
+        logging.captureWarnings(True)  # Python's warnings become log lines too: stderr stays JSON
+    return create_app(config, freeze_gc=True, fast_stream_locks=True)

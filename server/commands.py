@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 import uvicorn
+from prometheus_client import start_http_server
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.models import infer_model
 from tqdm import tqdm
@@ -15,8 +19,12 @@ from tqdm import tqdm
 from rag_tools.kb import DocumentFilter, IngestProgress, KnowledgeBase, KnowledgeBaseError
 
 from .config import WORKER_CONFIG_ENV, AppConfig
+from .observe import logs, metrics, tracing
 
 __all__ = ["cmd_documents", "cmd_ingest", "cmd_search", "cmd_serve", "ingest_with_progress"]
+
+#: How long a worker may leave uvicorn's supervisor without an answer before it is replaced.
+WORKER_HEALTHCHECK_SECONDS = 60
 
 
 async def ingest_with_progress(kb: KnowledgeBase, paths: list[str], *, progress: bool = True) -> int:
@@ -115,9 +123,10 @@ def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if (problem := model_problem(config.model)) is not None:  # before any work, not after "serving on"
-        print(f"ragstream: {problem}", file=sys.stderr)
-        return 2
+    for problem in (model_problem(config.model), tracing.tracing_problem()):  # before any work
+        if problem is not None:
+            print(f"ragstream: {problem}", file=sys.stderr)
+            return 2
     if args.ingest:
 
         async def ingest() -> int:
@@ -127,16 +136,48 @@ def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
         asyncio.run(ingest())
     # Workers are separate processes: hand them the whole validated configuration.
     os.environ[WORKER_CONFIG_ENV] = config.to_worker_payload()
-    print(
-        f"ragstream serving on http://{config.host}:{config.port} (model: {config.model or 'offline extractive'})"
-    )
-    uvicorn.run(
-        "server.app:create_served_app",
-        factory=True,
-        host=config.host,
-        port=config.port,
-        workers=config.workers,
-        log_level="info",
-        timeout_graceful_shutdown=10,
-    )
+    own_metrics_dir = _prepare_metrics(config)
+    try:
+        if config.metrics and (listen := config.metrics_listen) is not None:
+            try:  # one listener for the whole server, in this process: it reads every worker's values
+                start_http_server(listen[1], listen[0], registry=metrics.registry())
+            except OSError as exc:
+                print(f"ragstream: cannot serve metrics on {config.metrics_address}: {exc}", file=sys.stderr)
+                return 2
+            print(f"ragstream metrics on http://{config.metrics_address}/metrics")
+        print(
+            f"ragstream serving on http://{config.host}:{config.port} (model: {config.model or 'offline extractive'})"
+        )
+        uvicorn.run(
+            "server.app:create_served_app",
+            factory=True,
+            host=config.host,
+            port=config.port,
+            workers=config.workers,
+            log_level="info",
+            log_config=logs.log_config(config.log_format) or uvicorn.config.LOGGING_CONFIG,
+            timeout_graceful_shutdown=10,
+            # a worker answers the supervisor's pings from a thread, which a long model or index load
+            # holding the GIL can starve for more than uvicorn's 5 s: the worker was killed, restarted
+            # and killed again, forever (server/NOTES.md, "Several workers")
+            timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
+        )
+    finally:
+        if own_metrics_dir is not None:
+            shutil.rmtree(own_metrics_dir, ignore_errors=True)
     return 0
+
+
+def _prepare_metrics(config: AppConfig) -> Path | None:
+    """Set up prometheus-client's multiprocess mode when the workers are processes of their own (or
+    ``PROMETHEUS_MULTIPROC_DIR`` asks for it): an empty values directory, named to every worker
+    through the environment. Returns the directory when this command made it (and removes it)."""
+    if not config.metrics:
+        return None
+    given = os.environ.get(metrics.MULTIPROC_ENV)
+    if config.workers == 1 and not given:
+        return None
+    path = Path(given) if given else Path(tempfile.mkdtemp(prefix="ragstream-metrics-"))
+    metrics.prepare_multiprocess_dir(path)
+    os.environ[metrics.MULTIPROC_ENV] = str(path)
+    return None if given else path

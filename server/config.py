@@ -138,6 +138,39 @@ class AppConfig(RagConfig, BaseSettings):
     cache_ttl_seconds: float = Field(
         default=3600.0, gt=0, description="Idle time before a context is evicted."
     )
+    metrics: bool = Field(
+        default=True,
+        description="Count Prometheus metrics (ragstream_*) and serve them; false: no /metrics, nothing counted.",
+    )
+    metrics_address: str | None = Field(
+        default=None,
+        description=(
+            "host:port where `ragstream serve` serves /metrics on a listener of its own (then not on "
+            "the main app, and without a token); unset: GET /metrics on the main app, with a token."
+        ),
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="Log lines as plain text, or as JSON lines with principal, thread, run and trace ids.",
+    )
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _host_port(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"metrics_address must be host:port (e.g. 127.0.0.1:9464), got {value!r}")
+        return value
+
+    @property
+    def metrics_listen(self) -> tuple[str, int] | None:
+        """``metrics_address`` as ``(host, port)`` (brackets of an IPv6 host removed)."""
+        if self.metrics_address is None:
+            return None
+        host, _, port = self.metrics_address.rpartition(":")
+        return host.strip("[]"), int(port)
 
     @field_validator("tokens", mode="before")
     @classmethod

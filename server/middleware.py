@@ -1,4 +1,4 @@
-"""Pure ASGI middleware of the app: request body limits chosen per route.
+"""Pure ASGI middleware of the app: request body limits chosen per route, and request spans.
 
 Starlette's ``RequestBodyLimitMiddleware`` limits every body to one size; routes here need
 different ones (a run request, an upload, a small JSON policy). ``BodyLimitMiddleware`` picks the
@@ -9,20 +9,28 @@ shape (Starlette's responder would answer it in plain text); a streamed body tha
 limit raises Starlette's 413 ``HTTPException`` inside the app, which the app's handlers answer the
 same way. (Pure ASGI rather than ``BaseHTTPMiddleware``, which would add a hop to every chunk of a
 stream.)
+
+``tracing_middleware`` is OpenTelemetry's own ASGI middleware (``opentelemetry-instrumentation-asgi``,
+pure ASGI too), used only when tracing is on: one server span per request, continuing a W3C
+``traceparent`` the client sent, named after the matched route's template (``POST /agui``,
+``GET /threads/{thread_id}``). Its per-message ``send``/``receive`` spans are left out: a stream
+would get one per chunk.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from starlette.datastructures import Headers
+from starlette.middleware import Middleware
 from starlette.middleware.body_limit import RequestBodyLimitResponder
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import error_response, too_large_message
 
-__all__ = ["BodyLimitMiddleware"]
+__all__ = ["BodyLimitMiddleware", "tracing_middleware"]
 
 
 class BodyLimitMiddleware:
@@ -45,3 +53,20 @@ class BodyLimitMiddleware:
             await error_response(413, too_large_message(limit))(scope, receive, send)
             return
         await RequestBodyLimitResponder(self.app, limit)(scope, receive, send)
+
+
+def tracing_middleware(routes: Sequence[BaseRoute]) -> Middleware:
+    """The request-span middleware, naming spans after ``routes``' templates."""
+    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+
+    def span_details(scope: Scope) -> tuple[str, dict[str, Any]]:
+        method = scope.get("method", "HTTP")
+        for route in routes:
+            if route.matches(scope)[0] == Match.FULL:
+                template = getattr(route, "path", "")
+                return f"{method} {template}", {"http.route": template}
+        return method, {}
+
+    return Middleware(
+        OpenTelemetryMiddleware, exclude_spans=["receive", "send"], default_span_details=span_details
+    )

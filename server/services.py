@@ -29,8 +29,11 @@ from rag_tools.tools import ToolSystem
 from .agui.branch_state import checkpoint_on_save
 from .agui.encoding import encode_failure
 from .agui.factory import AGUIRunFactory
+from .agui.telemetry import run_capabilities
 from .config import AppConfig
 from .jobs import IngestJobs, open_ingest_jobs
+from .observe import tracing
+from .observe.backends import ObservedKnowledgeBase, ObservedThreadStore
 from .runs import (
     EventLog,
     FailureCode,
@@ -100,7 +103,10 @@ class Services:
         logs: EventLog | None = None,
         jobs: IngestJobs | None = None,
     ) -> Services:
-        kb = KnowledgeBase.from_config(config)
+        observed = config.metrics or tracing.enabled()
+        kb = (ObservedKnowledgeBase if observed else KnowledgeBase).from_config(config)
+        if isinstance(kb, ObservedKnowledgeBase):
+            kb.count_metrics = config.metrics
         try:
             await kb.open()
         except (
@@ -139,7 +145,7 @@ class Services:
             # locked tools (``tool_options(lock=True)``) run alone across every worker
             tools.locks = LeasedToolLocks(redis_locks, ttl_seconds=config.run_lock_ttl_seconds)
         cache = ToolContextCache(
-            store,
+            ObservedThreadStore(store, count_metrics=config.metrics) if observed else store,
             max_entries=config.cache_max_threads,
             ttl_seconds=config.cache_ttl_seconds,
             prepare=toolkit.prepare,
@@ -154,6 +160,7 @@ class Services:
             disconnect_policy=config.effective_disconnect_policy,
             disconnect_grace=config.disconnect_grace_seconds,
             stop_bus=stop_bus,
+            count_metrics=config.metrics,
         )
         agent = agent or create_chat_agent(config, toolkit)
         binding = AGUIRunFactory(
@@ -166,7 +173,8 @@ class Services:
             run_timeout=config.run_timeout,
             # given to every run, so an injected agent gets the tool system too
             toolsets=tools.toolsets(),
-            capabilities=[tools.capability()],
+            capabilities=[tools.capability(), *run_capabilities(count_metrics=config.metrics)],
+            count_metrics=config.metrics,
         )
         jobs = jobs or open_ingest_jobs(config, kb)
         await jobs.start()

@@ -23,11 +23,21 @@ def _require_node() -> str:
 
 
 async def drive(
-    tmp_path: Path, url: str, thread_id: str, steps: list[dict[str, Any]], token: str | None = None
+    tmp_path: Path,
+    url: str,
+    thread_id: str,
+    steps: list[dict[str, Any]],
+    token: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Run a plan through @ag-ui/client; returns its report (see drive.mjs)."""
+    """Run a plan through @ag-ui/client; returns its report (see drive.mjs). ``headers`` go with
+    every request the client makes."""
     plan = tmp_path / f"plan-{thread_id}.json"
-    plan.write_text(json.dumps({"url": url, "threadId": thread_id, "token": token, "steps": steps}))
+    plan.write_text(
+        json.dumps(
+            {"url": url, "threadId": thread_id, "token": token, "headers": headers or {}, "steps": steps}
+        )
+    )
     process = await asyncio.create_subprocess_exec(
         _require_node(),
         str(JS / "drive.mjs"),

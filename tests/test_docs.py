@@ -26,3 +26,19 @@ def test_custom_events_are_namespaced_and_documented() -> None:
     for event in (PROGRESS_EVENT, TOOL_CALL_EVENT, STREAM_EVENT, RESULT_EVENT):
         assert event.startswith("ragstream.")
         assert f"`{event}`" in README
+
+
+def test_every_metric_and_the_trace_id_field_are_documented() -> None:
+    from prometheus_client import Counter
+
+    from server.agui.execution import TRACE_ID_KEY
+    from server.observe import metrics
+
+    names = [
+        f"{m._name}_total" if isinstance(m, Counter) else m._name
+        for m in vars(metrics).values()
+        if hasattr(m, "_name") and hasattr(m, "_type")
+    ]
+    assert len(names) == 13
+    assert [name for name in names if f"| `{name}` |" not in README] == []
+    assert f'"{TRACE_ID_KEY}"' in README

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Lowest first. A module may import its own layer or lower ones, never a higher one.
 SERVER_LAYERS: list[tuple[str, ...]] = [
+    ("server.observe",),  # traces, metrics, JSON logs: every layer above reports through it
     ("server.runs",),  # the protocol-neutral run engine
     # the rules every layer above shares (access and its domain errors, input checks, settings),
     # and the tool locks shared through the run-lock backend

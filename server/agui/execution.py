@@ -16,13 +16,16 @@ It is the ``RunSource`` the engine runs (``server.runs``). Its event pipeline:
 - a run with no messages and nothing to resume restates the thread (MESSAGES_SNAPSHOT) instead of
   calling the model;
 - every event encoded once; the terminal one tells the engine how the run ended. The pipeline
-  never raises: whatever escapes the adapter becomes a RUN_ERROR from the one list of codes.
+  never raises: whatever escapes the adapter becomes a RUN_ERROR from the one list of codes;
+- with tracing on, RUN_STARTED carries the run's trace id (``metadata["ragstream.traceId"]``), and
+  with metrics on the first text token's delay is measured, once per run.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ag_ui.core import (
@@ -45,6 +48,7 @@ from pydantic_ai.run import AgentRunResult
 from rag_tools import ChatDeps
 from rag_tools.state import ToolContext, Transaction
 
+from ..observe import metrics, tracing
 from ..runs import FailureCode, RunEvent, RunFailure, RunStatus
 from .adapter import classify
 from .branch_state import StepStates, stage_step_states
@@ -52,9 +56,11 @@ from .encoding import encode_event
 from .history import thread_messages
 from .interrupts import with_question_interrupts
 
-__all__ = ["AGUIRun"]
+__all__ = ["TRACE_ID_KEY", "AGUIRun"]
 
 TITLE_CHARS = 80
+#: Where RUN_STARTED carries the run's trace id (AG-UI 1.0 event metadata, namespaced).
+TRACE_ID_KEY = "ragstream.traceId"
 
 _OUTCOME_STATUS: dict[str, RunStatus] = {"interrupt": "interrupted", "cancelled": "cancelled"}
 
@@ -75,6 +81,8 @@ class AGUIRun:
     timed_out: bool = False
     steps: StepStates | None = None
     start: str | None = None  # the entry the run continues from (its new entries come after it)
+    count_metrics: bool = False
+    created: float = field(default_factory=time.perf_counter)
 
     @property
     def thread_id(self) -> str:
@@ -89,11 +97,18 @@ class AGUIRun:
     async def events(self) -> AsyncIterator[RunEvent]:
         """The run's encoded events: first RUN_STARTED, last exactly one terminal event."""
         terminal = False
+        awaiting_token = self.count_metrics
         try:
             async for event in self._pipeline():
+                if awaiting_token and event.type == EventType.TEXT_MESSAGE_CONTENT:
+                    metrics.TIME_TO_FIRST_TOKEN.observe(time.perf_counter() - self.created)
+                    awaiting_token = False
                 status = _status(event)
                 terminal = status is not None
-                yield RunEvent(encode_event(event), status, flush=event.type == EventType.RUN_STARTED)
+                code = getattr(event, "code", None) if status == "error" else None
+                yield RunEvent(
+                    encode_event(event), status, flush=event.type == EventType.RUN_STARTED, code=code
+                )
                 if terminal:
                     return
         except Exception as exc:  # the adapter's own stream failed outside its error handling
@@ -103,7 +118,9 @@ class AGUIRun:
                 yield RunEvent(encode_event(restore))
             failure = classify(exc)
             yield RunEvent(
-                encode_event(RunErrorEvent(message=failure.message, code=failure.code.value)), "error"
+                encode_event(RunErrorEvent(message=failure.message, code=failure.code.value)),
+                "error",
+                code=failure.code.value,
             )
 
     def cancel(self) -> None:
@@ -141,9 +158,11 @@ class AGUIRun:
                     )
                     yield RunErrorEvent(message=failure.message, code=failure.code.value)
                     return
-            yield event
             if kind == EventType.RUN_STARTED:
+                yield _with_trace_id(event)
                 yield StateSnapshotEvent(snapshot=self.baseline)
+                continue
+            yield event
 
     async def on_complete(self, result: AgentRunResult[Any]) -> AsyncIterator[BaseEvent]:
         """Runs before RUN_FINISHED of a successful (or interrupted) run: save, then final state."""
@@ -164,7 +183,9 @@ class AGUIRun:
 
     async def _restate(self) -> AsyncIterator[BaseEvent]:
         """A run with nothing to do: restate messages and state, save a client proposal."""
-        yield RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION)
+        yield _with_trace_id(
+            RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION)
+        )
         messages, _ = thread_messages(self.txn.entry.record.extras)
         if messages:
             yield MessagesSnapshotEvent(messages=messages)
@@ -184,6 +205,14 @@ class AGUIRun:
         saved = ToolContext.from_dump(self.txn.entry.record.state, state_key=self.deps.tool_context.state_key)
         self.prepare(saved)
         return [StateSnapshotEvent(snapshot=saved.build_state_snapshot())]
+
+
+def _with_trace_id(event: BaseEvent) -> BaseEvent:
+    """RUN_STARTED with the run's trace id in its metadata, when the run is traced."""
+    trace_id = tracing.current_trace_id()
+    if trace_id is None:
+        return event
+    return event.model_copy(update={"metadata": {**(event.metadata or {}), TRACE_ID_KEY: trace_id}})
 
 
 def _outcome(event: BaseEvent) -> str | None:

@@ -68,6 +68,7 @@ class AGUIRunFactory:
     run_timeout: float
     toolsets: Sequence[AbstractToolset[Any]] = ()
     capabilities: Sequence[AbstractCapability[Any]] = ()
+    count_metrics: bool = False
 
     async def start(self, run_input: RunAgentInput, principal: str) -> RunInfo:
         """Start the run; ``RunConflict``, ``ThreadNotFound`` or ``InvalidRequest`` when it cannot."""
@@ -118,6 +119,7 @@ class AGUIRunFactory:
             self.run_timeout,
             steps=StepStates(context),
             start=tree.head,
+            count_metrics=self.count_metrics,
         )
         for index, message in enumerate(run_input.messages):
             _check_convertible(index, message)

@@ -26,7 +26,7 @@ from pydantic_ai.conversation_store import (
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from pydantic_ai.ui.ag_ui import AGUIAdapter
 
-from .message_ids import RunIds, entry_ui, load_message, rename_taken_ids
+from .message_ids import RunIds, entry_ui, load_message, load_messages, rename_taken_ids
 from .tree import CONVERSATION_KEY, ConversationTree, empty_conversation
 
 __all__ = [
@@ -139,7 +139,11 @@ class ThreadConversationStore(ConversationStore):
                 raise LookupError(head_id)
             chain.append(raw)
             head_id = raw.get("parent_id")
-        return [_load_entry(raw) for raw in reversed(chain)]
+        chain.reverse()
+        return [
+            ConversationEntry(id=raw["id"], parent_id=raw["parent_id"], message=message, kind=raw["kind"])
+            for raw, message in zip(chain, load_messages(chain), strict=True)
+        ]
 
 
 def stored_record(extras: dict[str, Any], thread_id: str) -> ConversationRecord | None:
@@ -159,7 +163,7 @@ def stored_messages(
     if record is None:
         return [], None
     tree = ConversationTree(extras[CONVERSATION_KEY])
-    return [load_message(tree.entries[key]) for key in tree.path()], record
+    return load_messages([tree.entries[key] for key in tree.path()]), record
 
 
 def thread_messages(extras: dict[str, Any]) -> tuple[list[Message], dict[str, dict[str, Any]]]:
@@ -174,13 +178,13 @@ def thread_messages(extras: dict[str, Any]) -> tuple[list[Message], dict[str, di
         return [], {}
     tree = ConversationTree(data)
     path = tree.path()
-    messages: list[Message] = []
-    for key in path:
-        raw = tree.entries[key]
-        message = load_message(raw)
-        dumped = AGUIAdapter.dump_messages([message])
-        ids = [item.id for item in tree.ui(key)]
-        if len(ids) != len(dumped):  # not what it was stored as (a newer pydantic-ai dumps it otherwise)
-            ids = [item[0] for item in entry_ui(raw, message)]
-        messages.extend(m.model_copy(update={"id": i}) for m, i in zip(dumped, ids, strict=True))
+    raws = [tree.entries[key] for key in path]
+    models = load_messages(raws)
+    uis = [[item.id for item in tree.ui(key)] for key in path]
+    dumped = AGUIAdapter.dump_messages(models)  # one call for the path: dumping is per message anyway
+    if sum(map(len, uis)) != len(dumped):  # not what the entries were stored as (another pydantic-ai)
+        uis = [[item[0] for item in entry_ui(raw, model)] for raw, model in zip(raws, models, strict=True)]
+        dumped = [m for model in models for m in AGUIAdapter.dump_messages([model])]
+    ids = [i for entry_ids in uis for i in entry_ids]
+    messages: list[Message] = [m.model_copy(update={"id": i}) for m, i in zip(dumped, ids, strict=True)]
     return messages, tree.siblings(path)

@@ -36,6 +36,7 @@ __all__ = [
     "content_hash",
     "entry_ui",
     "load_message",
+    "load_messages",
     "rename_taken_ids",
 ]
 
@@ -115,6 +116,12 @@ class RunIds:
 def load_message(raw: dict[str, Any]) -> ModelMessage:
     """A stored entry's message (``ModelMessagesTypeAdapter`` carries binary content as base64)."""
     return ModelMessagesTypeAdapter.validate_python([raw["message"]])[0]
+
+
+def load_messages(raws: list[dict[str, Any]]) -> list[ModelMessage]:
+    """Stored entries' messages, validated in one call: much cheaper than one by one (pydantic-ai's
+    validators do per-call work: 15x on a long thread, ``bench/RESULTS.md``)."""
+    return ModelMessagesTypeAdapter.validate_python([raw["message"] for raw in raws])
 
 
 def entry_ui(

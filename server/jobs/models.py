@@ -19,6 +19,8 @@ from pydantic.alias_generators import to_camel
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.models import IngestProgress
 
+from ..observe import metrics, tracing
+
 __all__ = ["FileOutcome", "IngestJob", "JobProgress", "JobState", "run_ingest"]
 
 JobState = Literal["queued", "running", "done", "failed"]
@@ -89,7 +91,26 @@ async def run_ingest(
     A file already settled by an earlier attempt (the job is retried after its worker died) is
     not ingested again, so its outcome stays what that attempt saw. Each file's ingestion is one
     knowledge-base commit, so a crash leaves every file either ingested or not at all.
+
+    A job is a trace of its own (``ingest.job``, a ``kb.ingest`` span per file) when tracing is on.
     """
+    metrics.INGEST_JOBS.labels("running").inc()
+    with tracing.span("ingest.job", **{"ragstream.job_id": job.id, "ragstream.job.files": len(job.files)}):
+        try:
+            await _ingest_files(kb, job, read, save)
+        except BaseException:
+            metrics.INGEST_JOBS.labels("failed").inc()
+            raise
+    metrics.INGEST_JOBS.labels("done").inc()
+    return job
+
+
+async def _ingest_files(
+    kb: KnowledgeBase,
+    job: IngestJob,
+    read: Callable[[int], Awaitable[bytes]],
+    save: Callable[[IngestJob], Awaitable[None]],
+) -> None:
     job.state = "running"
     settled = [f for f in job.files if f.status != "pending"]
     job.progress.files_done = len(settled)
@@ -120,6 +141,8 @@ async def run_ingest(
             entry.document_id = outcome.document_id
             entry.chunks = outcome.chunks
             entry.error = outcome.error
+            if outcome.status in ("added", "updated"):
+                metrics.CHUNKS_EMBEDDED.inc(outcome.chunks)
             job.progress.files_done += 1
             job.progress.chunks_done = base_done + outcome.chunks
             job.progress.chunks_total = base_total + outcome.chunks
@@ -130,7 +153,6 @@ async def run_ingest(
             await beat
     job.state = "done"
     await save(job)
-    return job
 
 
 class IngestFailed(RuntimeError):

@@ -6,6 +6,7 @@ from starlette.requests import ClientDisconnect, Request
 
 from ..auth import principal_of
 from ..errors import ApiError
+from ..observe import logs
 from ..services import Services
 from ..validation import check_id
 
@@ -21,6 +22,9 @@ def caller(request: Request) -> str:
     principal = principal_of(request)
     if principal is None:  # a public route asked for a caller it cannot have
         raise ApiError(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
+    logs.bind(
+        principal=principal, thread=request.path_params.get("thread_id")
+    )  # for this request's log lines
     return principal
 
 

@@ -18,6 +18,7 @@ from rag_tools.kb import SUPPORTED_SUFFIXES
 from ..access import check_editor, check_job_owner
 from ..errors import ApiError
 from ..jobs import IngestJob
+from ..observe import metrics
 from ..services import Services
 from ._common import caller, int_param, path_id, read_body, services_of
 
@@ -87,6 +88,7 @@ async def upload_documents(request: Request) -> Response:
         details = [f.model_dump(mode="json", by_alias=True) for f in job.files]
         raise ApiError(422, "no file could be ingested", details=details)
     await services.jobs.submit(job, uploads)
+    metrics.INGEST_JOBS.labels("queued").inc()
     return JSONResponse(
         {"jobId": job.id, "job": job.public()},
         status_code=202,

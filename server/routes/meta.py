@@ -1,4 +1,5 @@
-"""``GET /health`` and ``GET /capabilities``: public routes with details for authenticated callers.
+"""``GET /health`` and ``GET /capabilities``: public routes with details for authenticated callers;
+``GET /metrics``: Prometheus metrics, for authenticated callers.
 
 Both answer without a token (load balancers probe health; a client asks what the agent can do
 before it signs in), but anonymous callers, when tokens are configured, see only the public part:
@@ -25,9 +26,10 @@ from starlette.responses import JSONResponse, Response
 
 from ..auth import principal_of
 from ..errors import error_response
+from ..observe import metrics
 from ._common import services_of
 
-__all__ = ["capabilities", "health"]
+__all__ = ["capabilities", "health", "metrics_page"]
 
 
 async def health(request: Request) -> Response:
@@ -104,3 +106,8 @@ async def capabilities(request: Request) -> Response:
         },
     )
     return JSONResponse(described.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def metrics_page(request: Request) -> Response:
+    """The Prometheus metrics of every worker of this server (a thread: reading them is file I/O)."""
+    return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)

@@ -28,11 +28,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from opentelemetry import context as otel_context
+
+from ..observe import logs, metrics, tracing
 from .errors import BackendUnavailable, RunConflict, RunNotFound
 from .eventlog import EventLog, RunInfo, RunStatus, run_key
 from .failures import FailureCode, RunFailure
@@ -51,13 +55,15 @@ EncodeFailure = Callable[[RunFailure], bytes]
 class RunEvent:
     """One event of a run, encoded by the protocol binding.
 
-    ``status`` is set on the terminal event (how the run ended); ``flush`` asks the run task to let
-    subscribers send this event before the run goes on (the first event, before the model's setup).
+    ``status`` is set on the terminal event (how the run ended) and ``code`` on a terminal error
+    (its failure code, for the metrics); ``flush`` asks the run task to let subscribers send this
+    event before the run goes on (the first event, before the model's setup).
     """
 
     data: bytes
     status: RunStatus | None = None
     flush: bool = False
+    code: str | None = None
 
 
 class RunSource(Protocol):
@@ -92,6 +98,8 @@ class ActiveRun:
     subscribers: int = 0
     stop_requested: bool = False
     grace: asyncio.TimerHandle | None = field(default=None, repr=False)
+    #: The trace the run continues (the request's), carried into the run's task explicitly.
+    trace_context: otel_context.Context | None = field(default=None, repr=False)
 
     @property
     def key(self) -> str:
@@ -126,6 +134,7 @@ class RunManager:
         disconnect_policy: DisconnectPolicy = "cancel",
         disconnect_grace: float = 0.0,
         stop_bus: StopBus | None = None,
+        count_metrics: bool = True,
     ) -> None:
         self.locks = locks
         self.logs = logs
@@ -135,6 +144,7 @@ class RunManager:
         self.disconnect_policy = disconnect_policy
         self.disconnect_grace = disconnect_grace
         self.stop_bus = stop_bus
+        self.count_metrics = count_metrics
         self._runs: dict[str, ActiveRun] = {}
         if stop_bus is not None:
             stop_bus.listen(self._stop_local)
@@ -163,6 +173,7 @@ class RunManager:
         lock is released when it ends.
         """
         info = RunInfo(run_id, thread_id, principal, self.worker_id)
+        logs.bind(principal=principal, thread=thread_id, run=run_id)
         if await self.logs.info(info.key) is not None:
             raise RunConflict(
                 f"run {run_id!r} already exists in thread {thread_id!r}; send a new runId for a new run",
@@ -190,6 +201,8 @@ class RunManager:
             source.close()
             raise
         active = ActiveRun(info, source)
+        if tracing.enabled():
+            active.trace_context = otel_context.get_current()
         self._runs[info.key] = active
         active.task = asyncio.create_task(self._run(active), name=f"run-{info.key}")
         return active
@@ -197,11 +210,28 @@ class RunManager:
     # -- running -----------------------------------------------------------------------------
 
     async def _run(self, active: ActiveRun) -> None:
+        info = active.info
+        logs.bind(principal=info.owner, thread=info.thread_id, run=info.run_id)
+        if active.trace_context is None:
+            await self._execute(active)
+            return
+        attributes = {"ragstream.thread_id": info.thread_id, "ragstream.run_id": info.run_id}
+        with tracing.tracer().start_as_current_span(
+            "ragstream.run", context=active.trace_context, attributes=attributes
+        ):
+            await self._execute(active)
+
+    async def _execute(self, active: ActiveRun) -> None:
         source, key = active.source, active.key
         heartbeat = asyncio.create_task(self._heartbeat(active))
         status: RunStatus = "error"
+        code: str | None = None  # the terminal RUN_ERROR's code, or the engine's own failure
+        ended_by_engine = False
         terminal = False
         logging_failed = False
+        started = time.perf_counter()
+        if self.count_metrics:
+            metrics.ACTIVE_RUNS.inc()
         try:
             async for event in source.events():
                 if not logging_failed:
@@ -213,13 +243,17 @@ class RunManager:
                         logging_failed = True
                         source.cancel()
                         await self._append_failure(key, RunFailure(FailureCode.EVENT_LOG_UNAVAILABLE))
+                        code, ended_by_engine = FailureCode.EVENT_LOG_UNAVAILABLE.value, True
                 if event.status is not None:
                     terminal, status = True, event.status
+                    if not ended_by_engine:
+                        code = event.code
                 elif event.flush:
                     await asyncio.sleep(0)
         except asyncio.CancelledError:
             if not terminal:
                 await self._append_failure(key, RunFailure(FailureCode.SHUTDOWN))
+                code, ended_by_engine = FailureCode.SHUTDOWN.value, True
             raise
         except Exception as exc:  # the source broke its promise not to raise: end the stream properly
             if not terminal:
@@ -230,7 +264,19 @@ class RunManager:
                     f"The run failed because of an internal error (reference {reference}).",
                 )
                 await self._append_failure(key, failure)
+                code, ended_by_engine = failure.code.value, True
         finally:
+            outcome = "error" if ended_by_engine or not terminal else status
+            elapsed = time.perf_counter() - started
+            logger.info(
+                "run %s ended: %s%s after %.3f s", key, outcome, f" ({code})" if code else "", elapsed
+            )
+            if self.count_metrics:
+                metrics.ACTIVE_RUNS.dec()
+                metrics.RUNS.labels(outcome, code or "").inc()
+                metrics.RUN_DURATION.labels(outcome).observe(elapsed)
+            if active.trace_context is not None:
+                tracing.end_run(outcome, code)
             heartbeat.cancel()
             source.close()
             self._runs.pop(key, None)
@@ -277,6 +323,8 @@ class RunManager:
             if active.grace is not None:
                 active.grace.cancel()
                 active.grace = None
+        if self.count_metrics:
+            metrics.ACTIVE_STREAMS.inc()
         last = after
         try:
             async for batch in self.logs.read(info.key, after):
@@ -289,6 +337,8 @@ class RunManager:
             )
             yield [(last + 1, self.encode_failure(lost))]
         finally:
+            if self.count_metrics:
+                metrics.ACTIVE_STREAMS.dec()
             if active is not None:
                 active.subscribers -= 1
                 if active.subscribers == 0 and active.task is not None and not active.task.done():

@@ -33,6 +33,7 @@ from redis.exceptions import RedisError
 
 from rag_tools.state.redis_store import client_for
 
+from ..observe import metrics
 from .errors import BackendUnavailable
 from .eventlog import EventLog, MemoryEventLog, RunInfo, RunStatus
 from .locks import RunLocks
@@ -74,6 +75,7 @@ async def _redis(operation: Awaitable[Any]) -> Any:
     try:
         return await operation
     except RedisError as exc:
+        metrics.REDIS_ERRORS.inc()
         raise BackendUnavailable(f"Redis is unavailable: {exc}") from exc
 
 
@@ -333,6 +335,7 @@ class RedisStopBus(StopBus):
                             if message.get("type") == "message":
                                 on_stop(message["data"].decode())
                 except RedisError:
+                    metrics.REDIS_ERRORS.inc()
                     logger.warning("stop channel lost; resubscribing", exc_info=True)
                     await asyncio.sleep(1.0)
 

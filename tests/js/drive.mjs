@@ -3,7 +3,7 @@
 //
 //   node drive.mjs plan.json
 //
-// Plan: { url, token?, threadId, steps: [...] } with steps
+// Plan: { url, token?, headers?, threadId, steps: [...] } with steps (headers go with every request)
 //   {op: "user", text}                           add a user message
 //   {op: "setState", state}                      replace the client's state (a proposal)
 //   {op: "run", tools?, resume?, abortAfterMs?, cutAfter?, resumeUrl?}  runAgent; record everything.
@@ -27,7 +27,7 @@ const unhandled = [];
 process.on("unhandledRejection", (reason) => unhandled.push(String(reason)));
 
 const plan = JSON.parse(await readFile(process.argv[2], "utf8"));
-const headers = plan.token ? { Authorization: `Bearer ${plan.token}` } : {};
+const headers = { ...(plan.headers ?? {}), ...(plan.token ? { Authorization: `Bearer ${plan.token}` } : {}) };
 const base = plan.url;
 
 function newAgent(initial = {}, options = {}) {

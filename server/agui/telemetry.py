@@ -1,0 +1,88 @@
+"""The pydantic-ai capabilities that report a run: its spans and its tool and token metrics.
+
+``run_capabilities`` gives what a run needs for what is on: pydantic-ai's own ``Instrumentation``
+(spans for the agent run, every model request and every tool call, in the OpenTelemetry GenAI
+conventions) when tracing is on, and a ``Hooks`` capability counting tool calls (by tool and
+outcome, with their duration) and model tokens (by model, from each response's usage) when metrics
+are on. Neither is given to a run otherwise, so with both off a run is exactly what it was.
+
+Prompts, completions and tool arguments stay out of spans unless
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` (the OpenTelemetry GenAI variable):
+they carry what users asked and what the documents say.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability, Hooks, Instrumentation
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolRetryError
+from pydantic_ai.messages import ModelResponse, ToolCallPart
+from pydantic_ai.models.instrumented import InstrumentationSettings
+from pydantic_ai.tools import ToolDefinition
+
+from ..observe import metrics, tracing
+
+__all__ = ["CAPTURE_CONTENT_ENV", "run_capabilities"]
+
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+
+def _outcome(error: BaseException) -> str:
+    if isinstance(error, asyncio.CancelledError):
+        return "cancelled"
+    if isinstance(error, ModelRetry | ToolRetryError):
+        return "retry"
+    if isinstance(error, ApprovalRequired | CallDeferred):
+        return "deferred"
+    return "error"
+
+
+async def _count_tool_call(
+    ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: dict[str, Any], handler: Any
+) -> Any:
+    started = time.perf_counter()
+    outcome = "success"
+    try:
+        return await handler(args)
+    except BaseException as exc:
+        outcome = _outcome(exc)
+        raise
+    finally:
+        metrics.TOOL_CALLS.labels(tool_def.name, outcome).inc()
+        metrics.TOOL_DURATION.labels(tool_def.name).observe(time.perf_counter() - started)
+
+
+async def _count_tokens(
+    ctx: RunContext[Any], *, request_context: Any, response: ModelResponse
+) -> ModelResponse:
+    usage = response.usage
+    model = response.model_name or getattr(ctx.model, "model_name", None) or "unknown"
+    if usage.input_tokens:
+        metrics.MODEL_TOKENS.labels(model, "input").inc(usage.input_tokens)
+    if usage.output_tokens:
+        metrics.MODEL_TOKENS.labels(model, "output").inc(usage.output_tokens)
+    return response
+
+
+def run_capabilities(*, count_metrics: bool) -> list[AbstractCapability[Any]]:
+    """The capabilities that report a run, for what is switched on (none when nothing is)."""
+    found: list[AbstractCapability[Any]] = []
+    if tracing.enabled():
+        capture = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
+        settings = InstrumentationSettings(include_content=capture, include_binary_content=capture)
+        found.append(Instrumentation(settings=settings))
+    if count_metrics:
+        found.append(
+            Hooks(
+                tool_execute=_count_tool_call,
+                after_model_request=_count_tokens,
+                id="ragstream-metrics",
+                description="tool-call and model-token metrics",
+            )
+        )
+    return found

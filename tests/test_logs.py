@@ -1,0 +1,89 @@
+"""Log lines as JSON (``RAGSTREAM_LOG_FORMAT=json``) on a live server's stderr, each carrying the
+principal, thread, run and trace ids where known; plain text stays the default."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import secrets
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from server.observe.logs import JsonFormatter, bind, log_config
+from tests.otlp_receiver import OTLPReceiver
+from tests.protocol import parse_sse, run_body
+from tests.servers import served
+
+pytestmark = pytest.mark.timeout(600)
+
+
+async def test_a_live_servers_stderr_is_json_lines_with_the_runs_ids(tmp_path: Path) -> None:
+    trace_id = secrets.token_hex(16)
+    data = tmp_path / "data"
+    with OTLPReceiver() as receiver:
+        env = {
+            "RAGSTREAM_LOG_FORMAT": "json",
+            "RAGSTREAM_TOKENS": json.dumps({"alice": "alice-token"}),
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+        }
+        async with served(env, data) as url, httpx.AsyncClient(timeout=60) as http:
+            headers = {
+                "Authorization": "Bearer alice-token",
+                "traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01",
+            }
+            response = await http.post(
+                f"{url}/agui", json=run_body("logged", "run-logged", "tides?"), headers=headers
+            )
+            assert parse_sse(response.text)[-1][1]["type"] == "RUN_FINISHED"
+            assert (await http.get(f"{url}/threads/nobody-here", headers=headers)).status_code == 404
+        port = url.rsplit(":", 1)[1]
+        text = (data / f"serve-{port}.log").read_text()
+
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]  # every line is JSON
+    assert {"time", "level", "logger", "message"} <= set(lines[0])
+    ended = [line for line in lines if line["logger"] == "ragstream.runs" and "ended" in line["message"]]
+    assert len(ended) == 1
+    assert ended[0]["level"] == "INFO" and "finished" in ended[0]["message"]
+    assert (ended[0]["principal"], ended[0]["thread"], ended[0]["run"]) == ("alice", "logged", "run-logged")
+    assert ended[0]["trace_id"] == trace_id  # the caller's trace, carried into the run's task
+    (access,) = [line for line in lines if "POST /agui" in line["message"]]
+    assert (access["principal"], access["thread"], access["run"], access["trace_id"]) == (
+        "alice",
+        "logged",
+        "run-logged",
+        trace_id,
+    )
+    (missing,) = [line for line in lines if "GET /threads/nobody-here" in line["message"]]
+    assert (missing["principal"], missing["thread"]) == ("alice", "nobody-here") and "run" not in missing
+
+
+def test_an_exception_stays_on_its_line() -> None:
+    def format_in_a_run() -> str:
+        bind(principal="bob", thread="t-1", run="r-1")
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            info = sys.exc_info()
+        record = logging.LogRecord(
+            "ragstream.runs", logging.ERROR, __file__, 1, "run %s failed", ("r-1",), info
+        )
+        return JsonFormatter().format(record)
+
+    line = contextvars.copy_context().run(format_in_a_run)  # the ids stay in that context
+    assert "\n" not in line
+    parsed = json.loads(line)
+    assert parsed["message"] == "run r-1 failed" and (parsed["principal"], parsed["run"]) == ("bob", "r-1")
+    assert "ValueError: boom" in parsed["exception"] and "Traceback" in parsed["exception"]
+    assert "trace_id" not in parsed  # no span here
+
+
+def test_plain_text_is_the_default() -> None:
+    from server.config import AppConfig
+
+    assert AppConfig(data_dir=Path("x")).log_format == "text"
+    assert log_config("text") is None
+    assert log_config("json")["formatters"]["json"]["()"].endswith("JsonFormatter")
