@@ -3,12 +3,14 @@
     python -m bench.rag_eval [--modes hybrid,vector,text] [--limit 5] [--skip-single] [--embedder local:...]
 
 For each labelled question in ``bench/rag_questions.json`` (question, source document, strings a
-correct passage contains, page for the PDF) the knowledge base is searched, and two recalls are
-reported per mode:
+correct passage contains, page for the PDF, locator for the office files: ``"slide 3"``,
+``"Add-ons, row 6"``, ``"table 1"``) the knowledge base is searched, and two recalls are reported
+per mode:
 
 - document recall@k: a top-k hit comes from the expected document;
-- passage recall@k: a top-k hit from the expected document (and page) contains every expected
-  string, i.e. the passage that answers the question was retrieved.
+- passage recall@k: a top-k hit from the expected document (and page, and a locator covering the
+  expected one) contains every expected string, i.e. the passage that answers the question was
+  retrieved.
 
 Then the offline chat agent answers each question: how often the answer contains the expected
 fact, and how often it cites a passage of the expected document.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -41,6 +44,18 @@ CORPUS = ROOT / "examples" / "corpus"
 QUESTIONS = Path(__file__).resolve().parent / "rag_questions.json"
 CONVERSATIONS = Path(__file__).resolve().parent / "rag_conversations.json"
 TURN_KINDS = ("opening", "topic_change", "follow_up")
+_ROWS = re.compile(r"^(?:(?P<sheet>.*), )?rows? (?P<first>\d+)(?:-(?P<last>\d+))?$")
+
+
+def locator_covers(found: str, expected: str) -> bool:
+    """Whether a hit's locator names the expected place: equal, or rows of the same sheet spanning it."""
+    if found == expected:
+        return True
+    have, want = _ROWS.match(found), _ROWS.match(expected)
+    if have is None or want is None or have["sheet"] != want["sheet"]:
+        return False
+    row = int(want["first"])
+    return int(have["first"]) <= row <= int(have["last"] or have["first"])
 
 
 @dataclass
@@ -50,6 +65,7 @@ class Question:
     document: str
     answer_contains: list[str]
     page: int | None = None
+    locator: str | None = None  # the office files' place: "slide 3", "Add-ons, row 6", "table 1"
     kind: str | None = None  # in a conversation: one of TURN_KINDS
 
     def is_document(self, uri: str) -> bool:
@@ -57,7 +73,11 @@ class Question:
         return uri == self.document or uri.endswith("/" + self.document)
 
     def is_source(self, hit: SearchHit) -> bool:
-        return self.is_document(hit.uri) and (self.page is None or hit.page == self.page)
+        return (
+            self.is_document(hit.uri)
+            and (self.page is None or hit.page == self.page)
+            and (self.locator is None or locator_covers(hit.locator, self.locator))
+        )
 
     def is_answer(self, hit: SearchHit) -> bool:
         text = (hit.context or hit.text).lower()
@@ -108,6 +128,7 @@ class AnswerReport:
     fact_hits: int = 0
     citation_hits: int = 0
     misses: list[str] = field(default_factory=list)
+    citation_misses: list[str] = field(default_factory=list)
 
     @property
     def fact_rate(self) -> float:
@@ -143,7 +164,13 @@ async def evaluate_answers(kb: KnowledgeBase, questions: list[Question]) -> Answ
         report.total += 1
         fact = all(_normalise(s) in _normalise(answer) for s in q.answer_contains)
         report.fact_hits += fact
-        report.citation_hits += any(q.is_document(c.uri) for c in cited)
+        cites = any(
+            q.is_document(c.uri) and (q.locator is None or locator_covers(c.locator, q.locator))
+            for c in cited
+        )
+        report.citation_hits += cites
+        if not cites:
+            report.citation_misses.append(q.id)
         if not fact:
             report.misses.append(q.id)
     return report
@@ -320,10 +347,14 @@ async def main() -> None:
                 )
             answers = await evaluate_answers(kb, questions)
             print("\nOffline extractive answers (chat agent, one fresh thread per question):\n")
-            print("| answer contains the expected fact | answer cites the expected document | fact misses |")
-            print("|---|---|---|")
             print(
-                f"| {answers.fact_rate:.3f} | {answers.citation_rate:.3f} | {', '.join(answers.misses) or '-'} |"
+                "| answer contains the expected fact | answer cites the expected document | fact misses | "
+                "citation misses |"
+            )
+            print("|---|---|---|---|")
+            print(
+                f"| {answers.fact_rate:.3f} | {answers.citation_rate:.3f} | {', '.join(answers.misses) or '-'} | "
+                f"{', '.join(answers.citation_misses) or '-'} |"
             )
         conversations = load_conversations()
         reports = [

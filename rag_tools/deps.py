@@ -34,6 +34,7 @@ from pydantic_ai.capabilities import Hooks
 
 from .config import RagConfig
 from .kb import KnowledgeBase
+from .questions import QuestionChannel
 from .state import SESSION_NAMESPACE, SessionState, StateTracker, ToolContext
 
 __all__ = [
@@ -107,6 +108,8 @@ class AgentDeps:
     tool_context: ToolContext
     tasks: TaskTracker = field(default_factory=_LocalTasks, repr=False)
     tracker: StateTracker | None = field(default=None, repr=False)
+    questions: QuestionChannel | None = field(default=None, repr=False)
+    """Where a tool's ``ask`` waits for a live answer (``questions.py``); ``None``: interrupts only."""
     rejected_state: ValidationError | None = field(default=None, repr=False)
     _run_baseline: Any = field(default=None, repr=False)
     _emitted_version: int = field(default=-1, repr=False)

@@ -17,6 +17,8 @@ from collections.abc import Collection
 from rag_tools.state import CacheEntry, ToolContextCache
 
 __all__ = [
+    "LOCAL_PRINCIPAL",
+    "JobFinished",
     "JobNotFound",
     "MessageNotFound",
     "NotAnEditor",
@@ -28,6 +30,10 @@ __all__ = [
     "may_use",
     "owned_entry",
 ]
+
+
+#: Who every caller is when no tokens are configured (a one-user machine).
+LOCAL_PRINCIPAL = "local"
 
 
 class ThreadNotFound(LookupError):
@@ -56,6 +62,13 @@ class JobNotFound(LookupError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"ingestion job {job_id!r} not found")
         self.job_id = job_id
+
+
+class JobFinished(ValueError):
+    """The job has ended (done, failed or cancelled): there is nothing left to cancel."""
+
+    def __init__(self, job_id: str, state: str) -> None:
+        super().__init__(f"job {job_id!r} has already ended ({state}); there is nothing to cancel")
 
 
 class NotAnEditor(PermissionError):

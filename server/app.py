@@ -30,11 +30,21 @@ from .errors import exception_handlers
 from .middleware import BodyLimitMiddleware, tracing_middleware
 from .observe import metrics, tracing
 from .routes.agui import agui
-from .routes.documents import delete_document, get_document, get_job, list_documents, upload_documents
+from .routes.documents import (
+    cancel_job,
+    delete_document,
+    get_document,
+    get_job,
+    list_documents,
+    list_jobs,
+    upload_documents,
+)
 from .routes.meta import capabilities, health, metrics_page
 from .routes.static import static_routes
 from .routes.threads import (
+    ANSWER_BODY_LIMIT,
     POLICY_BODY_LIMIT,
+    answer_question,
     fork,
     get_attachment,
     get_state_item,
@@ -91,6 +101,7 @@ def create_app(
 
     upload = Route("/documents", upload_documents, methods=["POST"])
     policy = Route("/threads/{thread_id}/approval-policy", put_approval_policy, methods=["PUT"])
+    answers = Route("/threads/{thread_id}/runs/{run_id}/answers", answer_question, methods=["POST"])
     public: list[BaseRoute] = [
         Route("/health", health, methods=["GET"]),
         Route("/capabilities", capabilities, methods=["GET"]),
@@ -108,10 +119,13 @@ def create_app(
         Route("/threads/{thread_id}/attachments/{ref}", get_attachment, methods=["GET"]),
         policy,
         Route("/threads/{thread_id}/runs/{run_id}/stop", stop_run, methods=["POST"]),
+        answers,
         Route("/threads/{thread_id}/runs/{run_id}/events", run_events, methods=["GET"]),
         Route("/documents", list_documents, methods=["GET"]),
         upload,
+        Route("/documents/jobs", list_jobs, methods=["GET"]),
         Route("/documents/jobs/{job_id}", get_job, methods=["GET"]),
+        Route("/documents/jobs/{job_id}", cancel_job, methods=["DELETE"]),
         Route("/documents/{document_id}", get_document, methods=["GET"]),
         Route("/documents/{document_id}", delete_document, methods=["DELETE"]),
         # on its own listener instead when RAGSTREAM_METRICS_ADDRESS is set (``ragstream serve``)
@@ -140,7 +154,11 @@ def create_app(
         Middleware(
             BodyLimitMiddleware,
             default=config.max_body_bytes,
-            limits=[(upload, config.max_upload_bytes), (policy, POLICY_BODY_LIMIT)],
+            limits=[
+                (upload, config.max_upload_bytes),
+                (policy, POLICY_BODY_LIMIT),
+                (answers, ANSWER_BODY_LIMIT),
+            ],
         ),
     ]
     return Starlette(

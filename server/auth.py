@@ -20,12 +20,12 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 
+from .access import LOCAL_PRINCIPAL
 from .config import StaticToken
 from .errors import error_response
 
 __all__ = ["LOCAL_PRINCIPAL", "Principal", "TokenBackend", "groups_of", "principal_of", "unauthorized"]
 
-LOCAL_PRINCIPAL = "local"
 _CHALLENGE = {"missing bearer token": "Bearer", "invalid bearer token": 'Bearer error="invalid_token"'}
 
 

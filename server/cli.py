@@ -1,4 +1,4 @@
-"""The ``ragstream`` command: ``serve``, ``ingest``, ``search`` and ``documents``."""
+"""The ``ragstream`` command: ``serve``, ``ingest``, ``sync``, ``search`` and ``documents``."""
 
 from __future__ import annotations
 
@@ -54,6 +54,13 @@ def _build_parser() -> argparse.ArgumentParser:
     _common(ingest)
     ingest.add_argument("paths", nargs="+", metavar="PATH")
     ingest.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    sync = commands.add_parser(
+        "sync", help="mirror a folder or an S3 prefix: ingest new and changed files, delete removed ones"
+    )
+    _common(sync)
+    sync.add_argument("source", metavar="PATH|s3://bucket/prefix")
+    sync.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     search = commands.add_parser("search", help="search the knowledge base")
     _common(search)

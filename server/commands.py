@@ -16,12 +16,45 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.models import infer_model
 from tqdm import tqdm
 
-from rag_tools.kb import DocumentFilter, IngestProgress, KnowledgeBase, KnowledgeBaseError
+from rag_tools.kb import DocumentFilter, IngestProgress, IngestReport, KnowledgeBase, KnowledgeBaseError
 
 from .config import WORKER_CONFIG_ENV, AppConfig
 from .observe import logs, metrics, tracing
 
-__all__ = ["cmd_documents", "cmd_ingest", "cmd_search", "cmd_serve", "ingest_with_progress"]
+__all__ = ["cmd_documents", "cmd_ingest", "cmd_search", "cmd_serve", "cmd_sync", "ingest_with_progress"]
+
+
+class _Progress:
+    """A progress bar moving per embedded chunk, and a line per file outcome as it happens.
+
+    Failures are printed as ``error: <path>: <reason>`` on stderr; with ``every_outcome`` the other
+    outcomes too, as ``<status>: <path>`` on stdout.
+    """
+
+    def __init__(self, *, enabled: bool, every_outcome: bool) -> None:
+        self.every_outcome = every_outcome
+        self.bar: tqdm[None] = tqdm(
+            total=0, unit="chunk", desc="ingesting", disable=not enabled, file=sys.stderr
+        )
+
+    def advance(self, state: IngestProgress) -> None:
+        outcome = state.outcome
+        if outcome is not None and outcome.status == "error":
+            tqdm.write(f"error: {outcome.source}: {outcome.error}", file=sys.stderr)
+        elif outcome is not None and self.every_outcome:
+            chunks = f" ({outcome.chunks} chunks)" if outcome.status in ("added", "updated") else ""
+            tqdm.write(f"{outcome.status}: {outcome.source}{chunks}", file=sys.stdout)
+        self.bar.total = state.chunks_total
+        self.bar.n = state.chunks_done
+        self.bar.set_description(f"ingesting ({state.files_done}/{state.files_total} files)", refresh=False)
+        self.bar.refresh()
+
+    def finish(self, report: IngestReport) -> int:
+        """Close the bar, print the summary; the exit status."""
+        self.bar.close()
+        print(report.summary())
+        return 1 if report.errors else 0
+
 
 #: How long a worker may leave uvicorn's supervisor without an answer before it is replaced.
 WORKER_HEALTHCHECK_SECONDS = 60
@@ -33,27 +66,22 @@ async def ingest_with_progress(kb: KnowledgeBase, paths: list[str], *, progress:
     Each failure is printed as it happens (sources that do not exist before any work starts) as
     ``error: <path>: <reason>``; the summary goes to stdout. Returns the exit status.
     """
-    bar: tqdm[None] | None = None
+    bar = _Progress(enabled=progress, every_outcome=False)
+    report = await kb.ingest_paths(paths, on_progress=bar.advance)
+    return bar.finish(report)
 
-    def plan(total: int) -> None:
-        nonlocal bar
-        bar = tqdm(total=0, unit="chunk", desc="ingesting", disable=not progress, file=sys.stderr)
 
-    def advance(state: IngestProgress) -> None:
-        outcome = state.outcome
-        if outcome is not None and outcome.status == "error":
-            tqdm.write(f"error: {outcome.source}: {outcome.error}", file=sys.stderr)
-        if bar is not None:
-            bar.total = state.chunks_total
-            bar.n = state.chunks_done
-            bar.set_description(f"ingesting ({state.files_done}/{state.files_total} files)", refresh=False)
-            bar.refresh()
-
-    report = await kb.ingest_paths(paths, on_plan=plan, on_progress=advance)
-    if bar is not None:
-        bar.close()
-    print(report.summary())
-    return 1 if report.errors else 0
+async def cmd_sync(config: AppConfig, args: argparse.Namespace) -> int:
+    """Mirror a folder or an S3 prefix: one line per file (added, updated, unchanged, deleted, error)."""
+    bar = _Progress(enabled=not args.no_progress, every_outcome=True)
+    try:
+        async with KnowledgeBase.from_config(config) as kb:
+            report = await kb.sync(args.source, on_progress=bar.advance)
+    except KnowledgeBaseError as exc:
+        bar.bar.close()
+        print(f"ragstream: {exc}", file=sys.stderr)
+        return 1
+    return bar.finish(report)
 
 
 async def cmd_ingest(config: AppConfig, args: argparse.Namespace) -> int:
@@ -81,7 +109,7 @@ async def cmd_search(config: AppConfig, args: argparse.Namespace) -> int:
     if not hits:
         print("no results")
     for rank, hit in enumerate(hits, 1):
-        where = " > ".join(hit.headings) or (f"page {hit.page}" if hit.page else "")
+        where = hit.location
         print(f"{rank}. [{hit.score:.3f}] {hit.title}{f' — {where}' if where else ''}\n   {hit.uri}")
         print("   " + hit.text.replace("\n", " ")[:300])
     return 0

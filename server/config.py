@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from rag_tools.config import RagConfig
 
-__all__ = ["WORKER_CONFIG_ENV", "AppConfig", "StaticToken", "unreadable_setting"]
+__all__ = ["WORKER_CONFIG_ENV", "AppConfig", "StaticToken", "SyncEntry", "unreadable_setting"]
 
 #: Where ``serve`` leaves the validated configuration for the worker processes it starts.
 WORKER_CONFIG_ENV = "RAGSTREAM_WORKER_CONFIG"
@@ -35,6 +35,27 @@ class StaticToken(BaseModel):
 
     token: SecretStr
     groups: tuple[str, ...] = ()
+
+
+class SyncEntry(BaseModel):
+    """A source to mirror on a schedule (``RAGSTREAM_SYNC``): a folder or ``s3://bucket/prefix``.
+
+    Each run is a job of ``owner`` (a token principal; without tokens the local principal), who
+    sees it in ``GET /documents/jobs`` and may cancel it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(min_length=1)
+    interval_seconds: float = Field(default=300.0, ge=10)
+    owner: str | None = None
+
+    @field_validator("source")
+    @classmethod
+    def _folder_or_s3(cls, value: str) -> str:
+        if "://" in value and not value.startswith("s3://"):
+            raise ValueError("a sync source is a folder or s3://bucket/prefix")
+        return value
 
 
 class AppConfig(RagConfig, BaseSettings):
@@ -81,6 +102,21 @@ class AppConfig(RagConfig, BaseSettings):
             "times this is retried once, then failed."
         ),
     )
+    sync: list[SyncEntry] = Field(
+        default_factory=list,
+        description=(
+            'Sources mirrored on a schedule, as JSON: [{"source": "s3://bucket/prefix", '
+            '"interval_seconds": 300, "owner": "alice"}]; each run is a job of its owner.'
+        ),
+    )
+    orphan_min_age_seconds: float = Field(
+        default=3600.0,
+        ge=0,
+        description=(
+            "Age after which what an interrupted write left (the original file and chunks of a document "
+            "never published) is swept; the sweep runs at start and every hour."
+        ),
+    )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS; empty: off.")
     max_body_bytes: int = Field(default=1_000_000, ge=1024, description="Largest accepted /agui body.")
     max_upload_bytes: int = Field(
@@ -122,6 +158,11 @@ class AppConfig(RagConfig, BaseSettings):
     approve_tools: list[str] = Field(
         default_factory=list,
         description="Tool names or glob patterns whose calls always need approval, in every thread.",
+    )
+    question_timeout_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="How long a tool's live question waits for the answer before the call fails.",
     )
     tool_output_limit: int = Field(
         default=20_000,
@@ -187,6 +228,18 @@ class AppConfig(RagConfig, BaseSettings):
         unknown = [name for name in self.editors if self.tokens and name not in self.tokens]
         if unknown:
             raise ValueError(f"editors without a token: {', '.join(unknown)} (editors name token principals)")
+        return self
+
+    @model_validator(mode="after")
+    def _syncs_are_owned_once(self) -> AppConfig:
+        sources = [entry.source for entry in self.sync]
+        if len(set(sources)) != len(sources):
+            raise ValueError("RAGSTREAM_SYNC names a source twice")
+        for entry in self.sync:
+            if self.tokens and entry.owner not in self.tokens:
+                raise ValueError(
+                    f"the sync of {entry.source!r} needs an owner with a token (who sees and may cancel its jobs)"
+                )
         return self
 
     @property

@@ -23,8 +23,16 @@ from starlette.responses import JSONResponse, Response
 from rag_tools.kb import KnowledgeBaseError
 from rag_tools.state import StoreError
 
-from .access import JobNotFound, MessageNotFound, NotAnEditor, StateItemNotFound, ThreadNotFound
-from .runs import BackendUnavailable, FailureCode, RunConflict, RunNotFound
+from .access import (
+    JobFinished,
+    JobNotFound,
+    MessageNotFound,
+    NotAnEditor,
+    StateItemNotFound,
+    ThreadNotFound,
+)
+from .jobs import InvalidCursor
+from .runs import BackendUnavailable, FailureCode, QuestionNotFound, RunConflict, RunNotFound
 from .validation import InvalidRequest
 
 __all__ = ["ERROR_TABLE", "ApiError", "error_response", "exception_handlers", "too_large_message"]
@@ -78,8 +86,11 @@ ERROR_TABLE: tuple[tuple[type[Exception], _Answer], ...] = (
     (InvalidRequest, _Answer(422)),
     (ThreadNotFound, _Answer(404)),
     (JobNotFound, _Answer(404)),
+    (JobFinished, _Answer(409)),
+    (InvalidCursor, _Answer(422)),
     (NotAnEditor, _Answer(403)),
     (RunNotFound, _Answer(404)),
+    (QuestionNotFound, _Answer(404)),
     (StateItemNotFound, _Answer(404)),
     (MessageNotFound, _Answer(404)),
     (RunConflict, _Answer(409)),

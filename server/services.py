@@ -31,7 +31,7 @@ from .agui.encoding import encode_failure
 from .agui.factory import AGUIRunFactory
 from .agui.telemetry import run_capabilities
 from .config import AppConfig
-from .jobs import IngestJobs, open_ingest_jobs
+from .jobs import IngestJobs, SyncScheduler, open_ingest_jobs
 from .observe import tracing
 from .observe.backends import ObservedKnowledgeBase, ObservedThreadStore
 from .runs import (
@@ -44,7 +44,7 @@ from .runs import (
     RunManager,
     StopBus,
 )
-from .runs.redis import RedisEventLog, RedisRunLocks, RedisStopBus, redis_client
+from .runs.redis import RedisEventLog, RedisQuestionBus, RedisRunLocks, RedisStopBus, redis_client
 from .tool_locks import LeasedToolLocks
 
 __all__ = ["Services"]
@@ -52,6 +52,7 @@ __all__ = ["Services"]
 logger = logging.getLogger("ragstream.server")
 
 EVICTION_INTERVAL = 60.0
+ORPHAN_SWEEP_INTERVAL = 3600.0
 
 
 def _thread_store(config: AppConfig, redis: Redis | None) -> ThreadStore:
@@ -161,6 +162,7 @@ class Services:
             disconnect_grace=config.disconnect_grace_seconds,
             stop_bus=stop_bus,
             count_metrics=config.metrics,
+            questions=RedisQuestionBus(client, config.redis_prefix) if client is not None else None,
         )
         agent = agent or create_chat_agent(config, toolkit)
         binding = AGUIRunFactory(
@@ -175,11 +177,15 @@ class Services:
             toolsets=tools.toolsets(),
             capabilities=[tools.capability(), *run_capabilities(count_metrics=config.metrics)],
             count_metrics=config.metrics,
+            question_timeout=config.question_timeout_seconds,
         )
         jobs = jobs or open_ingest_jobs(config, kb)
         await jobs.start()
         services = cls(config, kb, store, cache, toolkit, agent, runs, binding, tools, jobs)
         services._background.append(asyncio.create_task(services._evict_idle_threads()))
+        services._background.append(asyncio.create_task(services._sweep_orphans()))
+        if config.sync:
+            services._background.append(asyncio.create_task(SyncScheduler(jobs, config.sync).run()))
         return services
 
     async def _evict_idle_threads(self) -> None:
@@ -189,6 +195,18 @@ class Services:
                 await self.cache.evict_idle()
             except Exception:
                 logger.warning("evicting idle threads failed", exc_info=True)
+
+    async def _sweep_orphans(self) -> None:
+        """At start, then every hour: remove what interrupted writes left in the knowledge base
+        (rag_tools/kb/sweep.py), once older than ``orphan_min_age_seconds``."""
+        while True:
+            try:
+                swept = await self.kb.sweep_orphans(self.config.orphan_min_age_seconds)
+                if swept:
+                    logger.info("swept %d unpublished documents' originals and chunks", len(swept))
+            except Exception:
+                logger.warning("sweeping unpublished documents failed", exc_info=True)
+            await asyncio.sleep(ORPHAN_SWEEP_INTERVAL)
 
     async def close(self) -> None:
         for task in self._background:

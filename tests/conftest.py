@@ -63,6 +63,14 @@ def scenario_config(tmp_path: Path, corpus_kb_template: Path) -> Any:
     return AppConfig(data_dir=data, keepalive_seconds=5)
 
 
+@pytest.fixture
+def tool_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where the seed tools (tests/seed_tools) log what they did (``SEED_TOOLS_LOG``)."""
+    log = tmp_path / "tool-log.jsonl"
+    monkeypatch.setenv("SEED_TOOLS_LOG", str(log))
+    return log
+
+
 def scenario_app(config: Any) -> Any:
     """The server app running the keyword-scenario agent (tests/scenario.py) with ``config``."""
     from rag_tools import build_chat_toolkit
@@ -137,6 +145,18 @@ def s3_server() -> Any:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def proxy(s3_server: Any) -> Any:
+    """A proxy in front of the S3 server that can go away and come back (tests/s3_helpers.py)."""
+    from tests.s3_helpers import StoreProxy
+
+    store = StoreProxy(s3_server.port).start()
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 @pytest.fixture

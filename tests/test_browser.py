@@ -500,6 +500,11 @@ async def editor_url(scenario_config: Any) -> AsyncIterator[str]:
         yield url
 
 
+async def documents(url: str, token: str) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}) as api:
+        return list((await api.get("/documents", params={"page_size": 500})).json()["documents"])
+
+
 async def test_upload_shows_its_job_and_citations_open_the_pdf_at_the_page(
     browser: Browser, editor_url: str, tmp_path: Path
 ) -> None:
@@ -533,11 +538,41 @@ async def test_upload_shows_its_job_and_citations_open_the_pdf_at_the_page(
     )
     await expect(page.locator("#filter .doc-list li")).to_have_count(listed + 1)  # listed once ingested
     await chat.screenshot("upload-done")
-    # the job's card survives a reload of the page (the browser keeps the ids of its jobs)
+    # the job's card comes back after a reload, and in another browser: the server lists the
+    # caller's jobs (the page keeps no job ids of its own)
     await chat.reload()
     job = page.locator("#jobs .job").first
     await expect(job).to_have_attribute("data-state", "done")
     await expect(job.locator(".job-file").nth(0)).to_contain_text("okapi.pdf: added")
+    assert await page.evaluate("Object.keys(localStorage).filter((k) => k.includes('upload'))") == []
+    elsewhere = await open_chat_at(browser, editor_url, "upload-elsewhere", "?token=alice-token")
+    await expect(elsewhere.page.locator("#jobs .job").first).to_have_attribute("data-state", "done")
+    await expect(elsewhere.page.locator("#jobs .job .job-file").first).to_contain_text("okapi.pdf: added")
+    elsewhere.assert_clean_console()
+
+    # a job can be cancelled from its card: it ends cancelled, its file not ingested
+    long = tmp_path / "ledger.md"
+    long.write_text(
+        "# Ledger\n\n"
+        + "\n\n".join(
+            f"## Entry {i}\n\n" + f"The ledger entry {i} records a shelf. " * 10 for i in range(400)
+        )
+    )
+    await page.locator("#upload-files").set_input_files([str(long)])
+    async with page.expect_response(
+        lambda r: r.url.endswith("/documents") and r.request.method == "POST"
+    ) as sent:
+        await page.locator("#upload button[type=submit]").click()
+    assert (await sent.value).status == 202
+    ledger = page.locator("#jobs .job").first
+    await expect(ledger.locator(".job-file")).to_have_text("ledger.md: waiting")
+    await ledger.locator(".job-cancel").click()
+    await expect(ledger).to_have_attribute("data-state", "cancelled", timeout=60_000)
+    await expect(ledger.locator(".job-state")).to_contain_text("Cancelled")
+    await expect(ledger.locator(".job-file")).to_have_text("ledger.md: cancelled")
+    await expect(ledger.locator(".job-cancel")).to_have_count(0)
+    await chat.screenshot("upload-cancelled")
+    assert "ledger.md" not in {d["uri"] for d in (await documents(editor_url, "alice-token"))}
 
     await chat.ask("How long is the okapi tongue?")
     async with httpx.AsyncClient(base_url=editor_url, headers={"Authorization": "Bearer alice-token"}) as api:
@@ -555,8 +590,10 @@ async def test_upload_shows_its_job_and_citations_open_the_pdf_at_the_page(
     await tab.wait_for_url(re.compile(rf"^blob:.*#page={citation['page']}$"))
     chat.assert_clean_console()
 
-    # bob reads but may not upload: the page says why
+    # bob reads but may not upload: the page says why; alice's jobs are not his to see
     reader = await open_chat_at(browser, editor_url, "upload-reader", "?token=bob-token")
+    await reader.wait_ready()
+    await expect(reader.page.locator("#jobs .job")).to_have_count(0)
     await reader.page.locator("#upload-files").set_input_files([str(pdf)])
     await reader.page.locator("#upload button[type=submit]").click()
     await expect(reader.page.locator("#jobs .job-error")).to_contain_text("You may not add documents")

@@ -64,8 +64,10 @@ def test_search_and_documents(corpus_kb_template: Path, tmp_path: Path) -> None:
     assert "Deploying ragstream" in restricted.stdout
     assert "Operations Handbook" not in restricted.stdout
     assert cli("search", "zzzz qqqq", "--mode", "text", data=data).stdout.strip() == "no results"
+    sheet = cli("search", "How much does the advanced audit log add-on cost?", "--limit", "1", data=data)
+    assert "Kiteline Price List — Add-ons, rows 2-8" in sheet.stdout.splitlines()[0]  # a sheet's rows
     listing = cli("documents", data=data)
-    assert listing.stdout.splitlines()[-1] == "page 1 of 1 (12 documents)"
+    assert listing.stdout.splitlines()[-1] == "page 1 of 1 (17 documents)"
     mismatch = cli("search", "x", "--embedder", "local:wordllama", data=data)
     assert mismatch.returncode == 1
     assert f"was built with embedder {DEFAULT_EMBEDDER!r}" in mismatch.stderr

@@ -48,6 +48,7 @@ from tests.fuzzing.strategies import (
     hostile_text,
     json_values,
     last_event_ids,
+    mutated_office_files,
     path_segments,
     query_strings,
     run_ids,
@@ -190,6 +191,7 @@ ROUTES = [
     ("DELETE", "/threads/{t}"),
     ("PUT", "/threads/{t}/approval-policy"),
     ("POST", "/threads/{t}/runs/{r}/stop"),
+    ("POST", "/threads/{t}/runs/{r}/answers"),
     ("GET", "/threads/{t}/runs/{r}/events"),
     ("GET", "/documents"),
     ("POST", "/documents"),
@@ -223,6 +225,20 @@ def _policy_bodies() -> st.SearchStrategy[bytes]:
     )
 
 
+def _answer_bodies() -> st.SearchStrategy[bytes]:
+    texts = st.one_of(hostile_text(10, raw=False), st.just(""), st.just("x" * 20_001))
+    fields = st.fixed_dictionaries(
+        {},
+        optional={
+            "questionId": st.one_of(texts, json_values(2)),
+            "answer": st.one_of(texts, json_values(2)),
+            "declined": st.one_of(st.booleans(), json_values(1)),
+            "reason": st.one_of(texts, json_values(1)),
+        },
+    )
+    return st.one_of(st.builds(encode, fields), st.builds(encode, json_values(6)), st.binary(max_size=200))
+
+
 @FUZZ
 @given(data=st.data())
 def test_every_route(fuzz: FuzzTarget, data: st.DataObject) -> None:
@@ -238,6 +254,8 @@ def test_every_route(fuzz: FuzzTarget, data: st.DataObject) -> None:
     body = b""
     if template.endswith("approval-policy"):
         body = data.draw(_policy_bodies())
+    elif template.endswith("answers"):
+        body = data.draw(_answer_bodies())
     elif template == "/agui":
         body, _ = data.draw(agui_bodies())
     elif method in ("POST", "PUT", "PATCH"):
@@ -367,6 +385,49 @@ def test_document_uploads(fuzz: FuzzTarget, upload: tuple[bytes, bytes], data: s
         accepted = json.loads(response.body)
         for outcome in accepted["job"]["files"]:
             assert "/" not in outcome["name"] and "\\" not in outcome["name"], outcome
+
+
+# -- mutated office files ----------------------------------------------------------------------
+
+
+@FUZZ
+@given(file=mutated_office_files())
+def test_mutated_office_files_parse_or_fail_with_one_line(file: tuple[str, bytes]) -> None:
+    """The readers on their own: a document, or a ``ValueError`` of one line; never another error."""
+    from rag_tools.kb.readers import parse_document
+
+    name, data = file
+    try:
+        parse_document(data, name=name)
+    except ValueError as exc:
+        reason = str(exc)
+    else:
+        return
+    assert reason and "\n" not in reason, reason
+
+
+@settings(FUZZ, max_examples=max(1, EXAMPLES // 4))
+@given(files=st.lists(mutated_office_files(), min_size=1, max_size=3))
+def test_mutated_office_uploads_fail_alone_and_leave_nothing(
+    fuzz: FuzzTarget, files: list[tuple[str, bytes]]
+) -> None:
+    """Uploaded through the job system: each file is added or fails with one line, and a file that
+    fails leaves no document; the server logs no error and keeps answering (the module's checks)."""
+    request = httpx.Request("POST", f"{fuzz.url}/documents", files=[("file", f) for f in files])
+    body = request.read()
+    headers = [(b"Content-Type", request.headers["content-type"].encode())]
+    response = fuzz.send(b"POST", b"/documents", headers, body, what="POST /documents (office files)")
+    assert response.status == 202, response.body[:300]
+    job = fuzz.client.get(f"/documents/jobs/{json.loads(response.body)['jobId']}").json()
+    assert job["state"] == "done", job
+    listed = {d["uri"] for d in fuzz.client.get("/documents", params={"page_size": 500}).json()["documents"]}
+    for outcome in job["files"]:
+        assert outcome["status"] in ("added", "error"), outcome
+        if outcome["status"] == "error":
+            assert outcome["error"] and "\n" not in outcome["error"], outcome
+            assert outcome["name"] not in listed, outcome
+        else:
+            assert outcome["name"] in listed, outcome
 
 
 # -- state proposals ------------------------------------------------------------------------

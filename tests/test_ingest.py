@@ -21,6 +21,7 @@ from rag_tools.kb import (
     KnowledgeBaseFormatError,
     document_id_for,
 )
+from rag_tools.kb.tables import CHUNKING_VERSION
 from server.cli import main as ragstream
 from tests.embedders import HashingEmbeddingModel
 from tests.test_kb import GUIDE, make_pdf
@@ -234,7 +235,7 @@ def _write_format_1(path: Path, source: Path, embedder: HashingEmbeddingModel) -
     data = source.read_bytes()
     uri = source.resolve().as_uri()
     document_id = document_id_for(uri)
-    content_hash = hashlib.sha256(data + b"|text|1200|1").hexdigest()
+    content_hash = hashlib.sha256(data + f"|text|1200|{CHUNKING_VERSION}".encode()).hexdigest()
     text = data.decode()
     db = lancedb.connect(path)
     db.create_table(
@@ -324,7 +325,7 @@ async def test_a_format_1_knowledge_base_is_migrated_in_place(tmp_path: Path) ->
         assert (await kb.ingest_paths([source])).outcomes[0].status == "updated"
         assert [d.uri for d in (await kb.list_documents()).documents] == ["old notes.txt"]
         assert await kb.get_document_file(document_id) is not None
-    async with KnowledgeBase(tmp_path / "kb", embedder=embedder) as kb:  # opens as format 2 now
+    async with KnowledgeBase(tmp_path / "kb", embedder=embedder) as kb:  # opens as the current format now
         assert await kb.count_documents() == 1
 
 
@@ -364,7 +365,7 @@ def test_cli_names_each_failed_path_with_its_reason(
     assert status == 1
     assert err.splitlines() == [
         "error: /nope/x.md: no such file or directory",
-        f"error: {empty}: no files to ingest in this folder (supported: .htm, .html, .markdown, .md, .pdf, .text, .txt)",
+        f"error: {empty}: no files to ingest in this folder (supported: .csv, .docx, .epub, .htm, .html, .markdown, .md, .pdf, .pptx, .text, .txt, .xlsx)",
         f"error: {binary}: this is a binary file (it contains NUL bytes), not markdown text",
     ]
     assert out.strip() == "0 added, 0 updated, 0 unchanged, 3 failed; 0 chunks written"

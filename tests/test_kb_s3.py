@@ -8,7 +8,6 @@ import asyncio
 import os
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -18,7 +17,7 @@ from rag_tools.config import RagConfig
 from rag_tools.kb import KnowledgeBase, KnowledgeBaseUnavailable
 from tests.conftest import ROOT
 from tests.protocol import parse_sse
-from tests.s3_helpers import MotoServer, S3Location, StoreProxy
+from tests.s3_helpers import S3Location, StoreProxy
 from tests.servers import RAGSTREAM, free_port, served
 
 pytestmark = pytest.mark.timeout(600)
@@ -46,15 +45,6 @@ def aws_env(s3_location: S3Location, monkeypatch: pytest.MonkeyPatch) -> S3Locat
     for name, value in s3_location.aws_env.items():
         monkeypatch.setenv(name, value)
     return s3_location
-
-
-@pytest.fixture
-def proxy(s3_server: MotoServer) -> Iterator[StoreProxy]:
-    store = StoreProxy(s3_server.port).start()
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 async def test_ingest_search_reingest_and_delete_on_s3(aws_env: S3Location, tmp_path: Path) -> None:

@@ -53,7 +53,8 @@ RAG_TOOLS_LAYERS: list[tuple[str, ...]] = [
         "rag_tools.prompt",
     ),
     ("rag_tools.kb",),  # the knowledge base (LanceDB)
-    ("rag_tools.deps", "rag_tools.filters", "rag_tools.progress"),  # what a tool call runs with
+    # what a tool call runs with
+    ("rag_tools.deps", "rag_tools.filters", "rag_tools.progress", "rag_tools.questions"),
     ("rag_tools.tools", "rag_tools.kb_toolsets"),  # the tool system; the RAG toolsets
     ("rag_tools.toolkit", "rag_tools.agent"),  # assembly
 ]

@@ -390,6 +390,7 @@ PROTECTED = [
     ("DELETE", "/threads/{t}"),
     ("PUT", "/threads/{t}/approval-policy"),
     ("POST", "/threads/{t}/runs/{r}/stop"),
+    ("POST", "/threads/{t}/runs/{r}/answers"),
     ("GET", "/threads/{t}/runs/{r}/events"),
     ("GET", "/documents"),
     ("POST", "/documents"),
@@ -437,6 +438,9 @@ def _request(url: str, method: str, path: str, authorization: str | None) -> Raw
     elif path.endswith("approval-policy"):
         headers.append((b"Content-Type", b"application/json"))
         body = b'{"needUserApproveTools": []}'
+    elif path.endswith("answers"):
+        headers.append((b"Content-Type", b"application/json"))
+        body = b'{"questionId": "q", "answer": "x"}'
     return raw_request(url, method.encode(), path.encode(), headers, body)
 
 
@@ -491,6 +495,8 @@ BOB_ATTEMPTS = [
     ("DELETE", "/threads/{t}", None, {}),
     ("PUT", "/threads/{t}/approval-policy", {"needUserApproveTools": []}, {}),
     ("POST", "/threads/{t}/runs/alice-r1/stop", None, {}),
+    ("POST", "/threads/{t}/runs/alice-r1/answers", {"questionId": "q", "answer": "x"}, {}),
+    ("POST", "/threads/{t}/runs/alice-r1/answers", None, {}),
     ("GET", "/threads/{t}/runs/alice-r1/events", None, {}),
     ("GET", "/threads/{t}/runs/alice-r1/events", None, {"Last-Event-ID": "1"}),
     ("GET", "/threads/{t}/runs/alice-r1/events?after=2", None, {}),
@@ -540,6 +546,7 @@ def test_run_ids_cannot_be_probed_across_principals(server: Server, alice_thread
     server.run("bob", "bob-probe", "nightly backups")  # bob's own thread, with a run of his own
     for method, template, headers in (
         ("POST", "/threads/bob-probe/runs/{r}/stop", {}),
+        ("POST", "/threads/bob-probe/runs/{r}/answers", {}),
         ("GET", "/threads/bob-probe/runs/{r}/events", {}),
         ("GET", "/threads/bob-probe/runs/{r}/events", {"Last-Event-ID": "1"}),
     ):

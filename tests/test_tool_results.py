@@ -30,13 +30,6 @@ from tests.servers import serve
 SEED_TOOLS = ROOT / "tests" / "seed_tools"
 
 
-@pytest.fixture
-def tool_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    log = tmp_path / "tool-log.jsonl"
-    monkeypatch.setenv("SEED_TOOLS_LOG", str(log))
-    return log
-
-
 @asynccontextmanager
 async def seed_server(config: Any) -> AsyncIterator[tuple[str, Any]]:
     """The scenario server with the seed tools; yields its URL and its services."""
@@ -44,6 +37,31 @@ async def seed_server(config: Any) -> AsyncIterator[tuple[str, Any]]:
     app = scenario_app(config)
     async with serve(app) as url:
         yield url, app.state.services
+
+
+@asynccontextmanager
+async def seed_chat(config: Any, name: str) -> AsyncIterator[tuple[str, Any]]:
+    """The seed-tools server and the chat page open on it in Chromium; yields its URL and the page."""
+    from tests.browser.chat import ChatPage, launch_browser, require_built_page
+
+    require_built_page()
+    async with seed_server(config) as (url, _), launch_browser() as browser:
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        chat = ChatPage(await context.new_page(), url, name)
+        await chat.open()
+        yield url, chat
+
+
+def seed_workers(config: Any, redis_url: str, prefix: str, log: Path) -> tuple[Worker, Worker]:
+    """Two server processes with the seed tools sharing Redis (call ``ready()`` on each)."""
+    env = worker_env(
+        config,
+        redis_url,
+        prefix,
+        RAGSTREAM_TOOL_DIRS=json.dumps([str(SEED_TOOLS)]),
+        SEED_TOOLS_LOG=str(log),
+    )
+    return Worker(env), Worker(env)
 
 
 def clean(run: dict[str, Any]) -> dict[str, Any]:
@@ -192,18 +210,11 @@ async def test_a_locked_tool_never_runs_twice_at_once_across_two_workers_sharing
 ) -> None:
     from server.runs.redis import RedisRunLocks, redis_client
 
-    env = worker_env(
-        scenario_config,
-        redis_url,
-        redis_prefix,
-        RAGSTREAM_TOOL_DIRS=json.dumps([str(SEED_TOOLS)]),
-        SEED_TOOLS_LOG=str(tool_log),
-    )
-    a, b = Worker(env), Worker(env)
+    a, b = seed_workers(scenario_config, redis_url, redis_prefix, tool_log)
     client = redis_client(redis_url)
     leases = RedisRunLocks(client, redis_prefix)
     try:
-        await asyncio.gather(a.ready(), b.ready())
+        await asyncio.gather(a.ready(timeout=240), b.ready(timeout=240))  # slow on a loaded machine
         assert await leases.acquire("tool:exclusive_step", "the-test", 30)  # both workers must wait
         runs = [
             asyncio.create_task(
@@ -375,13 +386,7 @@ async def test_the_chat_page_shows_streamed_values_results_attachments_and_quest
 ) -> None:
     from playwright.async_api import expect
 
-    from tests.browser.chat import ChatPage, launch_browser, require_built_page
-
-    require_built_page()
-    async with seed_server(scenario_config) as (url, _), launch_browser() as browser:
-        context = await browser.new_context(viewport={"width": 1280, "height": 800})
-        chat = ChatPage(await context.new_page(), url, "seed-tools")
-        await chat.open()
+    async with seed_chat(scenario_config, "seed-tools") as (_, chat):
         page = chat.page
         # streamed values appear under the tool call while it still runs
         await chat.type_question('call count_up {"to": 6, "delay": 0.5}')

@@ -1,6 +1,15 @@
-// The REST side of the server (threads, documents, stop) and the bearer token every request carries.
+// The REST side of the server (threads, documents, stop, live answers) and the bearer token every
+// request carries.
 // Runs themselves go through @ag-ui/client's HttpAgent (see session.ts); it gets the same headers.
-import type { Citation, DocumentInfo, IngestJob, ThreadSummary, ThreadView } from "./types";
+import type {
+  Citation,
+  DocumentInfo,
+  IngestJob,
+  JobPage,
+  LiveAnswer,
+  ThreadSummary,
+  ThreadView,
+} from "./types";
 
 const TOKEN_KEY = "ragstream.token";
 
@@ -50,11 +59,11 @@ export class Api {
     return authHeaders(this.token);
   }
 
-  private async request<T>(method: string, path: string, payload?: FormData | object): Promise<T> {
-    const json = payload !== undefined && !(payload instanceof FormData);
+  private async request<T>(method: string, path: string, body?: FormData | object): Promise<T> {
+    const json = body !== undefined && !(body instanceof FormData);
     const response = await fetch(path, {
       method,
-      body: json ? JSON.stringify(payload) : (payload as FormData | undefined),
+      body: json ? JSON.stringify(body) : body,
       headers: {
         ...this.headers,
         Accept: "application/json",
@@ -63,14 +72,14 @@ export class Api {
     });
     if (response.status === 204) return undefined as T;
     const text = await response.text();
-    let body: unknown = text;
+    let answer: unknown = text;
     try {
-      body = JSON.parse(text);
+      answer = JSON.parse(text);
     } catch {
       // not JSON: keep the text for the message
     }
-    if (!response.ok) throw new ApiError(response.status, errorMessage(response.status, body));
-    return body as T;
+    if (!response.ok) throw new ApiError(response.status, errorMessage(response.status, answer));
+    return answer as T;
   }
 
   async listThreads(): Promise<ThreadSummary[]> {
@@ -154,6 +163,16 @@ export class Api {
     return await this.request<IngestJob>("GET", `/documents/jobs/${encodeURIComponent(jobId)}`);
   }
 
+  /** The caller's latest jobs (uploads and the syncs they own), newest first. */
+  async jobs(limit: number): Promise<JobPage> {
+    return await this.request<JobPage>("GET", `/documents/jobs?limit=${limit}`);
+  }
+
+  /** Ask a queued or running job to stop; its record after asking (a running one stops shortly). */
+  async cancelJob(jobId: string): Promise<IngestJob> {
+    return await this.request<IngestJob>("DELETE", `/documents/jobs/${encodeURIComponent(jobId)}`);
+  }
+
   /** The address of a document's original file, at a page for PDFs (`#page=N`). */
   documentFileUrl(documentId: string, page: number | null): string {
     const path = `/documents/${encodeURIComponent(documentId)}?format=file`;
@@ -201,6 +220,18 @@ export class Api {
     await this.request<unknown>(
       "POST",
       `/threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}/stop`,
+    );
+  }
+
+  /**
+   * Answer a question a tool asks while its run goes on (`ragstream.question`): the tool continues
+   * from where it asked. 409 when the run ended or the question closed (answered, timed out).
+   */
+  async answerQuestion(threadId: string, runId: string, answer: LiveAnswer): Promise<void> {
+    await this.request<unknown>(
+      "POST",
+      `/threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}/answers`,
+      answer,
     );
   }
 }

@@ -4,10 +4,15 @@
 // ragstream's payload is {approved: true} | {approved: true, editedArgs: {...}} | {approved: false, reason?}.
 // A tool's question (`ask`, interrupt metadata `kind: "question"`) gets a text field instead and is
 // answered with {approved: true, answer: "..."}; the tool then runs again and gets the answer.
+// While a run goes on, a tool's question arrives live (CUSTOM `ragstream.question`): the same card
+// shows during the run and posts the answer to the run (ChatSession.answerLive), and the tool goes
+// on from where it asked.
 import type { Interrupt } from "@ag-ui/client";
 import { h } from "./dom";
 import type { ChatSession } from "./session";
-import type { ApprovalPayload } from "./types";
+import type { ApprovalPayload, LiveQuestion } from "./types";
+
+type Answered = (summary: string, payload: ApprovalPayload) => void;
 
 export class ApprovalsView {
   private shownFor = "";
@@ -20,19 +25,29 @@ export class ApprovalsView {
   ) {}
 
   render(session: ChatSession): void {
-    // Cards hold what the user is typing, so they are only rebuilt when the interrupts change.
-    const key = session.busy ? "" : session.interrupts.map((i) => i.id).join(" ");
+    // Cards hold what the user is typing, so they are only rebuilt when the questions change:
+    // during a run its live questions, after it the interrupts it ended with.
+    const live = session.busy;
+    const ids = live ? session.liveQuestions.map((q) => q.questionId) : session.interrupts.map((i) => i.id);
+    const key = ids.length ? `${live ? "live" : "interrupts"} ${ids.join(" ")}` : "";
     if (key === this.shownFor) return;
     this.shownFor = key;
     this.answers = new Map();
-    this.root.replaceChildren(...(key ? session.interrupts.map((i) => this.card(session, i)) : []));
+    const cards = live
+      ? session.liveQuestions.map((q) => this.liveCard(session, q))
+      : session.interrupts.map((i) => this.card(session, i));
+    this.root.replaceChildren(...(key ? cards : []));
     this.root.hidden = !key;
   }
 
   private card(session: ChatSession, interrupt: Interrupt): HTMLElement {
     const metadata = (interrupt.metadata ?? {}) as { kind?: unknown; question?: unknown };
     if (metadata.kind === "question" && typeof metadata.question === "string") {
-      return this.questionCard(session, interrupt, metadata.question);
+      const card = this.questionCard(`question-${interrupt.id}`, metadata.question, (card) =>
+        this.answerer(session, interrupt, card),
+      );
+      card.dataset.interruptId = interrupt.id;
+      return card;
     }
     const call = session.messages
       .flatMap((m) => (m.role === "assistant" ? (m.toolCalls ?? []) : []))
@@ -152,16 +167,33 @@ export class ApprovalsView {
     };
   }
 
-  /** A tool asks the user something (`ask`): a text answer, or declining to answer. */
-  private questionCard(session: ChatSession, interrupt: Interrupt, question: string): HTMLElement {
-    const headingId = `question-${interrupt.id}`;
-    const input = h("input", { type: "text", class: "question-answer", "aria-labelledby": headingId });
-    const card = h("section", {
-      class: "approval approval-question",
-      "aria-labelledby": headingId,
-      "data-interrupt-id": interrupt.id,
+  /** A question a tool asks while the run goes on: answered to the run, which continues. */
+  private liveCard(session: ChatSession, question: LiveQuestion): HTMLElement {
+    const card = this.questionCard(`live-${question.questionId}`, question.question, (card) => {
+      return (summary, payload) => {
+        card.replaceChildren(h("p", { class: "approval-answered" }, summary));
+        void session.answerLive(question.questionId, payload);
+      };
     });
-    const answered = this.answerer(session, interrupt, card);
+    card.dataset.questionId = question.questionId;
+    const wait = h(
+      "p",
+      { class: "question-wait" },
+      `The tool waits for your answer (up to ${waitText(question.timeoutSeconds)}).`,
+    );
+    card.querySelector("h3")?.after(wait);
+    return card;
+  }
+
+  /** A tool asks the user something (`ask`): a text answer, or declining to answer. */
+  private questionCard(
+    headingId: string,
+    question: string,
+    answering: (card: HTMLElement) => Answered,
+  ): HTMLElement {
+    const input = h("input", { type: "text", class: "question-answer", "aria-labelledby": headingId });
+    const card = h("section", { class: "approval approval-question", "aria-labelledby": headingId });
+    const answered = answering(card);
     const answer = () => {
       const text = input.value.trim();
       if (text) answered(`Answered: ${text}`, { approved: true, answer: text });
@@ -189,6 +221,11 @@ export class ApprovalsView {
     );
     return card;
   }
+}
+
+/** "45 s", "2 min". */
+function waitText(seconds: number): string {
+  return seconds < 90 ? `${Math.round(seconds)} s` : `${Math.round(seconds / 60)} min`;
 }
 
 function prettyJson(raw: string): string {

@@ -74,7 +74,11 @@ function render(): void {
   ui.stop.disabled = session.phase === "stopping";
   ui.stop.textContent = session.phase === "stopping" ? "Stopping…" : "Stop";
   ui.newChat.disabled = session.busy;
-  ui.hint.textContent = waiting ? "Answer the approval request above to continue." : "";
+  ui.hint.textContent = waiting
+    ? "Answer the approval request above to continue."
+    : session.liveQuestions.length
+      ? "A tool is waiting for your answer above."
+      : "";
   ui.status.textContent = statusText();
 
   const title = session.title ?? threads.find((t) => t.threadId === session.threadId)?.title ?? "New chat";

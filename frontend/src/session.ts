@@ -7,6 +7,8 @@ import type {
   ApprovalPayload,
   Branch,
   Citation,
+  LiveAnswer,
+  LiveQuestion,
   RagState,
   ThreadView,
   ToolAttachmentRecord,
@@ -42,6 +44,13 @@ export class ChatSession {
   runId: string | null = null;
   /** Approval requests the thread waits for (the last run ended with outcome `interrupt`). */
   interrupts: Interrupt[] = [];
+  /**
+   * Questions tools ask while the run goes on (CUSTOM `ragstream.question`, until their
+   * `ragstream.question_end`): answered with `answerLive`, the tool continues where it asked.
+   * The page says it answers live (`forwardedProps.ragstream.liveQuestions`); if it leaves the run
+   * first, the server turns a waiting question into an interrupt, shown after a reload.
+   */
+  liveQuestions: LiveQuestion[] = [];
   /**
    * The latest CUSTOM `ragstream.progress` event of each tool call, by toolCallId. Progress is live only:
    * the server does not keep it, so a reloaded page shows tool calls without it.
@@ -119,6 +128,13 @@ export class ChatSession {
           this.changed();
         } else if (event.name === "ragstream.tool_result" && isForCall(event.value)) {
           this.shown.set(event.value.toolCallId, event.value as ToolResultShown);
+          this.changed();
+        } else if (event.name === "ragstream.question" && isQuestion(event.value)) {
+          this.liveQuestions = [...this.liveQuestions, event.value];
+          this.changed();
+        } else if (event.name === "ragstream.question_end" && isQuestion(event.value, false)) {
+          const { questionId } = event.value;
+          this.liveQuestions = this.liveQuestions.filter((q) => q.questionId !== questionId);
           this.changed();
         }
         // Other CUSTOM events (e.g. pydantic_ai_conversation_saved) are not for display.
@@ -316,6 +332,22 @@ export class ChatSession {
     return this.run({ resume });
   }
 
+  /** Answer a tool's live question: the run in progress goes on from where the tool asked. */
+  async answerLive(questionId: string, payload: ApprovalPayload): Promise<void> {
+    if (this.runId === null) return;
+    const answer: LiveAnswer =
+      payload.approved && "answer" in payload
+        ? { questionId, answer: payload.answer }
+        : { questionId, declined: true, ...("reason" in payload ? { reason: payload.reason } : {}) };
+    try {
+      await this.api.answerQuestion(this.threadId, this.runId, answer);
+    } catch (error) {
+      // 409: the question timed out (or the run ended) meanwhile; the run tells what happened.
+      this.liveQuestions = this.liveQuestions.filter((q) => q.questionId !== questionId);
+      this.notify("error", `Your answer did not reach the tool: ${describe(error)}`);
+    }
+  }
+
   /** Stop the run in progress through the server's stop route (see Api.stopRun). */
   async stop(): Promise<void> {
     if (this.phase !== "running" || this.runId === null) return;
@@ -359,11 +391,12 @@ export class ChatSession {
     this.interrupts = [];
     this.changed();
     try {
-      await this.agent.runAgent({ runId: this.runId, ...params });
+      await this.agent.runAgent({ runId: this.runId, forwardedProps: LIVE_QUESTIONS, ...params });
     } catch (error) {
       // HTTP errors (409 busy, 401, 422 ...), a dropped connection or a protocol violation.
       this.lastRun = { outcome: "error", error: describe(error) };
     }
+    this.liveQuestions = [];
     const outcome = this.lastRun.outcome ?? "error";
     const result: RunResult = { outcome };
     if (outcome === "success" || outcome === "interrupt") {
@@ -461,6 +494,14 @@ export class ChatSession {
   changed(): void {
     for (const listener of this.listeners) listener();
   }
+}
+
+/** Tells the server this page answers tools' questions live (see `liveQuestions`). */
+const LIVE_QUESTIONS = { ragstream: { liveQuestions: true } };
+
+function isQuestion(value: unknown, full = true): value is LiveQuestion {
+  const v = value as LiveQuestion | null;
+  return !!v && typeof v.questionId === "string" && (!full || typeof v.question === "string");
 }
 
 /** "thread is busy" -> "Thread is busy." */

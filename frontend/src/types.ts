@@ -130,26 +130,48 @@ export interface DocumentInfo {
   chunk_count: number;
 }
 
-/** One uploaded file of an ingestion job: `pending` until ingested, then what the server did. */
+/** One file of a job: `pending` until done, then what the server did with it. */
 export interface JobFile {
   name: string;
-  status: "pending" | "added" | "updated" | "unchanged" | "error";
+  status: "pending" | "added" | "updated" | "unchanged" | "deleted" | "cancelled" | "error";
   documentId: string | null;
   chunks: number;
   error: string | null;
 }
 
-/** `GET /documents/jobs/{id}`: an upload's ingestion, as any server worker reports it. */
+/** `GET /documents/jobs/{id}`: an upload's ingestion or a sync's run, as any server worker reports it. */
 export interface IngestJob {
   id: string;
-  state: "queued" | "running" | "done" | "failed";
+  kind: "upload" | "sync";
+  source: string | null;
+  state: "queued" | "running" | "done" | "failed" | "cancelled";
   progress: { filesTotal: number; filesDone: number; chunksDone: number; chunksTotal: number };
   files: JobFile[];
   error: string | null;
   attempts: number;
+  createdAt: number;
+}
+
+/** `GET /documents/jobs`: a page of the caller's jobs, newest first. */
+export interface JobPage {
+  jobs: IngestJob[];
+  next: string | null;
 }
 
 /** What an approval card answers for one interrupt (ragstream's resume payload). */
+/** A question a tool asks while its run goes on (CUSTOM `ragstream.question`). */
+export interface LiveQuestion {
+  questionId: string;
+  toolCallId: string;
+  tool: string;
+  question: string;
+  timeoutSeconds: number;
+}
+
+/** The body of `POST /threads/{id}/runs/{run}/answers`. */
+export type LiveAnswer =
+  { questionId: string; answer: string } | { questionId: string; declined: true; reason?: string };
+
 export type ApprovalPayload =
   | { approved: true }
   | { approved: true; answer: string }

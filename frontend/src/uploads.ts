@@ -1,25 +1,33 @@
-// Adding documents: an upload form and one card per ingestion job. The server answers an upload at
-// once with a job (202) and ingests in the background; the card polls `GET /documents/jobs/{id}`
-// and shows the job's state, its progress and each file's outcome. The ids of the latest jobs are
-// kept in localStorage, so the cards come back after a reload (the server keeps a job for a day).
+// Adding documents: an upload form and one card per job. The server answers an upload at once with
+// a job (202) and ingests in the background; the card polls `GET /documents/jobs/{id}` and shows
+// the job's state, its progress and each file's outcome, with a Cancel button while it may still
+// stop. The cards are the caller's latest jobs as the server lists them (`GET /documents/jobs`:
+// uploads, and the scheduled syncs the caller owns), so they come back after a reload, in any
+// browser (the server keeps a job for a day).
 import { type Api, ApiError } from "./api";
 import { h } from "./dom";
 import type { IngestJob } from "./types";
 
 const POLL_MS = 500;
-const STORED_JOBS = "ragstream.uploads";
-const KEPT_JOBS = 10;
+const SHOWN_JOBS = 10;
 
 const FILE_STATUS: Record<string, string> = {
   pending: "waiting",
   added: "added",
   updated: "updated",
   unchanged: "unchanged",
+  deleted: "removed",
+  cancelled: "cancelled",
   error: "not ingested",
 };
 
+function finished(job: IngestJob): boolean {
+  return job.state === "done" || job.state === "failed" || job.state === "cancelled";
+}
+
 export class UploadsView {
   private jobs: IngestJob[] = [];
+  private readonly cancelling = new Set<string>();
   private message: string | null = null;
   private readonly list: HTMLElement;
   private readonly input: HTMLInputElement;
@@ -49,17 +57,20 @@ export class UploadsView {
     void this.restore();
   }
 
-  /** The cards of the jobs this browser started before a reload; unfinished ones are followed. */
+  /** The cards of the caller's latest jobs, from the server; unfinished ones are followed. */
   private async restore(): Promise<void> {
-    const ids = storedJobIds();
-    const found = await Promise.all(ids.map((id) => this.api.job(id).catch(() => null)));
+    let listed: IngestJob[];
+    try {
+      listed = (await this.api.jobs(SHOWN_JOBS)).jobs;
+    } catch {
+      return; // no listing (a restart, a network blip): the next upload brings the cards back
+    }
     const known = new Set(this.jobs.map((j) => j.id));
-    const restored = found.filter((job): job is IngestJob => job !== null && !known.has(job.id));
-    this.jobs = [...this.jobs, ...restored];
-    storeJobIds(this.jobs.map((j) => j.id));
+    const restored = listed.filter((job) => !known.has(job.id));
+    this.jobs = [...this.jobs, ...restored].slice(0, SHOWN_JOBS);
     this.render();
     for (const job of restored) {
-      if (job.state !== "done" && job.state !== "failed") void this.follow(job.id);
+      if (!finished(job)) void this.follow(job.id);
     }
   }
 
@@ -72,8 +83,7 @@ export class UploadsView {
     try {
       const job = await this.api.upload(files);
       this.input.value = "";
-      this.jobs.unshift(job);
-      storeJobIds(this.jobs.map((j) => j.id));
+      this.jobs = [job, ...this.jobs].slice(0, SHOWN_JOBS);
       void this.follow(job.id);
     } catch (error) {
       this.message =
@@ -98,54 +108,63 @@ export class UploadsView {
       }
       this.jobs = this.jobs.map((j) => (j.id === jobId ? job : j));
       this.render();
-      if (job.state === "done" || job.state === "failed") {
+      if (finished(job)) {
         this.onIngested();
         return;
       }
     }
   }
 
+  /** Ask the server to stop a job; the card follows it to its end as before. */
+  private async cancel(jobId: string): Promise<void> {
+    this.cancelling.add(jobId);
+    this.render();
+    try {
+      const job = await this.api.cancelJob(jobId);
+      this.jobs = this.jobs.map((j) => (j.id === jobId ? job : j));
+    } catch (error) {
+      this.cancelling.delete(jobId);
+      this.message = `The job could not be cancelled: ${error instanceof Error ? error.message : String(error)}`;
+    }
+    this.render();
+  }
+
   private render(): void {
-    const cards = this.jobs.map((job) => jobCard(job));
+    const cards = this.jobs.map((job) =>
+      jobCard(job, this.cancelling.has(job.id), () => void this.cancel(job.id)),
+    );
     if (this.message) cards.unshift(h("li", { class: "job job-error", role: "alert" }, this.message));
     this.list.replaceChildren(...cards);
   }
 }
 
-function storedJobIds(): string[] {
-  try {
-    const ids: unknown = JSON.parse(localStorage.getItem(STORED_JOBS) ?? "[]");
-    return Array.isArray(ids) ? ids.filter((id): id is string => typeof id === "string") : [];
-  } catch {
-    return [];
-  }
-}
-
-function storeJobIds(ids: string[]): void {
-  try {
-    localStorage.setItem(STORED_JOBS, JSON.stringify(ids.slice(0, KEPT_JOBS)));
-  } catch {
-    // storage may be unavailable (private mode, quota): the cards then last until a reload
-  }
-}
-
-function jobCard(job: IngestJob): HTMLElement {
+function jobCard(job: IngestJob, cancelling: boolean, onCancel: () => void): HTMLElement {
   const { filesDone, filesTotal, chunksDone, chunksTotal } = job.progress;
   const state = {
     queued: "Waiting to be ingested",
-    running: "Ingesting",
+    running: cancelling ? "Cancelling" : "Ingesting",
     done: "Ingested",
     failed: "Ingestion failed",
+    cancelled: "Cancelled",
   }[job.state];
+  const active = !finished(job);
   return h(
     "li",
-    { class: `job job-${job.state}`, "data-job": job.id, "data-state": job.state },
+    { class: `job job-${job.state}`, "data-job": job.id, "data-state": job.state, "data-kind": job.kind },
+    job.kind === "sync" ? h("p", { class: "job-source" }, `Sync of ${job.source ?? "a source"}`) : null,
     h(
       "p",
       { class: "job-state" },
       `${state} · ${filesDone}/${filesTotal} files · ${chunksDone}/${chunksTotal} chunks`,
+      active
+        ? h(
+            "button",
+            { type: "button", class: "job-cancel", disabled: cancelling, onclick: onCancel },
+            "Cancel",
+          )
+        : null,
     ),
-    job.state === "running" || job.state === "queued"
+    active
       ? h("progress", { max: Math.max(chunksTotal, 1), value: chunksDone, "aria-label": "Progress" })
       : null,
     job.error ? h("p", { class: "job-message" }, job.error) : null,

@@ -34,6 +34,7 @@ from .models import (
 )
 from .readers import SUPPORTED_SUFFIXES, BinaryContentError, UnsupportedFormatError
 from .sources import document_id_for
+from .sync import SyncPlan, SyncSource, SyncSourceError, open_sync_source
 
 __all__ = [
     "SUPPORTED_SUFFIXES",
@@ -55,9 +56,13 @@ __all__ = [
     "KnowledgeBaseUnavailable",
     "SearchHit",
     "SqlFilter",
+    "SyncPlan",
+    "SyncSource",
+    "SyncSourceError",
     "UnsupportedFormatError",
     "as_filter",
     "combine_filters",
     "document_id_for",
+    "open_sync_source",
     "sql_literal",
 ]

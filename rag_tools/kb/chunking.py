@@ -1,20 +1,27 @@
 """Split parsed sections into size-bounded chunks without crossing a section boundary.
 
-Splitting inside a section is delegated to ``semantic-text-splitter``, which prefers the largest
-semantic unit that fits (block, sentence, word) and never exceeds the capacity in characters.
+Splitting text inside a section is delegated to ``semantic-text-splitter``, which prefers the
+largest semantic unit that fits (block, sentence, word) and never exceeds the capacity in
+characters. Markdown tables are split here instead, between rows: a chunk never cuts a row (a row
+longer than the capacity is a chunk of its own), and every chunk of a table starts with the
+table's header row, so that a continuation still says what its columns are. A section without a
+table is split exactly as before tables were handled.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
-from .readers import ParsedDocument, Section
+from .readers import MARKDOWN_FORMATS, ParsedDocument, Section
 
-__all__ = ["ChunkDraft", "chunk_document", "chunk_sections"]
+__all__ = ["ChunkDraft", "chunk_document", "chunk_sections", "locate_rows"]
+
+_DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 
 
 @dataclass
@@ -26,6 +33,14 @@ class ChunkDraft:
     section: int
     headings: list[str] = field(default_factory=list)
     page: int | None = None
+    locator: str = ""
+
+
+@dataclass
+class _Piece:
+    text: str
+    rows: tuple[int, int] | None = None  # first and last body row (0-based) of the section's tables
+    tables: tuple[int, int] | None = None  # first and last of the section's tables (0-based) it holds
 
 
 @lru_cache(maxsize=16)
@@ -34,8 +49,8 @@ def _splitter(markdown: bool, capacity: int) -> TextSplitter | MarkdownSplitter:
 
 
 def chunk_document(doc: ParsedDocument, *, max_chars: int) -> list[ChunkDraft]:
-    """Chunks of at most ``max_chars`` characters, numbered in document order."""
-    return chunk_sections(doc.sections, markdown=doc.format in ("markdown", "html"), max_chars=max_chars)
+    """Chunks of at most ``max_chars`` characters (a longer table row alone), in document order."""
+    return chunk_sections(doc.sections, markdown=doc.format in MARKDOWN_FORMATS, max_chars=max_chars)
 
 
 def chunk_sections(
@@ -45,9 +60,116 @@ def chunk_sections(
     splitter = _splitter(markdown, max_chars)
     drafts: list[ChunkDraft] = []
     for section_index, part in enumerate(sections, section):
-        for piece in splitter.chunks(part.text):
-            if piece.strip():
+        blocks = _blocks(part.text) if markdown and "|" in part.text else [(False, part.text)]
+        if len(blocks) == 1 and not blocks[0][0]:
+            pieces = [_Piece(piece) for piece in splitter.chunks(part.text)]
+        else:
+            pieces = _merge(_pieces(blocks, splitter, max_chars), max_chars)
+        for piece in pieces:
+            if piece.text.strip():
+                locator = _locate(part, piece)
                 drafts.append(
-                    ChunkDraft(piece, position + len(drafts), section_index, list(part.headings), part.page)
+                    ChunkDraft(
+                        piece.text,
+                        position + len(drafts),
+                        section_index,
+                        list(part.headings),
+                        part.page,
+                        locator,
+                    )
                 )
     return drafts
+
+
+def _locate(section: Section, piece: _Piece) -> str:
+    if piece.rows is not None and section.rows:
+        return locate_rows(section, piece.rows)
+    if piece.tables is not None and section.first_table is not None:
+        first, last = (section.first_table + t for t in piece.tables)
+        return f"table {first}" if first == last else f"tables {first}-{last}"
+    return section.locator
+
+
+def locate_rows(section: Section, rows: tuple[int, int]) -> str:
+    """The locator of a chunk holding body rows ``rows`` of ``section``'s table: ``"Sheet1, rows 12-20"``."""
+    assert section.rows is not None
+    first, last = section.rows[rows[0]], section.rows[min(rows[1], len(section.rows) - 1)]
+    span = f"row {first}" if first == last else f"rows {first}-{last}"
+    return f"{section.locator}, {span}" if section.locator else span
+
+
+def _blocks(text: str) -> list[tuple[bool, str]]:
+    """``text`` cut into runs of prose and Markdown tables: ``(is_table, text)`` in order."""
+    lines = text.split("\n")
+    blocks: list[tuple[bool, str]] = []
+    prose: list[str] = []
+    i = 0
+    while i < len(lines):
+        if lines[i].lstrip().startswith("|") and i + 1 < len(lines) and _DELIMITER_ROW.match(lines[i + 1]):
+            end = i + 2
+            while end < len(lines) and lines[end].lstrip().startswith("|"):
+                end += 1
+            if "\n".join(prose).strip():
+                blocks.append((False, "\n".join(prose)))
+            prose = []
+            blocks.append((True, "\n".join(lines[i:end])))
+            i = end
+        else:
+            prose.append(lines[i])
+            i += 1
+    if "\n".join(prose).strip() or not blocks:
+        blocks.append((False, "\n".join(prose)))
+    return blocks
+
+
+def _pieces(
+    blocks: list[tuple[bool, str]], splitter: TextSplitter | MarkdownSplitter, max_chars: int
+) -> list[_Piece]:
+    """Prose split by the splitter; tables split between rows, each piece under the header row.
+
+    Body rows are numbered across the section's tables in order (a sheet's section is one table).
+    """
+    pieces: list[_Piece] = []
+    row_base = table = 0
+    for is_table, text in blocks:
+        if not is_table:
+            pieces += [_Piece(piece) for piece in splitter.chunks(text)]
+            continue
+        lines = text.split("\n")
+        header, body = "\n".join(lines[:2]), lines[2:]
+        start = 0
+        while start < len(body):
+            size, end = len(header), start
+            while end < len(body) and (end == start or size + 1 + len(body[end]) <= max_chars):
+                size += 1 + len(body[end])
+                end += 1
+            rows = (row_base + start, row_base + end - 1)
+            pieces.append(_Piece("\n".join([header, *body[start:end]]), rows, (table, table)))
+            start = end
+        if not body:
+            pieces.append(_Piece(header, None, (table, table)))
+        row_base += len(body)
+        table += 1
+    return pieces
+
+
+def _merge(pieces: list[_Piece], max_chars: int) -> list[_Piece]:
+    """Consecutive pieces joined while they fit in ``max_chars`` (a short table beside its prose)."""
+    merged: list[_Piece] = []
+    for piece in pieces:
+        if not piece.text.strip():
+            continue
+        last = merged[-1] if merged else None
+        if last is not None and len(last.text) + 2 + len(piece.text) <= max_chars:
+            merged[-1] = _Piece(
+                f"{last.text}\n\n{piece.text}", _span(last.rows, piece.rows), _span(last.tables, piece.tables)
+            )
+        else:
+            merged.append(piece)
+    return merged
+
+
+def _span(a: tuple[int, int] | None, b: tuple[int, int] | None) -> tuple[int, int] | None:
+    if a is None or b is None:
+        return a or b
+    return (min(a[0], b[0]), max(a[1], b[1]))

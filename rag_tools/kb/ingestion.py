@@ -23,11 +23,20 @@ import pyarrow as pa
 from .chunking import ChunkDraft, chunk_document, chunk_sections
 from .filters import sql_literal
 from .models import IngestOutcome
-from .readers import MEDIA_TYPES, PdfPages, Section, detect_format, parse_document, pdf_content
+from .readers import (
+    MEDIA_TYPES,
+    NO_TEXT_LAYER,
+    PdfPages,
+    Section,
+    detect_format,
+    parse_document,
+    pdf_content,
+)
 from .sources import Source
 from .tables import (
     CHUNKING_VERSION,
     FTS_COLUMN,
+    WRITTEN_AT,
     Tables,
     chunks_schema,
     documents_schema,
@@ -74,6 +83,7 @@ class PreparedDocument:
     vectors: list[list[float]] = field(default_factory=list)
     rest: Iterator[list[dict[str, Any]]] | None = None
     error: str | None = None
+    cancelled: bool = False
 
     @property
     def texts(self) -> list[str]:
@@ -88,13 +98,20 @@ class PreparedDocument:
     @property
     def embedded(self) -> bool:
         """Complete, and every chunk has its vector: ready to write."""
-        return self.rest is None and self.error is None and self.pending == 0
+        return self.rest is None and self.error is None and not self.cancelled and self.pending == 0
+
+    @property
+    def dropped(self) -> bool:
+        """Failed or cancelled: it goes no further."""
+        return self.error is not None or self.cancelled
 
     def next_rows(self) -> list[dict[str, Any]] | None:
         """The chunks of the next pages, or ``None`` once the document is complete (blocking)."""
         return next(self.rest, None) if self.rest is not None else None
 
     def outcome(self) -> IngestOutcome:
+        if self.cancelled:
+            return IngestOutcome(source=self.source.label, status="cancelled")
         if self.error is not None:
             return IngestOutcome(source=self.source.label, status="error", error=self.error)
         return IngestOutcome(
@@ -154,7 +171,7 @@ def prepare(source: Source, known: Known | None, *, max_chars: int) -> IngestOut
             parsed = parse_document(data, name=source.name, format=fmt)
     except (OSError, ValueError, UnicodeError) as exc:
         message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return IngestOutcome(source=source.label, status="error", error=message)
+        return IngestOutcome(source=source.label, status="error", error=" ".join(message.split()))
     doc_row = {
         "document_id": source.document_id,
         "uri": source.display,
@@ -198,6 +215,7 @@ def _rows(doc_row: dict[str, Any], title: str, drafts: Sequence[ChunkDraft]) -> 
             "section": draft.section,
             "headings": draft.headings,
             "page": draft.page,
+            "locator": draft.locator,
             "text": draft.text,
             FTS_COLUMN: search_text(title, draft.headings, draft.text),
         }
@@ -228,6 +246,8 @@ def _pdf_rows(
         chunked, position = len(sections), position + len(drafts)
         if drafts:
             yield _rows(doc_row, title, drafts)
+    if not sections:  # nothing to index is a failure, not an empty success
+        raise ValueError(NO_TEXT_LAYER if pages.count else "the PDF has no pages")
     content = pdf_content(sections)
     doc_row.update(
         title=title or fallback_title, chunk_count=position, content=content, size_chars=len(content)
@@ -239,8 +259,9 @@ async def write_batch(
 ) -> None:
     """Store embedded documents and their files; one ``documents`` commit publishes the new versions."""
     unique = {doc.doc_row["document_id"]: doc for doc in batch}
+    written_at = datetime.now(UTC)
     rows = [
-        {**row, "vector": vector}
+        {**row, "vector": vector, WRITTEN_AT: written_at}
         for doc in unique.values()
         for row, vector in zip(doc.chunk_rows, doc.vectors, strict=True)
     ]
@@ -253,7 +274,11 @@ async def write_batch(
             files.merge_insert("document_id")
             .when_matched_update_all()
             .when_not_matched_insert_all()
-            .execute(pa.Table.from_pylist([d.file_row for d in unique.values()], schema=files_schema()))
+            .execute(
+                pa.Table.from_pylist(
+                    [{**d.file_row, WRITTEN_AT: written_at} for d in unique.values()], schema=files_schema()
+                )
+            )
         )
         if rows:
             await (

@@ -9,6 +9,7 @@ failures into ``KnowledgeBaseUnavailable``.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable
 from datetime import timedelta
@@ -44,9 +45,11 @@ from .models import (
     IngestReport,
     SearchHit,
 )
-from .pipeline import run_pipeline
+from .pipeline import Stop, run_pipeline
 from .search import search_chunks
 from .sources import Source, bytes_source, document_id_for, expand_sources
+from .sweep import sweep_orphans
+from .sync import SyncPlan, SyncSource, open_sync_source, plan_sync
 from .tables import Tables
 
 # How long a search trusts the cached chunk count that picks the vector query settings.
@@ -183,20 +186,81 @@ class KnowledgeBase:
         uri: str | None = None,
         title: str | None = None,
         on_progress: Callable[[IngestProgress], None] | None = None,
+        stop: Stop | None = None,
     ) -> IngestOutcome:
         """Ingest an in-memory source (an upload); ``name``'s suffix gives the format.
 
         The document is shown as ``uri`` when given (e.g. the URL it came from), else as ``name``;
         its original bytes are kept for ``get_document_file``. ``on_progress`` as in ``ingest_paths``.
+        Once ``stop()`` is true before the document is written, it is not, and comes out ``cancelled``.
         """
         await self.open()
-        (outcome,) = await self._ingest([bytes_source(data, name=name, uri=uri, title=title)], on_progress)
+        source = bytes_source(data, name=name, uri=uri, title=title)
+        (outcome,) = await self._ingest([source], on_progress, stop)
         if outcome.status in ("added", "updated"):
             await self.refresh_indexes()
         return outcome
 
+    @storage_errors
+    async def sync(
+        self,
+        source: str | SyncSource,
+        *,
+        on_plan: Callable[[SyncPlan], None] | None = None,
+        on_progress: Callable[[IngestProgress], None] | None = None,
+        stop: Stop | None = None,
+    ) -> IngestReport:
+        """Mirror a folder or ``s3://bucket/prefix`` into the knowledge base (``rag_tools/kb/sync.py``).
+
+        New and changed files are ingested, unchanged ones skipped by content hash, and documents
+        of an earlier sync of the same source whose file is gone are deleted; a file that fails is
+        an ``error`` outcome and the rest go on. ``on_plan`` gets the plan once the source is
+        listed; ``on_progress`` as in ``ingest_paths``, over every outcome (deletions last). Once
+        ``stop()`` is true what was not done yet comes out ``cancelled``. A source that cannot be
+        listed, or lists nothing, raises ``SyncSourceError`` and changes nothing.
+        """
+        await self.open()
+        src = open_sync_source(source) if isinstance(source, str) else source
+        plan = await plan_sync(self._tables, src, await asyncio.to_thread(src.list))
+        if on_plan:
+            on_plan(plan)
+        last = IngestProgress(files_total=len(plan.names))
+
+        def progress(state: IngestProgress) -> None:
+            nonlocal last
+            last = state.model_copy(update={"files_total": last.files_total})
+            if on_progress:
+                on_progress(last)
+
+        outcomes = await self._ingest(plan.files, progress, stop)
+        for document in plan.removed:
+            if stop is not None and stop():
+                outcome = IngestOutcome(source=document.uri, status="cancelled")
+            else:
+                await _documents.delete_document(self._tables, document.document_id)
+                outcome = IngestOutcome(
+                    source=document.uri,
+                    status="deleted",
+                    document_id=document.document_id,
+                    title=document.title,
+                )
+            outcomes.append(outcome)
+            progress(last.model_copy(update={"files_done": len(outcomes), "outcome": outcome}))
+        await self.refresh_indexes()
+        return IngestReport(outcomes=outcomes)
+
+    @storage_errors
+    async def sweep_orphans(self, min_age_seconds: float) -> list[str]:
+        """Remove what writes that stopped before publishing left (original files and chunks of
+        documents never listed), once older than ``min_age_seconds``; the ids swept (``sweep.py``)."""
+        await self.open()
+        return await sweep_orphans(self._tables, min_age_seconds)
+
     async def _ingest(
-        self, sources: list[Source | IngestOutcome], on_progress: Callable[[IngestProgress], None] | None
+        self,
+        sources: list[Source | IngestOutcome] | list[Source],
+        on_progress: Callable[[IngestProgress], None] | None,
+        stop: Stop | None = None,
     ) -> list[IngestOutcome]:
         ids = [s.document_id for s in sources if isinstance(s, Source)]
         return await run_pipeline(
@@ -206,6 +270,7 @@ class KnowledgeBase:
             embed=self._embed_documents,
             write=self._write,
             on_progress=on_progress,
+            stop=stop,
         )
 
     async def _embed_documents(self, texts: list[str]) -> list[list[float]]:

@@ -64,7 +64,9 @@ class DocumentFile(NamedTuple):
 class SearchHit(BaseModel):
     """A chunk returned by a search, with its source and (optionally) surrounding text.
 
-    ``uri`` is the document's display source, as on ``Document``.
+    ``uri`` is the document's display source, as on ``Document``. ``page`` is a PDF page (for
+    ``#page=N`` links); ``locator`` names the place for people: ``"page 3"``, ``"slide 3"``,
+    ``"Sheet1, rows 12-20"``, or ``""`` when the format has none.
     """
 
     chunk_id: str
@@ -74,6 +76,7 @@ class SearchHit(BaseModel):
     text: str
     headings: list[str] = Field(default_factory=list)
     page: int | None = None
+    locator: str = ""
     position: int
     section: int
     score: float
@@ -81,12 +84,27 @@ class SearchHit(BaseModel):
         default=None, description="The hit with neighbouring text of the same section, when expanded."
     )
 
+    @property
+    def location(self) -> str:
+        """Where the hit sits, for people: heading path and locator (``"Offline folders, slide 3"``).
 
-IngestStatus = Literal["added", "updated", "unchanged", "error"]
+        A locator that already starts with the heading path (a sheet's name) stands alone.
+        """
+        path = " > ".join(self.headings)
+        if path and self.locator.startswith(path):
+            return self.locator
+        return ", ".join(part for part in (path, self.locator) if part)
+
+
+IngestStatus = Literal["added", "updated", "unchanged", "deleted", "cancelled", "error"]
 
 
 class IngestOutcome(BaseModel):
-    """What happened to one source during ingestion."""
+    """What happened to one source during ingestion.
+
+    ``deleted``: a sync removed the document (its file is gone from the synced source);
+    ``cancelled``: the run was stopped before this source was written (nothing of it was).
+    """
 
     source: str
     status: IngestStatus
@@ -125,7 +143,10 @@ class IngestReport(BaseModel):
 
     def summary(self) -> str:
         chunks = sum(o.chunks for o in self.outcomes if o.status in ("added", "updated"))
+        extra = "".join(
+            f", {self.count(status)} {status}" for status in ("deleted", "cancelled") if self.count(status)
+        )
         return (
             f"{self.count('added')} added, {self.count('updated')} updated, "
-            f"{self.count('unchanged')} unchanged, {self.count('error')} failed; {chunks} chunks written"
+            f"{self.count('unchanged')} unchanged{extra}, {self.count('error')} failed; {chunks} chunks written"
         )

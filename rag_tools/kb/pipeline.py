@@ -15,6 +15,10 @@ Three asyncio stages run at once:
    across two commits.
 
 Progress is reported per embedded batch and per file outcome, from the event loop.
+
+A run can be stopped (``stop`` returns true): each stage checks it before its next step (a
+source, an embedding batch, a write), and what was not written by then ends ``cancelled``. A write
+that has started finishes, so every document is written whole or not at all.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ _EMBEDDED_AHEAD = 256
 
 Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
 Write = Callable[[list[PreparedDocument]], Awaitable[None]]
+Stop = Callable[[], bool]
 _Item = tuple[int, PreparedDocument]
 
 
@@ -85,8 +90,13 @@ async def run_pipeline(
     embed: Embed,
     write: Write,
     on_progress: Callable[[IngestProgress], None] | None = None,
+    stop: Stop | None = None,
 ) -> list[IngestOutcome]:
-    """Ingest ``sources`` (outcomes in place are problems found while planning); outcomes in order."""
+    """Ingest ``sources`` (outcomes in place are problems found while planning); outcomes in order.
+
+    Once ``stop()`` is true, sources not written yet end ``cancelled``.
+    """
+    stopped = stop or _never
     run = _Run(len(sources), on_progress)
     todo: list[tuple[int, Source]] = []
     for index, source in enumerate(sources):
@@ -98,9 +108,9 @@ async def run_pipeline(
     embedded: asyncio.Queue[_Item | None] = asyncio.Queue(_EMBEDDED_AHEAD)
     ahead = _Ahead(PREPARED_AHEAD_CHUNKS)
     tasks = [
-        asyncio.create_task(_prepare_stage(todo, known, max_chars, prepared, ahead, run)),
-        asyncio.create_task(_embed_stage(prepared, embedded, ahead, embed, run)),
-        asyncio.create_task(_write_stage(embedded, write, run)),
+        asyncio.create_task(_prepare_stage(todo, known, max_chars, prepared, ahead, run, stopped)),
+        asyncio.create_task(_embed_stage(prepared, embedded, ahead, embed, run, stopped)),
+        asyncio.create_task(_write_stage(embedded, write, run, stopped)),
     ]
     try:
         await asyncio.gather(*tasks)
@@ -112,6 +122,10 @@ async def run_pipeline(
     return [outcome for outcome in run.outcomes if outcome is not None]
 
 
+def _never() -> bool:
+    return False
+
+
 async def _prepare_stage(
     todo: list[tuple[int, Source]],
     known: dict[str, Known],
@@ -119,9 +133,13 @@ async def _prepare_stage(
     out: asyncio.Queue[_Item | None],
     ahead: _Ahead,
     run: _Run,
+    stopped: Stop,
 ) -> None:
     """Prepare each source; each put on ``out`` is a new document or more chunks of the last one."""
     for index, source in todo:
+        if stopped():
+            run.finish(index, IngestOutcome(source=source.label, status="cancelled"))
+            continue
         doc = await asyncio.to_thread(prepare, source, known.get(source.document_id), max_chars=max_chars)
         if isinstance(doc, IngestOutcome):
             run.finish(index, doc)
@@ -134,15 +152,19 @@ async def _prepare_stage(
             await ahead.admit(len(rows))
             doc.chunk_rows.extend(rows)
             await out.put((index, doc))
-            if doc.rest is None or doc.error is not None:
+            if doc.rest is None or doc.dropped:
                 break  # complete, or its embedding failed: no use parsing further
+            if stopped():
+                doc.rest, doc.cancelled = None, True
+                await out.put((index, doc))
+                break
             try:
                 more = await asyncio.to_thread(doc.next_rows)
             except (OSError, ValueError, UnicodeError) as exc:
-                doc.rest, doc.error = None, str(exc)
+                doc.rest, doc.error = None, " ".join(str(exc).split())
                 await out.put((index, doc))
                 break
-            if more is None or doc.error is not None:
+            if more is None or doc.dropped:
                 doc.rest = None
                 await out.put((index, doc))
                 break
@@ -158,13 +180,14 @@ async def _embed_stage(
     ahead: _Ahead,
     embed: Embed,
     run: _Run,
+    stopped: Stop,
 ) -> None:
     waiting: list[_Item] = []  # documents not passed on yet, in source order
     gone: set[int] = set()  # documents passed on or dropped: later puts of them are ignored
     ended = False
     while True:
         while not ended and sum(doc.pending for _, doc in waiting) < EMBED_BATCH:
-            idle = not any(doc.pending or doc.embedded or doc.error for _, doc in waiting)
+            idle = not any(doc.pending or doc.embedded or doc.dropped for _, doc in waiting)
             if idle:
                 item = await inbox.get()  # nothing to do until a document or its next pages arrive
             else:
@@ -176,7 +199,10 @@ async def _embed_stage(
                 ended = True
             elif item[0] not in gone and all(doc is not item[1] for _, doc in waiting):
                 waiting.append(item)
-        for item in [item for item in waiting if item[1].error is not None]:
+        if stopped():
+            for _, doc in waiting:
+                doc.cancelled = True
+        for item in [item for item in waiting if item[1].dropped]:
             waiting.remove(item)
             gone.add(item[0])
             await _drop(item, ahead, run)
@@ -212,7 +238,7 @@ async def _embed_stage(
 
 
 async def _drop(item: _Item, ahead: _Ahead, run: _Run) -> None:
-    """Report a document that failed after it was parsed; its chunks leave the counts."""
+    """Report a document that failed (or was cancelled) after it was parsed; its chunks leave the counts."""
     index, doc = item
     await ahead.release(doc.pending)
     run.progress.chunks_total -= len(doc.chunk_rows)
@@ -234,7 +260,7 @@ def _take(waiting: list[_Item], size: int) -> list[tuple[PreparedDocument, int, 
     return segments
 
 
-async def _write_stage(inbox: asyncio.Queue[_Item | None], write: Write, run: _Run) -> None:
+async def _write_stage(inbox: asyncio.Queue[_Item | None], write: Write, run: _Run, stopped: Stop) -> None:
     pending: list[_Item] = []
     chunks = 0
     oldest = 0.0
@@ -263,7 +289,11 @@ async def _write_stage(inbox: asyncio.Queue[_Item | None], write: Write, run: _R
                         break
             due = time.monotonic() - oldest >= FLUSH_SECONDS
             if pending and (ended or due or chunks >= WRITE_BATCH_CHUNKS):
-                await write([doc for _, doc in pending])
+                if stopped():
+                    for _, doc in pending:
+                        doc.cancelled = True
+                else:
+                    await write([doc for _, doc in pending])
                 for index, doc in pending:
                     run.finish(index, doc.outcome())
                 pending, chunks = [], 0

@@ -1,8 +1,9 @@
-"""Turn a source (text, Markdown, HTML, PDF) into a title and a list of structural sections.
+"""Turn a source (text, Markdown, HTML, PDF, office formats) into a title and structural sections.
 
-A section is the unit the chunker never crosses: the text under one heading, or one PDF page.
-HTML is converted to Markdown (``markdownify``) and then read as Markdown; PDF text comes from
-``pypdf`` page by page so that page numbers reach the chunks.
+A section is the unit the chunker never crosses: the text under one heading, one PDF page, one
+slide or one sheet. HTML is converted to Markdown (``markdownify``) and then read as Markdown; PDF
+text comes from ``pypdf`` page by page so that page numbers reach the chunks. The office formats
+(``.docx``, ``.pptx``, ``.xlsx``, ``.csv``, ``.epub``) are read by ``office``.
 """
 
 from __future__ import annotations
@@ -16,19 +17,25 @@ from pathlib import Path
 from typing import Literal
 
 __all__ = [
+    "MARKDOWN_FORMATS",
     "MEDIA_TYPES",
+    "NO_TEXT_LAYER",
     "SUPPORTED_SUFFIXES",
     "BinaryContentError",
+    "DocumentFormat",
     "ParsedDocument",
     "PdfPages",
     "Section",
     "UnsupportedFormatError",
+    "decode_text",
     "detect_format",
+    "html_to_markdown",
     "parse_document",
+    "parse_markdown",
     "pdf_content",
 ]
 
-DocumentFormat = Literal["text", "markdown", "html", "pdf"]
+DocumentFormat = Literal["text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "csv", "epub"]
 
 SUPPORTED_SUFFIXES: dict[str, DocumentFormat] = {
     ".txt": "text",
@@ -38,6 +45,11 @@ SUPPORTED_SUFFIXES: dict[str, DocumentFormat] = {
     ".html": "html",
     ".htm": "html",
     ".pdf": "pdf",
+    ".docx": "docx",
+    ".pptx": "pptx",
+    ".xlsx": "xlsx",
+    ".csv": "csv",
+    ".epub": "epub",
 }
 
 MEDIA_TYPES: dict[DocumentFormat, str] = {
@@ -45,7 +57,19 @@ MEDIA_TYPES: dict[DocumentFormat, str] = {
     "markdown": "text/markdown",
     "html": "text/html",
     "pdf": "application/pdf",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "csv": "text/csv",
+    "epub": "application/epub+zip",
 }
+
+#: The formats whose text is written in Markdown (headings, lists, tables) once read.
+MARKDOWN_FORMATS: frozenset[DocumentFormat] = frozenset(
+    {"markdown", "html", "docx", "pptx", "xlsx", "csv", "epub"}
+)
+
+NO_TEXT_LAYER = "no text layer (scanned document?)"
 
 # Share of control characters (other than tab, newlines, form feed) above which "text" is binary.
 _CONTROL_RATIO = 0.05
@@ -63,11 +87,22 @@ class BinaryContentError(UnsupportedFormatError):
 
 @dataclass
 class Section:
-    """Text under one heading path (or on one page)."""
+    """Text under one heading path (or on one page, slide or sheet).
+
+    ``locator`` names where the section is for a citation (``"page 3"``, ``"slide 3"``, a sheet's
+    name; ``""`` when the format has no such place). A section that is one Markdown table of a
+    sheet or CSV file has ``rows``: the source row number of each of its body rows, so that a chunk
+    of it is located as ``"Sheet1, rows 12-20"``. A Word document's section has ``first_table``,
+    the number of its first table in the document, so that a chunk holding a table is located as
+    ``"table 2"``.
+    """
 
     text: str
     headings: list[str] = field(default_factory=list)
     page: int | None = None
+    locator: str = ""
+    rows: list[int] | None = None
+    first_table: int | None = None
 
 
 @dataclass
@@ -95,17 +130,21 @@ def parse_document(data: bytes, *, name: str, format: DocumentFormat | None = No
     fallback_title = Path(name).stem.replace("_", " ").replace("-", " ").strip() or name
     if fmt == "pdf":
         return _parse_pdf(data, fallback_title)
-    text = _decode(data, fmt)
+    if fmt in ("docx", "pptx", "xlsx", "csv", "epub"):
+        from .office import parse_office  # imported on first use: the office libraries load slowly
+
+        return parse_office(data, fmt, fallback_title)
+    text = decode_text(data, fmt)
     if fmt == "html":
-        title, markdown = _html_to_markdown(text)
-        doc = _parse_markdown(markdown, title or fallback_title)
+        title, markdown = html_to_markdown(text)
+        doc = parse_markdown(markdown, title or fallback_title)
         return ParsedDocument(doc.title, "html", doc.content, doc.sections)
     if fmt == "markdown":
-        return _parse_markdown(text, fallback_title)
+        return parse_markdown(text, fallback_title)
     return ParsedDocument(fallback_title, "text", text, [Section(text)] if text.strip() else [])
 
 
-def _decode(data: bytes, fmt: DocumentFormat) -> str:
+def decode_text(data: bytes, fmt: DocumentFormat) -> str:
     """The text of a text-format file; binary content is refused rather than indexed as garbage."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         try:
@@ -133,7 +172,7 @@ def _decode(data: bytes, fmt: DocumentFormat) -> str:
     return text
 
 
-def _parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
+def parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
     from markdown_it import MarkdownIt
 
     lines = text.splitlines()
@@ -164,7 +203,7 @@ def _parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
     return ParsedDocument(h1 or fallback_title, "markdown", text, sections)
 
 
-def _html_to_markdown(html: str) -> tuple[str | None, str]:
+def html_to_markdown(html: str) -> tuple[str | None, str]:
     from bs4 import BeautifulSoup
     from markdownify import markdownify
 
@@ -180,6 +219,8 @@ def _html_to_markdown(html: str) -> tuple[str | None, str]:
 def _parse_pdf(data: bytes, fallback_title: str) -> ParsedDocument:
     pages = PdfPages(data)
     sections = pages.sections(0, pages.count)
+    if not sections:
+        raise ValueError(NO_TEXT_LAYER if pages.count else "the PDF has no pages")
     return ParsedDocument(pages.title(sections, fallback_title), "pdf", pdf_content(sections), sections)
 
 
@@ -204,7 +245,11 @@ class PdfPages:
             texts = [
                 (self._reader.pages[i].extract_text() or "") for i in range(start, min(stop, self.count))
             ]
-        return [Section(text.strip(), [], start + k + 1) for k, text in enumerate(texts) if text.strip()]
+        return [
+            Section(text.strip(), [], start + k + 1, f"page {start + k + 1}")
+            for k, text in enumerate(texts)
+            if text.strip()
+        ]
 
     def title(self, sections: list[Section], fallback: str) -> str:
         """The metadata title, else the first line of the first page with text, else ``fallback``."""

@@ -100,7 +100,7 @@ def hit_from_row(row: dict[str, Any], mode: SearchMode | None) -> SearchHit:
         score = float(row.get("_score", 0.0))
     else:
         score = 0.0
-    return SearchHit(**{k: row[k] for k in HIT_COLUMNS}, score=score)
+    return SearchHit(**{k: row[k] for k in HIT_COLUMNS if row[k] is not None}, score=score)
 
 
 async def _expand(chunks: lancedb.AsyncTable, hits: list[SearchHit], max_chars: int) -> None:

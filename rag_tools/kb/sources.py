@@ -17,7 +17,7 @@ from pathlib import Path
 from .models import IngestOutcome
 from .readers import SUPPORTED_SUFFIXES
 
-__all__ = ["Source", "bytes_source", "document_id_for", "expand_sources"]
+__all__ = ["Source", "bytes_source", "document_id_for", "expand_sources", "folder_files", "is_ingestible"]
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -75,6 +75,23 @@ def _glob_base(pattern: str) -> Path:
     return Path(*parts) if parts else Path(".")
 
 
+def is_ingestible(relative: str) -> bool:
+    """A file a folder's ingestion takes: a supported suffix, and no hidden part in its relative path."""
+    parts = relative.split("/")
+    return "." + parts[-1].rsplit(".", 1)[-1].lower() in SUPPORTED_SUFFIXES and not any(
+        p.startswith(".") for p in parts
+    )
+
+
+def folder_files(folder: Path) -> list[Path]:
+    """The files under ``folder`` that its ingestion takes, in a stable order."""
+    return [
+        child
+        for child in sorted(folder.rglob("*"))
+        if child.is_file() and is_ingestible(child.relative_to(folder).as_posix())
+    ]
+
+
 def expand_sources(paths: Iterable[str | Path]) -> list[Source | IngestOutcome]:
     """Files to ingest, in a stable order; problems become error outcomes in place."""
     seen: set[Path] = set()
@@ -90,16 +107,9 @@ def expand_sources(paths: Iterable[str | Path]) -> list[Source | IngestOutcome]:
         text = str(entry)
         path = Path(text)
         if path.is_dir():
-            found = False
-            for child in sorted(path.rglob("*")):
-                rel = child.relative_to(path).parts
-                if (
-                    child.is_file()
-                    and child.suffix.lower() in SUPPORTED_SUFFIXES
-                    and not any(p.startswith(".") for p in rel)
-                ):
-                    found = True
-                    add(child, path)
+            found = folder_files(path)
+            for child in found:
+                add(child, path)
             if not found:
                 supported = ", ".join(sorted(SUPPORTED_SUFFIXES))
                 result.append(_error(text, f"no files to ingest in this folder (supported: {supported})"))

@@ -4,10 +4,15 @@ Four tables live in the knowledge base's directory (or URI):
 
 - ``documents``: one row per document, with its full text and ``origin`` (where it was read from,
   e.g. the server's absolute file URI: the document's identity, never handed out);
-- ``chunks``: text, vector, position, headings and page of each chunk, plus the document's
-  display source in ``uri``;
+- ``chunks``: text, vector, position, headings, page and locator (``"slide 3"``, ``"Sheet1, rows
+  12-20"``) of each chunk, plus the document's display source in ``uri``;
 - ``files``: the original bytes of each document, so that a client can download what it cited;
 - ``meta``: which embedder built the vectors, their dimension and the storage format version.
+
+``chunks`` and ``files`` rows carry ``written_at``, when their write started: the orphan sweep
+(``sweep.py``) removes only rows of unpublished documents older than its age floor, so a write in
+flight is never touched. The column is nullable and added on open where missing (rows written
+before, or by an older version, keep ``NULL`` and are never swept); older versions still write.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ __all__ = [
     "FORMAT_VERSION",
     "FTS_COLUMN",
     "HIT_COLUMNS",
+    "WRITTEN_AT",
     "Tables",
     "chunks_schema",
     "documents_schema",
@@ -47,7 +53,19 @@ DOCUMENTS = "documents"
 FILES = "files"
 META = "meta"
 FTS_COLUMN = "search_text"
-HIT_COLUMNS = ["chunk_id", "document_id", "title", "uri", "text", "headings", "page", "position", "section"]
+WRITTEN_AT = "written_at"
+HIT_COLUMNS = [
+    "chunk_id",
+    "document_id",
+    "title",
+    "uri",
+    "text",
+    "headings",
+    "page",
+    "locator",
+    "position",
+    "section",
+]
 DOC_COLUMNS = [
     "document_id",
     "uri",
@@ -59,10 +77,13 @@ DOC_COLUMNS = [
     "updated_at",
 ]
 # The storage layout. 1: uri held the absolute source path. 2: uri is the display source, the
-# identity moved to documents.origin, originals are kept in files.
-FORMAT_VERSION = "2"
+# identity moved to documents.origin, originals are kept in files. 3: chunks have a locator.
+FORMAT_VERSION = "3"
 # Part of every content hash: bump it when parsing or chunking changes, so re-ingestion redoes all.
-CHUNKING_VERSION = "1"
+# 2: Markdown tables are split between rows, under their header row; chunks carry a locator.
+CHUNKING_VERSION = "2"
+# A format 2 chunk's locator: its PDF page, the only place format 2 knew.
+_PAGE_LOCATOR = "concat('page ', CAST(page AS STRING))"
 
 _V1_LOCAL = "starts_with(uri, 'file://') OR starts_with(uri, 'upload://')"
 _V1_DISPLAY = "regexp_replace(uri, '^(file|upload)://(.*/)?', '')"
@@ -110,6 +131,9 @@ def chunks_schema(dimensions: int) -> pa.Schema:
             pa.field("text", pa.string(), nullable=False),
             pa.field(FTS_COLUMN, pa.string(), nullable=False),
             pa.field("vector", pa.list_(pa.float32(), dimensions), nullable=False),
+            # format 2 tables gain the locator as a new column, then written_at: the same order here
+            pa.field("locator", pa.string(), nullable=False),
+            _written_at(),
         ]
     )
 
@@ -122,8 +146,13 @@ def files_schema() -> pa.Schema:
             pa.field("filename", pa.string(), nullable=False),
             pa.field("media_type", pa.string(), nullable=False),
             pa.field("data", pa.large_binary(), nullable=False),
+            _written_at(),
         ]
     )
+
+
+def _written_at() -> pa.Field:
+    return pa.field(WRITTEN_AT, pa.timestamp("us", tz="UTC"), nullable=True)
 
 
 class Tables:
@@ -192,6 +221,9 @@ class Tables:
             version = meta.get("format_version", "1")
             if version == "1":
                 await self._migrate_from_1(names, meta)
+                version = "2"
+            if version == "2":
+                await self._migrate_from_2(names, meta)
             elif version != FORMAT_VERSION:
                 raise KnowledgeBaseFormatError(
                     f"the knowledge base at {self.uri} has storage format {version}, newer than this "
@@ -199,11 +231,11 @@ class Tables:
                     "into a new data directory."
                 )
         if CHUNKS in names and self.chunks is None:
-            self.chunks = await db.open_table(CHUNKS)
+            self.chunks = await _with_written_at(await db.open_table(CHUNKS))
         if DOCUMENTS in names and self.documents is None:
             self.documents = await db.open_table(DOCUMENTS)
         if FILES in names and self.files is None:
-            self.files = await db.open_table(FILES)
+            self.files = await _with_written_at(await db.open_table(FILES))
 
     def close(self) -> None:
         """Release the connection and the tables."""
@@ -345,4 +377,35 @@ class Tables:
                     await chunks.update(updates={"uri": display}, where=where)
             finally:
                 chunks.close()
+        await self._write_meta({**meta, "format_version": "2"})
+
+    async def _migrate_from_2(self, names: set[str], meta: dict[str, str]) -> None:
+        """Format 2 chunks had no locator: add it, ``"page N"`` for a PDF's chunks, else ``""``.
+
+        Idempotent (the column is added only when missing) with the version written last, like
+        ``_migrate_from_1``; content hashes do not change, so nothing is re-embedded until a
+        document's file changes (or ``CHUNKING_VERSION`` does).
+        """
+        if CHUNKS in names:
+            chunks = await self.require_open().open_table(CHUNKS)
+            try:
+                if "locator" not in (await chunks.schema()).names:
+                    await chunks.add_columns({"locator": "''"})
+                await chunks.update(
+                    updates_sql={"locator": _PAGE_LOCATOR}, where="page IS NOT NULL AND locator = ''"
+                )
+            finally:
+                chunks.close()
         await self._write_meta({**meta, "format_version": FORMAT_VERSION})
+
+
+async def _with_written_at(table: lancedb.AsyncTable) -> lancedb.AsyncTable:
+    """The table, with the nullable ``written_at`` column added if it lacks it (another process may
+    add it at the same moment: that is as good)."""
+    if WRITTEN_AT not in (await table.schema()).names:
+        try:
+            await table.add_columns(_written_at())
+        except (RuntimeError, ValueError) as error:
+            if not (is_commit_conflict(error) or "already exists" in str(error)):
+                raise
+    return table

@@ -54,10 +54,8 @@ def kb_of(ctx: RunContext[Any]) -> KnowledgeBase:
 
 
 def location_of(hit: SearchHit) -> str | None:
-    """Where a hit sits in its document: its heading path, or its page."""
-    if hit.headings:
-        return " > ".join(hit.headings)
-    return f"page {hit.page}" if hit.page else None
+    """Where a hit sits in its document: its heading path and locator (page, slide, sheet rows)."""
+    return hit.location or None
 
 
 class SearchResult(BaseModel):
@@ -93,6 +91,7 @@ def cite_hits(
             text=hit.text,
             headings=hit.headings,
             page=hit.page,
+            locator=hit.locator,
             limit=config.citations_limit,
             promote=show,
         )

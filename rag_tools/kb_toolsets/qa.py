@@ -44,6 +44,7 @@ class QACitation(BaseModel):
     document_title: str
     uri: str
     page: int | None = None
+    locator: str = ""
     headings: list[str] = Field(default_factory=list)
     passage: str
 
@@ -77,6 +78,7 @@ def _citations(session: SessionState, indices: list[int]) -> list[QACitation]:
                     document_title=card.title,
                     uri=card.uri,
                     page=card.page,
+                    locator=card.locator,
                     headings=list(card.headings),
                     passage=card.passage,
                 )

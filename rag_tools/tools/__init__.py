@@ -3,7 +3,15 @@ approval policy, retries and truncation of large results, on top of pydantic-ai'
 ``Hooks`` capability (see ``system.py``)."""
 
 from .approval import APPROVAL_NAMESPACE, ApprovalPolicy, approval_hook, matching_pattern
-from .calls import RaceTimeout, ask, race
+from .calls import (
+    QUESTION_END_EVENT,
+    QUESTION_EVENT,
+    QuestionDeclined,
+    QuestionTimeout,
+    RaceTimeout,
+    ask,
+    race,
+)
 from .hooks import HookContext, PostHook, PreHook, ToolHooks, ToolOutcome
 from .loader import DEFAULT_TOOLS_DIR, LoadReport, ToolDiagnostic, exported_tools, load_tool_dirs
 from .locks import LocalToolLocks, ToolLocks
@@ -24,6 +32,8 @@ __all__ = [
     "ATTACHMENTS_NAMESPACE",
     "DEFAULT_TOOLS_DIR",
     "OUTPUTS_NAMESPACE",
+    "QUESTION_END_EVENT",
+    "QUESTION_EVENT",
     "RESULT_EVENT",
     "STREAM_EVENT",
     "THREAD_NAMESPACES",
@@ -35,6 +45,8 @@ __all__ = [
     "LocalToolLocks",
     "PostHook",
     "PreHook",
+    "QuestionDeclined",
+    "QuestionTimeout",
     "RaceTimeout",
     "RetryPolicy",
     "ToolAttachment",

@@ -22,7 +22,7 @@ from pydantic_ai.tools import ToolDefinition
 
 from ..state import StateModel, ToolContext
 
-__all__ = ["APPROVAL_NAMESPACE", "ApprovalPolicy", "approval_hook", "matching_pattern"]
+__all__ = ["APPROVAL_NAMESPACE", "ApprovalPolicy", "approval_hook", "approval_request", "matching_pattern"]
 
 APPROVAL_NAMESPACE = "tools.approval"
 
@@ -62,9 +62,16 @@ def approval_hook(mandatory: Sequence[str] = ()) -> Any:
         pattern = matching_pattern(tool_def.name, [*mandatory, *thread_patterns(context)])
         if pattern is None and not required_by_tool:
             return args
-        metadata.setdefault("reason", f"{tool_def.name} needs your approval")
-        metadata["policy"] = pattern or "required by the tool"
-        metadata["tool"] = tool_def.name
-        raise ApprovalRequired(metadata=metadata)
+        raise approval_request(tool_def.name, metadata, pattern)
 
     return require_approval
+
+
+def approval_request(tool_name: str, approval: dict[str, Any], pattern: str | None) -> ApprovalRequired:
+    """The request that pauses a call for approval: the tool's ``approval`` metadata (reason, risk),
+    and the policy ``pattern`` that asked for it (``None``: the tool itself requires it)."""
+    metadata = {key: value for key, value in approval.items() if key != "required"}
+    metadata.setdefault("reason", f"{tool_name} needs your approval")
+    metadata["policy"] = pattern or "required by the tool"
+    metadata["tool"] = tool_name
+    return ApprovalRequired(metadata=metadata)

@@ -8,6 +8,10 @@ entries that declare themselves unavailable are left out (and logged), and a too
 sources would both provide is an error naming both origins, before any run starts. Names that
 only a factory knows are checked at run time by pydantic-ai, with the same origins as labels.
 
+The registry's tools come inside an ``OptionsToolset`` (``running.py``): their options (lock,
+retries, required approval, call times) hold wherever the resolved toolsets run, with or without
+the tool system's capability.
+
 A factory runs once per run by default; ``per_run_step=True`` rebuilds its toolset before every
 model request (tools that depend on what the run did so far). Instructions, of tools and of
 toolsets, may be text or a function of the run context, resolved before each model request by
@@ -19,14 +23,18 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-from collections.abc import Callable, Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import RunContext, Tool
 from pydantic_ai.toolsets import AbstractToolset, DynamicToolset, FunctionToolset, WrapperToolset
 
+from .fixed import bind_fixed, fixed_values
+from .locks import LocalToolLocks, ToolLocks
 from .options import Instructions, ToolOptions, Unavailable, options_of
+from .running import OptionsToolset
 from .streaming import is_streaming, streaming
 
 __all__ = ["DuplicateToolError", "ToolRegistry", "ToolSpec", "ToolsetSpec", "toolset_options"]
@@ -36,6 +44,7 @@ logger = logging.getLogger("ragstream.tools")
 ToolsetFactory = Callable[..., Any]
 
 _TOOLSET_ATTRIBUTE = "__ragstream_toolset_options__"
+_MODEL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 def toolset_options(
@@ -62,15 +71,102 @@ class DuplicateToolError(ValueError):
 
 @dataclass
 class ToolSpec:
-    """A registered tool: the pydantic-ai ``Tool``, where it came from and how to run it."""
+    """A registered tool: the pydantic-ai ``Tool``, where it came from and how to run it.
+
+    ``@registry.tool`` returns it, and it stays callable like the function it wraps (fixed
+    arguments included), so ``@parent.subtool()`` can hang tools under it (pygents' shape).
+    """
 
     tool: Tool[Any]
     origin: str
     options: ToolOptions = field(default_factory=ToolOptions)
+    scoped_name: str = ""
+    """``parent.child`` for a subtool (the registry finds it by this name too); else the name."""
+    short_name: str = ""
+    """The name it was declared with (``child``), which ``doc_tree()`` shows."""
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    subtools: list[ToolSpec] = field(default_factory=list, repr=False, compare=False)
+    source: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
+    _registry: ToolRegistry | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.scoped_name = self.scoped_name or self.tool.name
+        self.short_name = self.short_name or self.tool.name
 
     @property
     def name(self) -> str:
+        """The name the model calls it by (``parent_child`` for a subtool)."""
         return self.tool.name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function itself, with its fixed arguments (given ones win)."""
+        function = self.source or self.tool.function
+        return function(*args, **{**fixed_values(self.fixed), **kwargs})
+
+    def subtool(
+        self,
+        func: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        lock: bool = False,
+        tags: Iterable[str] = (),
+        **fixed: Any,
+    ) -> Any:
+        """Register ``func`` as a subtool of this tool: ``@parent.subtool()``, ``@parent.subtool(lock=True)``.
+
+        The child joins the parent's prefixed group: the model calls it ``parent_child`` (a dot is
+        not a valid model tool name), the registry finds it as ``parent.child`` too, and selecting
+        the parent selects it. ``lock`` and ``tags`` are ``ToolOptions`` (others come from
+        ``@tool_options`` on ``func``); every other keyword is a fixed argument (see ``fixed.py``).
+        Returns the child's ``ToolSpec``, so subtools nest.
+        """
+        if self._registry is None:
+            raise TypeError(f"tool {self.scoped_name!r} is not registered; register it before its subtools")
+        registry = self._registry
+
+        def register(f: Callable[..., Any]) -> ToolSpec:
+            short = name or f.__name__
+            options: dict[str, Any] = {"tags": tags}
+            if lock:
+                options["lock"] = True
+            scope = (f"{self.scoped_name}.{short}", short)
+            child = registry._add(f, f"{self.name}_{short}", self.origin, fixed, scope, options)
+            self.subtools.append(child)
+            return child
+
+        return register(func) if func is not None else register
+
+    def doc_tree(self) -> dict[str, Any]:
+        """``{"name", "description", "subtools": [...]}``, recursively (pygents' shape)."""
+        return {
+            "name": self.short_name,
+            "description": self.tool.description,
+            "subtools": [child.doc_tree() for child in self.subtools],
+        }
+
+
+class _ToolsView(Mapping[str, ToolSpec]):
+    """The registered tools by the names the model calls them; subtools are found by their scoped
+    names (``parent.child``) too."""
+
+    def __init__(self, tools: dict[str, ToolSpec]) -> None:
+        self._tools = tools
+        self._scoped = {spec.scoped_name: spec for spec in tools.values() if spec.scoped_name != spec.name}
+
+    def __getitem__(self, name: str) -> ToolSpec:
+        found = self._tools.get(name) or self._scoped.get(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools or name in self._scoped
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
 
 
 @dataclass
@@ -157,7 +253,7 @@ def _static_names(toolset: AbstractToolset[Any]) -> list[str] | None:
     """Tool names a toolset provides without a run context, or ``None`` when only a run knows."""
     if isinstance(toolset, FunctionToolset):
         return list(toolset.tools)
-    if isinstance(toolset, WrapperToolset) and type(toolset) is _Labelled:
+    if isinstance(toolset, WrapperToolset) and type(toolset) in (_Labelled, OptionsToolset):
         return _static_names(toolset.wrapped)
     declared = getattr(toolset, "tool_names", None)  # a dynamic toolset that says what it may offer
     return list(declared) if declared is not None else None
@@ -175,9 +271,11 @@ def _unavailable_reason(check: Unavailable | None) -> str | None:
 class ToolRegistry:
     """Named tools and toolsets to compose agents from."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, locks: ToolLocks | None = None) -> None:
         self._tools: dict[str, ToolSpec] = {}
         self._toolsets: dict[str, ToolsetSpec] = {}
+        self.locks: ToolLocks = locks or LocalToolLocks()
+        """Held by calls of ``lock=True`` tools (read at call time: replacing it applies at once)."""
 
     # -- registration ------------------------------------------------------------------------
 
@@ -187,13 +285,29 @@ class ToolRegistry:
         *,
         name: str | None = None,
         origin: str = "registry",
+        fixed: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> ToolSpec:
         """Register a tool (a ``Tool`` or a plain function, which may be an async generator: see
-        ``streaming``); ``options`` are ``ToolOptions`` fields and win over ``@tool_options``.
+        ``streaming``); ``options`` are ``ToolOptions`` fields and win over ``@tool_options``;
+        ``fixed`` arguments of a function are passed on every call and hidden from the model.
         """
+        return self._add(tool, name, origin, fixed or {}, None, options)
+
+    def _add(
+        self,
+        tool: Tool[Any] | Callable[..., Any],
+        name: str | None,
+        origin: str,
+        fixed: Mapping[str, Any],
+        scope: tuple[str, str] | None,
+        options: dict[str, Any],
+    ) -> ToolSpec:
+        """``add_tool``, for a subtool with its ``scope``: (scoped name, declared name)."""
         if not callable(tool) and not isinstance(tool, Tool):
             raise TypeError(f"tool {name or tool!r} from {origin} is not callable")
+        if fixed and isinstance(tool, Tool):
+            raise TypeError(f"tool {tool.name!r} from {origin}: fixed arguments need a plain function")
         function = tool.function if isinstance(tool, Tool) else tool
         resolved = (options_of(function) or ToolOptions()).updated(**options)
         metadata: dict[str, Any] = {"tags": sorted(resolved.tags), "origin": origin}
@@ -218,29 +332,53 @@ class ToolRegistry:
                 made = dataclasses.replace(made, function=run, function_schema=schema)
         else:
             made = Tool(
-                streaming(tool) if is_streaming(tool) else tool,
+                bind_fixed(streaming(tool) if is_streaming(tool) else tool, fixed),
                 name=name,
                 metadata=metadata,
                 timeout=resolved.timeout,
                 sequential=resolved.sequential,
+            )
+        if scope is not None and not _MODEL_NAME.fullmatch(made.name):
+            raise ValueError(
+                f"subtool {scope[0]!r} from {origin} would reach the model as {made.name!r}: "
+                "model tool names have at most 64 letters, digits, '_' or '-'"
             )
         if made.name in self._tools:
             existing = self._tools[made.name]
             raise DuplicateToolError(
                 f"tool {made.name!r} from {origin} is already registered from {existing.origin}"
             )
-        spec = ToolSpec(made, origin, resolved)
+        scoped, short = scope or (made.name, made.name)
+        if scoped in self.tools:
+            raise DuplicateToolError(f"tool {scoped!r} from {origin} is already registered")
+        spec = ToolSpec(
+            made,
+            origin,
+            resolved,
+            scoped_name=scoped,
+            short_name=short,
+            fixed=dict(fixed),
+            source=None if isinstance(tool, Tool) else tool,
+            _registry=self,
+        )
         self._tools[made.name] = spec
         return spec
 
     def tool(self, func: Callable[..., Any] | None = None, **options: Any) -> Any:
-        """Decorator form of ``add_tool``: ``@registry.tool`` or ``@registry.tool(tags=...)``."""
+        """Decorator form of ``add_tool``: ``@registry.tool`` or ``@registry.tool(tags=...)``.
 
-        def register(f: Callable[..., Any]) -> Callable[..., Any]:
-            self.add_tool(f, **options)
-            return f
+        Gives the ``ToolSpec``, which calls like the function and takes ``@spec.subtool()``.
+        """
+
+        def register(f: Callable[..., Any]) -> ToolSpec:
+            return self.add_tool(f, **options)
 
         return register(func) if func is not None else register
+
+    def doc_tree(self) -> list[dict[str, Any]]:
+        """``ToolSpec.doc_tree()`` of every tool that is not a subtool, in registration order."""
+        children = {id(child) for spec in self._tools.values() for child in spec.subtools}
+        return [spec.doc_tree() for spec in self._tools.values() if id(spec) not in children]
 
     def add_toolset(
         self,
@@ -274,7 +412,8 @@ class ToolRegistry:
 
     @property
     def tools(self) -> Mapping[str, ToolSpec]:
-        return dict(self._tools)
+        """The tools by the names the model calls them; a subtool is found by ``parent.child`` too."""
+        return _ToolsView(dict(self._tools))
 
     @property
     def toolsets(self) -> Mapping[str, ToolsetSpec]:
@@ -292,7 +431,7 @@ class ToolRegistry:
         """The toolsets for an agent: the selected tools (all when ``None``), the selected toolsets,
         and ``extra`` ones (by origin label), after the duplicate preflight.
         """
-        chosen_tools = self._select(self._tools, tools, "tool")
+        chosen_tools = self._with_subtools(self._select(self.tools, tools, "tool"))
         chosen_sets = self._select(self._toolsets, toolsets, "toolset")
         result: list[AbstractToolset[Any]] = []
         origins: dict[str, str] = {}
@@ -318,13 +457,12 @@ class ToolRegistry:
             available_tools.append(spec)
         if available_tools:
             instructions = [s.options.instructions for s in available_tools if s.options.instructions]
-            result.append(
-                _Labelled(
-                    FunctionToolset([s.tool for s in available_tools], id="registry-tools"),
-                    "registered tools",
-                    instructions or None,
-                )
+            applied = OptionsToolset(
+                FunctionToolset([s.tool for s in available_tools], id="registry-tools"),
+                options={s.name: s.options for s in available_tools},
+                locks=lambda: self.locks,
             )
+            result.append(_Labelled(applied, "registered tools", instructions or None))
         for toolset_spec in chosen_sets:
             reason = _unavailable_reason(toolset_spec.unavailable)
             if reason:
@@ -346,6 +484,21 @@ class ToolRegistry:
                 )
             result.append(_Labelled(built, label, toolset_spec.instructions))
         return result
+
+    @staticmethod
+    def _with_subtools(chosen: list[ToolSpec]) -> list[ToolSpec]:
+        """The chosen tools, each followed by its subtools (as pygents' agents given a root tool)."""
+        seen: dict[str, ToolSpec] = {}
+
+        def add(spec: ToolSpec) -> None:
+            if spec.name not in seen:
+                seen[spec.name] = spec
+                for child in spec.subtools:
+                    add(child)
+
+        for spec in chosen:
+            add(spec)
+        return list(seen.values())
 
     @staticmethod
     def _select(entries: Mapping[str, Any], names: Iterable[str] | None, kind: str) -> list[Any]:

@@ -39,6 +39,7 @@ from .outputs import text_of, truncate
 
 __all__ = [
     "ATTACHMENTS_NAMESPACE",
+    "DEFAULT_ATTACHMENT_LIMIT",
     "MAX_STORED_ATTACHMENTS",
     "MAX_STORED_ATTACHMENT_BYTES",
     "RESULT_EVENT",
@@ -55,6 +56,7 @@ ATTACHMENTS_NAMESPACE = "tools.attachments"
 MAX_STORED_ATTACHMENTS = 20
 MAX_STORED_ATTACHMENT_BYTES = 8_000_000
 RESULT_EVENT = "ragstream.tool_result"
+DEFAULT_ATTACHMENT_LIMIT = 1_000_000
 
 
 @dataclass

@@ -8,7 +8,9 @@ carry metadata; the event still reports it, with its outcome.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +19,7 @@ from pydantic_ai import RunContext, ToolReturn
 
 from ..deps import AGUIEvent
 
-__all__ = ["TIMING_KEY", "TOOL_CALL_EVENT", "ToolCallTiming", "with_timing"]
+__all__ = ["TIMING_KEY", "TOOL_CALL_EVENT", "ToolCallTiming", "timed", "with_timing"]
 
 TOOL_CALL_EVENT = "ragstream.tool_call"
 TIMING_KEY = "ragstream.timing"
@@ -77,3 +79,21 @@ def with_timing(result: Any, timing: ToolCallTiming) -> Any:
     if isinstance(metadata, list):
         return dataclasses.replace(result, metadata=[*metadata, stamp])
     return result
+
+
+async def timed(
+    ctx: RunContext[Any], tool: str, tool_call_id: str, body: Callable[[], Awaitable[Any]]
+) -> Any:
+    """``body()``'s result with the call's times, which the client gets however the call ends."""
+    timing = ToolCallTiming(tool, tool_call_id)
+    try:
+        result = await body()
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:  # a retry, an approval request, an error: reported, then on its way
+        timing.end(type(exc).__name__)
+        await timing.report(ctx)
+        raise
+    timing.end()
+    await timing.report(ctx)
+    return with_timing(result, timing)

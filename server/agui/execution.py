@@ -13,6 +13,8 @@ It is the ``RunSource`` the engine runs (``server.runs``). Its event pipeline:
   the last saved state before the terminal event;
 - a run timeout ends in RUN_ERROR (the adapter would report a cancellation);
 - an interrupt for a tool's question says the question and asks for the answer (``interrupts``);
+  a client that answers live gets the question mid-run instead, while it follows the run
+  (``questions``);
 - a run with no messages and nothing to resume restates the thread (MESSAGES_SNAPSHOT) instead of
   calling the model;
 - every event encoded once; the terminal one tells the engine how the run ended. The pipeline
@@ -55,6 +57,7 @@ from .branch_state import StepStates, stage_step_states
 from .encoding import encode_event
 from .history import thread_messages
 from .interrupts import with_question_interrupts
+from .questions import RunQuestions
 
 __all__ = ["TRACE_ID_KEY", "AGUIRun"]
 
@@ -83,6 +86,7 @@ class AGUIRun:
     start: str | None = None  # the entry the run continues from (its new entries come after it)
     count_metrics: bool = False
     created: float = field(default_factory=time.perf_counter)
+    questions: RunQuestions | None = None
 
     @property
     def thread_id(self) -> str:
@@ -125,6 +129,10 @@ class AGUIRun:
 
     def cancel(self) -> None:
         self.token.cancel()
+
+    def unattended(self) -> bool:
+        """No client follows the run: a question it waits on becomes an interrupt (see ``questions``)."""
+        return self.questions.leave() if self.questions is not None else False
 
     def close(self) -> None:
         """Release the thread: roll back unless the run committed."""

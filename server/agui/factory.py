@@ -12,8 +12,9 @@ system parts, settings). ``start`` reads top to bottom:
 4. apply the client's state proposal, once (client-owned fields only; invalid values refuse the
    request with their field errors); the result is the run's baseline;
 5. check messages the adapter could otherwise only reject mid-stream;
-6. build the deps and the adapter's stream (history from the thread record, the new turn from
-   the client), and hand the run to the engine, which opens its event log and starts it.
+6. build the deps (with a live question channel when the client answers tools' questions live)
+   and the adapter's stream (history from the thread record, the new turn from the client), and
+   hand the run to the engine, which opens its event log and starts it.
 
 Anything refused before step 6 leaves nothing behind: the transaction is rolled back and the lock
 released. The order of the thread guards (run lock, then cache lock, then the store's
@@ -41,13 +42,14 @@ from rag_tools.kb import KnowledgeBase
 from rag_tools.state import ToolContext, ToolContextCache, Transaction
 
 from ..access import ThreadNotFound, check_claimable, may_use
-from ..runs import RunInfo, RunManager
+from ..runs import RunInfo, RunManager, run_key
 from ..validation import InvalidRequest, field_errors
 from .adapter import RagstreamAdapter
 from .branch_state import StepStates, restore_state_at
 from .execution import AGUIRun
 from .history import ThreadConversationStore, conversation_of
 from .message_ids import RunIds
+from .questions import RunQuestions, wants_live_questions
 from .tree import ConversationTree
 
 __all__ = ["REQUESTS_PER_RUN", "AGUIRunFactory"]
@@ -69,6 +71,7 @@ class AGUIRunFactory:
     toolsets: Sequence[AbstractToolset[Any]] = ()
     capabilities: Sequence[AbstractCapability[Any]] = ()
     count_metrics: bool = False
+    question_timeout: float = 120.0
 
     async def start(self, run_input: RunAgentInput, principal: str) -> RunInfo:
         """Start the run; ``RunConflict``, ``ThreadNotFound`` or ``InvalidRequest`` when it cannot."""
@@ -121,6 +124,9 @@ class AGUIRunFactory:
             start=tree.head,
             count_metrics=self.count_metrics,
         )
+        if wants_live_questions(run_input):
+            key = run_key(run_input.thread_id, run_input.run_id)
+            run.questions = deps.questions = RunQuestions(self.runs.questions, key, self.question_timeout)
         for index, message in enumerate(run_input.messages):
             _check_convertible(index, message)
         history, new_turn = _split_client_history(new_turn)

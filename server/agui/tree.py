@@ -21,7 +21,7 @@ and ``deferred`` (the tool calls a branch tip was waiting on when the head left 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -252,12 +252,15 @@ class ConversationTree:
         self.mark_shown(entry_id)
 
     def mark_shown(self, head: str | None) -> None:
-        """Remember the path to ``head`` as the one shown below each of its entries."""
+        """Remember the path to ``head`` as the one shown below each of its entries.
+
+        Only choices that differ from the default (the newest child) are kept, so a thread
+        without branches keeps none.
+        """
         selected: dict[str, str] = self.data.setdefault("selected", {})
         for entry_id in self.ancestors(head):
-            selected[self.entries[entry_id].get("parent_id") or _ROOT] = entry_id
-
-    def added(self, keys: Iterable[str]) -> None:
-        """Entries were stored: forget the children index (it is rebuilt on demand)."""
-        if any(True for _ in keys):
-            self._children = None
+            parent = self.entries[entry_id].get("parent_id") or _ROOT
+            if self.children(parent or None)[-1] == entry_id:
+                selected.pop(parent, None)
+            else:
+                selected[parent] = entry_id

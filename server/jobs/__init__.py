@@ -1,4 +1,5 @@
-"""Background ingestion: an upload becomes a job that any worker or host can run and report on.
+"""Background jobs: an upload, or a run of a configured sync, becomes a job that any worker or host
+can run, report on, list and cancel.
 
 ``open_ingest_jobs`` picks the backend from the configuration, like the thread store: SAQ on
 PostgreSQL when a database URL is set (the durable record), else SAQ on Redis, else the small
@@ -10,20 +11,25 @@ from __future__ import annotations
 from rag_tools.kb import KnowledgeBase
 
 from ..config import AppConfig
-from .base import MAX_ATTEMPTS, IngestJobs
+from .base import MAX_ATTEMPTS, IngestJobs, InvalidCursor, JobPage
 from .local import LocalIngestJobs
-from .models import FileOutcome, IngestJob, JobProgress, JobState
+from .models import FINISHED, FileOutcome, IngestJob, JobProgress, JobState
 from .saq_backend import SaqIngestJobs
+from .sync import SyncScheduler
 
 __all__ = [
+    "FINISHED",
     "MAX_ATTEMPTS",
     "FileOutcome",
     "IngestJob",
     "IngestJobs",
+    "InvalidCursor",
+    "JobPage",
     "JobProgress",
     "JobState",
     "LocalIngestJobs",
     "SaqIngestJobs",
+    "SyncScheduler",
     "open_ingest_jobs",
 ]
 

@@ -1,4 +1,4 @@
-"""Ingestion jobs without Redis or PostgreSQL: one process, records in the SQLite thread database.
+"""Jobs without Redis or PostgreSQL: one process, records in the SQLite thread database.
 
 No job library covers this case: SAQ and arq need Redis, procrastinate PostgreSQL (its in-memory
 connector is for tests and keeps nothing), and the embedded mode has neither. So this runner is
@@ -6,7 +6,9 @@ deliberately small: jobs and their uploads are rows of ``threads.sqlite3`` (the 
 database, one file to back up), one task works them in order, and at start every job a previous
 process left ``running`` is queued again while it has attempts left, else marked failed. It does
 what the SAQ backend does for one process, with the same records, so the routes cannot tell them
-apart.
+apart. The owner and the cancel request are columns of the job's row (the listing reads the
+owner's rows in creation order); the schedule slots and the sync holds live in memory, since one
+process is all there is.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from typing import Any, TypeVar
 from rag_tools.kb import KnowledgeBase
 from rag_tools.state import StoreError
 
-from .base import KEEP_SECONDS, MAX_ATTEMPTS, IngestJobs
-from .models import IngestFailed, IngestJob, run_ingest
+from ..runs import MemoryRunLocks
+from .base import KEEP_SECONDS, MAX_ATTEMPTS, IngestJobs, JobPage, check_cursor
+from .models import IngestFailed, IngestJob, JobContext, run_job
 
 __all__ = ["LocalIngestJobs"]
 
@@ -41,6 +44,17 @@ CREATE TABLE IF NOT EXISTS ragstream_uploads (
 );
 """
 
+#: Columns added since the first version of the table, with how existing rows get their value.
+_ADDED = {
+    "owner": ("TEXT", "json_extract(record, '$.owner')"),
+    "cancel": ("INTEGER NOT NULL DEFAULT 0", None),
+}
+
+_INDEX = "CREATE INDEX IF NOT EXISTS ragstream_ingest_jobs_owner ON ragstream_ingest_jobs (owner, created_at)"
+
+#: A row's place in the listing, as ``IngestJob.sort_key`` writes it.
+_SORT_KEY = "printf('%016d:%s', CAST(created_at * 1000000 AS INTEGER), id)"
+
 
 class LocalIngestJobs(IngestJobs):
     """Jobs of a single server process, persisted in a SQLite file."""
@@ -53,6 +67,8 @@ class LocalIngestJobs(IngestJobs):
         self._lock = asyncio.Lock()
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._slots: dict[str, tuple[int, str | None]] = {}
+        self.leases = MemoryRunLocks()
 
     async def _db(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` on a connection of its own (nothing stays open between uses); SQLite
@@ -70,6 +86,7 @@ class LocalIngestJobs(IngestJobs):
             if not self._schema_ready:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.executescript(_SCHEMA)
+                _add_columns(conn)
                 self._schema_ready = True
             return fn(conn)
         finally:
@@ -97,8 +114,8 @@ class LocalIngestJobs(IngestJobs):
         def insert(conn: sqlite3.Connection) -> None:
             with _transaction(conn):
                 conn.execute(
-                    "INSERT INTO ragstream_ingest_jobs (id, state, record, created_at) VALUES (?, ?, ?, ?)",
-                    (job.id, job.state, job.model_dump_json(), job.created_at),
+                    "INSERT INTO ragstream_ingest_jobs (id, state, record, created_at, owner) VALUES (?, ?, ?, ?, ?)",
+                    (job.id, job.state, job.model_dump_json(), job.created_at, job.owner),
                 )
                 conn.executemany(
                     "INSERT INTO ragstream_uploads (job_id, idx, data) VALUES (?, ?, ?)",
@@ -114,6 +131,55 @@ class LocalIngestJobs(IngestJobs):
             lambda c: c.execute("SELECT record FROM ragstream_ingest_jobs WHERE id = ?", (job_id,)).fetchone()
         )
         return None if row is None else IngestJob.model_validate_json(row[0])
+
+    async def list(self, owner: str, *, limit: int, cursor: str | None = None) -> JobPage:
+        await self._recover_once()
+        after = check_cursor(cursor)
+        rows = await self._db(
+            lambda c: c.execute(
+                f"SELECT record FROM ragstream_ingest_jobs WHERE owner = ? AND (? IS NULL OR {_SORT_KEY} < ?)"
+                " ORDER BY created_at DESC, id DESC LIMIT ?",
+                (owner, after, after, limit + 1),
+            ).fetchall()
+        )
+        jobs = [IngestJob.model_validate_json(raw) for (raw,) in rows]
+        more = len(jobs) > limit
+        return JobPage(jobs[:limit], jobs[limit - 1].sort_key if more else None)
+
+    async def request_cancel(self, job_id: str) -> None:
+        """Mark the row; a queued job is cancelled right away (the runner skips it)."""
+
+        def mark(conn: sqlite3.Connection) -> None:
+            with _transaction(conn):
+                row = conn.execute(
+                    "SELECT state, record FROM ragstream_ingest_jobs WHERE id = ?", (job_id,)
+                ).fetchone()
+                conn.execute("UPDATE ragstream_ingest_jobs SET cancel = 1 WHERE id = ?", (job_id,))
+                if row is not None and row[0] == "queued":
+                    job = IngestJob.model_validate_json(row[1]).cancelled()
+                    conn.execute(
+                        "UPDATE ragstream_ingest_jobs SET state = ?, record = ? WHERE id = ?",
+                        (job.state, job.model_dump_json(), job_id),
+                    )
+                    conn.execute("DELETE FROM ragstream_uploads WHERE job_id = ?", (job_id,))
+
+        await self._db(mark)
+
+    async def _cancel_requested(self, job_id: str) -> bool:
+        row = await self._db(
+            lambda c: c.execute("SELECT cancel FROM ragstream_ingest_jobs WHERE id = ?", (job_id,)).fetchone()
+        )
+        return bool(row and row[0])
+
+    async def claim_slot(self, name: str, slot: int) -> tuple[bool, str | None]:
+        last_slot, last_job = self._slots.get(name, (-1, None))
+        if slot <= last_slot:
+            return False, last_job
+        self._slots[name] = (slot, last_job)
+        return True, last_job
+
+    async def record_slot_job(self, name: str, job_id: str) -> None:
+        self._slots[name] = (self._slots.get(name, (-1, None))[0], job_id)
 
     async def _save(self, job: IngestJob) -> None:
         await self._db(
@@ -154,8 +220,14 @@ class LocalIngestJobs(IngestJobs):
         if job is None or job.state != "queued":
             return
         job.attempts += 1
+        context = JobContext(
+            self._save,
+            lambda i, j=job_id: self._read(j, i),
+            lambda j=job_id: self._cancel_requested(j),
+            self.leases,
+        )
         try:
-            await run_ingest(self.kb, job, lambda i, j=job_id: self._read(j, i), self._save)
+            await run_job(self.kb, job, context)
         except Exception as exc:
             logger.warning("ingestion job %s failed (attempt %d)", job_id, job.attempts, exc_info=True)
             if job.attempts < MAX_ATTEMPTS:
@@ -180,17 +252,29 @@ def _transaction(conn: sqlite3.Connection) -> Any:
     conn.execute("COMMIT")
 
 
+def _add_columns(conn: sqlite3.Connection) -> None:
+    """Bring a job table of an earlier version up to date (idempotent)."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(ragstream_ingest_jobs)")}
+    for name, (kind, backfill) in _ADDED.items():
+        if name not in present:
+            conn.execute(f"ALTER TABLE ragstream_ingest_jobs ADD COLUMN {name} {kind}")
+            if backfill:
+                conn.execute(f"UPDATE ragstream_ingest_jobs SET {name} = {backfill}")
+    conn.execute(_INDEX)
+
+
 def _recover(conn: sqlite3.Connection) -> list[str]:
     """Jobs a previous process left unfinished: ``running`` ones go back to the queue while they have
-    attempts left, else fail; finished jobs older than ``KEEP_SECONDS`` are removed. Returns the
-    queued ids, oldest first."""
+    attempts left, else fail (or end cancelled, when that was asked); finished jobs older than
+    ``KEEP_SECONDS`` are removed. Returns the queued ids, oldest first."""
     queued: list[str] = []
     with _transaction(conn):
         cutoff = time.time() - KEEP_SECONDS
         old = [
             r[0]
             for r in conn.execute(
-                "SELECT id FROM ragstream_ingest_jobs WHERE state IN ('done', 'failed') AND created_at < ?",
+                "SELECT id FROM ragstream_ingest_jobs WHERE state IN ('done', 'failed', 'cancelled')"
+                " AND created_at < ?",
                 (cutoff,),
             )
         ]
@@ -198,11 +282,15 @@ def _recover(conn: sqlite3.Connection) -> list[str]:
             conn.execute("DELETE FROM ragstream_ingest_jobs WHERE id = ?", (job_id,))
             conn.execute("DELETE FROM ragstream_uploads WHERE job_id = ?", (job_id,))
         rows = conn.execute(
-            "SELECT record FROM ragstream_ingest_jobs WHERE state IN ('queued', 'running') ORDER BY created_at"
+            "SELECT record, cancel FROM ragstream_ingest_jobs WHERE state IN ('queued', 'running')"
+            " ORDER BY created_at"
         ).fetchall()
-        for (raw,) in rows:
+        for raw, cancel in rows:
             job = IngestJob.model_validate_json(raw)
-            if job.state == "running" and job.attempts >= MAX_ATTEMPTS:
+            if cancel:
+                job = job.cancelled()
+                conn.execute("DELETE FROM ragstream_uploads WHERE job_id = ?", (job.id,))
+            elif job.state == "running" and job.attempts >= MAX_ATTEMPTS:
                 job.state = "failed"
                 job.error = "ingestion stopped: its worker was lost (attempts exhausted)"
                 conn.execute("DELETE FROM ragstream_uploads WHERE job_id = ?", (job.id,))

@@ -1,11 +1,10 @@
-"""Ingestion jobs on SAQ: a PostgreSQL queue (with a database URL) or a Redis queue.
+"""Jobs on SAQ: a PostgreSQL queue (with a database URL) or a Redis queue.
 
 Every server process is a SAQ worker (concurrency 1) inside its own event loop. The job's record
 lives in the SAQ job's ``meta`` and is saved every second while it runs, which is also the job's
 heartbeat: a job whose worker died stops beating, SAQ's sweep (on any live worker) aborts it and
-retries it while attempts remain, else marks it aborted (``failed`` here). The uploaded bytes are
-staged beside the queue (a PostgreSQL table, or a Redis hash), not in the job, so polling a job
-never moves the upload around.
+retries it while attempts remain, else marks it aborted (``failed`` here). The uploaded bytes, the
+owners' job lists and the cancel requests are kept beside the queue (``stores``), not in the job.
 """
 
 from __future__ import annotations
@@ -13,25 +12,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
-import asyncpg
-from saq import Queue, Status, Worker
+from saq import Job, Queue, Status, Worker
 from saq.queue.redis import RedisQueue
 
 from rag_tools.kb import KnowledgeBase
 
 from ..runs import BackendUnavailable
-from .base import KEEP_SECONDS, MAX_ATTEMPTS, IngestJobs
-from .models import IngestFailed, IngestJob, JobState, run_ingest
+from .base import KEEP_SECONDS, MAX_ATTEMPTS, IngestJobs, JobPage, check_cursor
+from .models import FINISHED, IngestFailed, IngestJob, JobContext, JobState, run_job
+from .stores import JobStore, PostgresJobStore, RedisJobStore
 
 __all__ = ["SaqIngestJobs"]
 
 logger = logging.getLogger("ragstream.jobs")
 
 FUNCTION = "ingest_upload"
+SYNC_FUNCTION = "sync_source"
 
 #: How long a request waits for the queue's first connection before it is answered 503.
 CONNECT_WAIT_SECONDS = 5.0
@@ -45,101 +44,6 @@ _STATES: dict[Status, JobState] = {
     Status.FAILED: "failed",
     Status.ABORTED: "failed",
 }
-
-
-class Staging(Protocol):
-    """Where uploaded bytes wait for their job."""
-
-    async def open(self) -> None: ...
-    async def close(self) -> None: ...
-    async def ping(self) -> None: ...
-    async def put(self, job_id: str, uploads: dict[int, bytes]) -> None: ...
-    async def get(self, job_id: str, index: int) -> bytes: ...
-    async def delete(self, job_id: str) -> None: ...
-
-
-class RedisStaging:
-    """Uploads as one Redis hash per job, expiring after ``KEEP_SECONDS``."""
-
-    def __init__(self, queue: RedisQueue, prefix: str) -> None:
-        self.queue = queue
-        self.prefix = prefix
-
-    def _key(self, job_id: str) -> str:
-        return f"{self.prefix}upload:{job_id}"
-
-    async def open(self) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-    async def ping(self) -> None:
-        await self.queue.redis.ping()
-
-    async def put(self, job_id: str, uploads: dict[int, bytes]) -> None:
-        if uploads:
-            async with self.queue.redis.pipeline(transaction=True) as pipe:
-                pipe.hset(self._key(job_id), mapping={str(i): data for i, data in uploads.items()})
-                pipe.expire(self._key(job_id), KEEP_SECONDS)
-                await pipe.execute()
-
-    async def get(self, job_id: str, index: int) -> bytes:
-        data = await self.queue.redis.hget(self._key(job_id), str(index))  # type: ignore[misc]
-        if data is None:
-            raise IngestFailed("the uploaded file is no longer available")
-        return bytes(data)
-
-    async def delete(self, job_id: str) -> None:
-        await self.queue.redis.delete(self._key(job_id))
-
-
-class PostgresStaging:
-    """Uploads as rows of ``ragstream_uploads``; rows older than ``KEEP_SECONDS`` go at start."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.pool: asyncpg.Pool | None = None
-
-    async def open(self) -> None:
-        self.pool = await asyncpg.create_pool(self.url, min_size=1, max_size=2, timeout=10)
-        async with self.pool.acquire() as conn:
-            await conn.execute(
-                "CREATE TABLE IF NOT EXISTS ragstream_uploads (job_id text, idx int, data bytea NOT NULL,"
-                " created_at double precision NOT NULL, PRIMARY KEY (job_id, idx))"
-            )
-            await conn.execute(
-                "DELETE FROM ragstream_uploads WHERE created_at < $1", time.time() - KEEP_SECONDS
-            )
-
-    async def close(self) -> None:
-        if self.pool is not None:
-            await self.pool.close()
-
-    async def ping(self) -> None:
-        await self._pool().fetchval("SELECT 1", timeout=5)
-
-    def _pool(self) -> asyncpg.Pool:
-        assert self.pool is not None, "staging used before open()"
-        return self.pool
-
-    async def put(self, job_id: str, uploads: dict[int, bytes]) -> None:
-        now = time.time()
-        await self._pool().executemany(
-            "INSERT INTO ragstream_uploads (job_id, idx, data, created_at) VALUES ($1, $2, $3, $4)",
-            [(job_id, i, data, now) for i, data in uploads.items()],
-        )
-
-    async def get(self, job_id: str, index: int) -> bytes:
-        data = await self._pool().fetchval(
-            "SELECT data FROM ragstream_uploads WHERE job_id = $1 AND idx = $2", job_id, index
-        )
-        if data is None:
-            raise IngestFailed("the uploaded file is no longer available")
-        return bytes(data)
-
-    async def delete(self, job_id: str) -> None:
-        await self._pool().execute("DELETE FROM ragstream_uploads WHERE job_id = $1", job_id)
 
 
 class _RedisQueue(RedisQueue):
@@ -185,15 +89,16 @@ class _Worker(Worker[Any]):
 class SaqIngestJobs(IngestJobs):
     """Jobs in a SAQ queue shared by every process and host that uses the same URL and name."""
 
-    def __init__(self, kb: KnowledgeBase, queue: Queue, staging: Staging, *, heartbeat: float) -> None:
+    def __init__(self, kb: KnowledgeBase, queue: Queue, store: JobStore, *, heartbeat: float) -> None:
         self.kb = kb
         self.queue = queue
-        self.staging = staging
+        self.store = store
+        self.leases = store.leases
         self.heartbeat = max(1, round(heartbeat))
         self.worker = _Worker(
             queue,
             self._ping,
-            functions=[(FUNCTION, self._run)],
+            functions=[(FUNCTION, self._run), (SYNC_FUNCTION, self._run)],
             concurrency=1,
             timers={"sweep": self.heartbeat, "worker_info": 10, "abort": 1, "schedule": 1},
             shutdown_grace_period_s=0,
@@ -203,18 +108,18 @@ class SaqIngestJobs(IngestJobs):
 
     @classmethod
     def for_postgres(cls, kb: KnowledgeBase, url: str, *, name: str, heartbeat: float) -> SaqIngestJobs:
-        """A PostgreSQL queue (SAQ's tables in that database) with uploads in ``ragstream_uploads``."""
+        """A PostgreSQL queue (SAQ's tables in that database) with its store's tables beside them."""
         queue = Queue.from_url(url, name=name, min_size=1, max_size=4)
-        return cls(kb, queue, PostgresStaging(url), heartbeat=heartbeat)
+        return cls(kb, queue, PostgresJobStore(url), heartbeat=heartbeat)
 
     @classmethod
     def for_redis(
         cls, kb: KnowledgeBase, url: str, *, name: str, prefix: str, heartbeat: float
     ) -> SaqIngestJobs:
-        """A Redis queue with uploads in Redis hashes under ``prefix``."""
+        """A Redis queue with its store's keys under ``prefix``."""
         queue = _RedisQueue.from_url(url, name=name)
         queue.sweep_every = max(1, round(heartbeat))
-        return cls(kb, queue, RedisStaging(queue, prefix), heartbeat=heartbeat)
+        return cls(kb, queue, RedisJobStore(queue, prefix), heartbeat=heartbeat)
 
     async def start(self) -> None:
         """Connect and work in the background: a queue that is down at start is retried, and the
@@ -234,14 +139,14 @@ class SaqIngestJobs(IngestJobs):
         await self.worker.start()
 
     async def connect(self) -> None:
-        """Connect the queue and the staging store (``start`` does it; alone, it makes a process
-        that submits and reads jobs without working on them)."""
+        """Connect the queue and its store (``start`` does it; alone, it makes a process that
+        submits and reads jobs without working on them)."""
         await self.queue.connect()
-        await self.staging.open()
+        await self.store.open()
         self._ready.set()
 
     async def _ping(self) -> None:
-        await self.staging.ping()  # the staging store shares the queue's server
+        await self.store.ping()  # the store shares the queue's server
 
     async def close(self) -> None:
         if self._task is not None:
@@ -251,16 +156,17 @@ class SaqIngestJobs(IngestJobs):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         with contextlib.suppress(Exception):
-            await self.staging.close()
+            await self.store.close()
         with contextlib.suppress(Exception):
             await self.queue.disconnect()
 
     async def submit(self, job: IngestJob, uploads: dict[int, bytes]) -> None:
         await self._check_connected()
         try:
-            await self.staging.put(job.id, uploads)
+            await self.store.put(job.id, uploads)
+            await self.store.index(job)
             await self.queue.enqueue(
-                FUNCTION,
+                SYNC_FUNCTION if job.kind == "sync" else FUNCTION,
                 key=job.id,
                 timeout=0,  # a big PDF may take long; a dead worker is found by its heartbeat
                 heartbeat=self.heartbeat * 3,
@@ -280,19 +186,42 @@ class SaqIngestJobs(IngestJobs):
                 raise BackendUnavailable("the ingestion queue is not connected yet") from None
 
     async def get(self, job_id: str) -> IngestJob | None:
+        jobs = await self._records([job_id])
+        return jobs[0] if jobs else None
+
+    async def list(self, owner: str, *, limit: int, cursor: str | None = None) -> JobPage:
+        after = check_cursor(cursor)
         await self._check_connected()
         try:
-            saq_job = await self.queue.job(job_id)
+            ids, next_cursor = await self.store.page(owner, limit, after)
+        except Exception as exc:
+            raise BackendUnavailable(f"the job index is unavailable: {exc}") from exc
+        return JobPage([job for job in await self._records(ids) if job.owner == owner], next_cursor)
+
+    async def _records(self, job_ids: list[str]) -> list[IngestJob]:
+        """The records of these jobs that still exist, in order, as their owners see them."""
+        await self._check_connected()
+        try:
+            found = [j for j in await self.queue.jobs(job_ids) if j is not None and "record" in j.meta]
+            waiting = [j.key for j in found if j.meta["record"].get("state") == "queued"]
+            cancelling = await self.store.cancel_requested(waiting)
         except Exception as exc:
             raise BackendUnavailable(f"the ingestion queue is unavailable: {exc}") from exc
-        if saq_job is None or "record" not in saq_job.meta:
-            return None
-        record = IngestJob.model_validate(saq_job.meta["record"])
-        record.state = _STATES.get(saq_job.status, record.state)
-        record.attempts = saq_job.attempts
-        if record.state == "failed" and not record.error:
-            record.error = "ingestion stopped: its worker was lost (attempts exhausted)"
-        return record
+        return [_record(j, j.key in cancelling) for j in found]
+
+    async def request_cancel(self, job_id: str) -> None:
+        await self._check_connected()
+        try:
+            await self.store.request_cancel(job_id)
+        except Exception as exc:
+            raise BackendUnavailable(f"the job index is unavailable: {exc}") from exc
+
+    async def claim_slot(self, name: str, slot: int) -> tuple[bool, str | None]:
+        await self._check_connected()
+        return await self.store.claim_slot(name, slot)
+
+    async def record_slot_job(self, name: str, job_id: str) -> None:
+        await self.store.record_slot_job(name, job_id)
 
     async def _run(self, ctx: dict[str, Any]) -> None:
         saq_job = ctx["job"]
@@ -303,15 +232,36 @@ class SaqIngestJobs(IngestJobs):
             await saq_job.update(meta={"record": job.model_dump(mode="json")})
 
         async def read(index: int) -> bytes:
-            return await self.staging.get(record.id, index)
+            return await self.store.get(record.id, index)
+
+        async def cancel_requested() -> bool:
+            return record.id in await self.store.cancel_requested([record.id])
 
         try:
-            await run_ingest(self.kb, record, read, save)
+            await run_job(self.kb, record, JobContext(save, read, cancel_requested, self.leases))
         except Exception as exc:
             if not saq_job.retryable:
                 record.error = str(exc) if isinstance(exc, IngestFailed) else "ingestion failed"
                 await save(record)
-                await self.staging.delete(record.id)
+                await self.store.delete(record.id)
             logger.warning("ingestion job %s failed (attempt %d)", record.id, saq_job.attempts, exc_info=True)
             raise
-        await self.staging.delete(record.id)
+        await self.store.delete(record.id)
+
+
+def _record(saq_job: Job, cancelling: bool) -> IngestJob:
+    """A job's record with the queue's word on its state: a job the queue finished ends as its body
+    said (``done``, or ``cancelled`` / ``failed``); a job asked to stop before its worker began it
+    is cancelled (the worker that takes it only records that); a job the queue gave up on failed."""
+    record = IngestJob.model_validate(saq_job.meta["record"])
+    state = _STATES.get(saq_job.status, record.state)
+    if saq_job.status == Status.COMPLETE and record.state in FINISHED:
+        state = record.state
+    if cancelling and state in ("queued", "running"):  # its worker has not begun it (record queued)
+        state = "cancelled"
+        record = record.cancelled()
+    record.state = state
+    record.attempts = saq_job.attempts
+    if record.state == "failed" and not record.error:
+        record.error = "ingestion stopped: its worker was lost (attempts exhausted)"
+    return record

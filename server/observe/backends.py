@@ -9,11 +9,11 @@ picks them when metrics or traces are on, the plain classes otherwise.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from rag_tools.config import SearchMode
-from rag_tools.kb import FilterLike, IngestOutcome, IngestProgress, KnowledgeBase, SearchHit
+from rag_tools.kb import IngestOutcome, KnowledgeBase, SearchHit
 from rag_tools.state import ThreadInfo, ThreadRecord, ThreadStore
 
 from . import metrics, tracing
@@ -28,43 +28,26 @@ class ObservedKnowledgeBase(KnowledgeBase):
 
     count_metrics: bool = True
 
-    async def search(
-        self,
-        query: str,
-        *,
-        limit: int = 5,
-        mode: SearchMode = "hybrid",
-        filter: FilterLike | None = None,
-        context_chars: int = 0,
-    ) -> list[SearchHit]:
+    # Options pass through as they are, so these follow ``KnowledgeBase``'s signatures as they grow.
+
+    async def search(self, query: str, **options: Any) -> list[SearchHit]:
+        mode: SearchMode = options.get("mode", "hybrid")
         started = time.perf_counter()
         with tracing.span(
-            "kb.search", **{"ragstream.search.mode": mode, "ragstream.search.limit": limit}
+            "kb.search", **{"ragstream.search.mode": mode, "ragstream.search.limit": options.get("limit", 5)}
         ) as span:
-            hits = await super().search(
-                query, limit=limit, mode=mode, filter=filter, context_chars=context_chars
-            )
+            hits = await super().search(query, **options)
             if span is not None:
                 span.set_attribute("ragstream.search.hits", len(hits))
         if self.count_metrics:
             metrics.SEARCH_DURATION.labels(mode).observe(time.perf_counter() - started)
         return hits
 
-    async def ingest_bytes(
-        self,
-        data: bytes,
-        *,
-        name: str,
-        uri: str | None = None,
-        title: str | None = None,
-        on_progress: Callable[[IngestProgress], None] | None = None,
-    ) -> IngestOutcome:
+    async def ingest_bytes(self, data: bytes, *, name: str, **options: Any) -> IngestOutcome:
         with tracing.span(
             "kb.ingest", **{"ragstream.document.name": name, "ragstream.bytes": len(data)}
         ) as span:
-            outcome = await super().ingest_bytes(
-                data, name=name, uri=uri, title=title, on_progress=on_progress
-            )
+            outcome = await super().ingest_bytes(data, name=name, **options)
             if span is not None:
                 span.set_attribute("ragstream.ingest.status", outcome.status)
                 span.set_attribute("ragstream.ingest.chunks", outcome.chunks)

@@ -15,14 +15,22 @@ from starlette.responses import JSONResponse, Response
 
 from rag_tools.kb import SUPPORTED_SUFFIXES
 
-from ..access import check_editor, check_job_owner
+from ..access import JobFinished, check_editor, check_job_owner
 from ..errors import ApiError
-from ..jobs import IngestJob
+from ..jobs import FINISHED, IngestJob
 from ..observe import metrics
 from ..services import Services
 from ._common import caller, int_param, path_id, read_body, services_of
 
-__all__ = ["delete_document", "get_document", "get_job", "list_documents", "upload_documents"]
+__all__ = [
+    "cancel_job",
+    "delete_document",
+    "get_document",
+    "get_job",
+    "list_documents",
+    "list_jobs",
+    "upload_documents",
+]
 
 MAX_FILES = 20
 
@@ -104,6 +112,35 @@ async def get_job(request: Request) -> Response:
     check_job_owner(job_id, job.owner if job else None, principal)
     assert job is not None
     return JSONResponse(job.public(), headers={"Cache-Control": "no-store"})
+
+
+async def list_jobs(request: Request) -> Response:
+    """The caller's jobs (uploads and the syncs they own), newest first: ``?limit=`` (1-100, 20) at a
+    time; ``next`` is the ``cursor`` of the following page, ``null`` on the last."""
+    principal = caller(request)
+    limit = int_param(request, "limit", 20, low=1, high=100)
+    page = await services_of(request).jobs.list(
+        principal, limit=limit, cursor=request.query_params.get("cursor") or None
+    )
+    return JSONResponse(
+        {"jobs": [job.public() for job in page.jobs], "next": page.next},
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+async def cancel_job(request: Request) -> Response:
+    """Cancel one of the caller's jobs: ``200`` with the record when it ended at once (it was
+    queued), ``202`` while its worker stops it between two files; ``409`` when it had ended."""
+    principal = caller(request)
+    job_id = path_id(request, "job_id", "job id")
+    jobs = services_of(request).jobs
+    job = await jobs.get(job_id)
+    check_job_owner(job_id, job.owner if job else None, principal)
+    assert job is not None
+    if job.state in FINISHED:
+        raise JobFinished(job_id, job.state)
+    job = await jobs.cancel(job_id) or job
+    return JSONResponse(job.public(), status_code=200 if job.state in FINISHED else 202)
 
 
 def _wants_file(request: Request) -> bool:

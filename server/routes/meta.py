@@ -103,6 +103,7 @@ async def capabilities(request: Request) -> Response:
             "features": features,
             "model": services.config.model or "offline-extractive",
             "stateKey": services.config.state_key,
+            "liveQuestions": True,
         },
     )
     return JSONResponse(described.model_dump(mode="json", by_alias=True, exclude_none=True))

@@ -1,5 +1,5 @@
 """Thread routes: list, hydrate, delete, switch branches, fork, set the approval policy, stop a run,
-re-read a run's events, download a tool attachment."""
+answer a run's live question, re-read a run's events, download a tool attachment."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 from typing import Annotated
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -27,7 +27,9 @@ from ._common import caller, int_param, path_id, read_body, services_of
 from .sse import sse_response
 
 __all__ = [
+    "ANSWER_BODY_LIMIT",
     "POLICY_BODY_LIMIT",
+    "answer_question",
     "fork",
     "get_attachment",
     "get_state_item",
@@ -41,6 +43,7 @@ __all__ = [
 ]
 
 POLICY_BODY_LIMIT = 64 * 1024
+ANSWER_BODY_LIMIT = 64 * 1024
 _SEQUENCE = re.compile(r"[0-9]{1,12}")
 
 
@@ -101,6 +104,45 @@ async def stop_run(request: Request) -> Response:
     await runs.stop(info)
     return JSONResponse(
         {"threadId": thread_id, "runId": run_id, "stopping": info.status == "running"}, status_code=202
+    )
+
+
+class _AnswerBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    question_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    answer: Annotated[str, StringConstraints(min_length=1, max_length=20_000)] | None = None
+    declined: bool = False
+    reason: Annotated[str, StringConstraints(max_length=2_000)] | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> _AnswerBody:
+        if (self.answer is None) == (not self.declined):
+            raise ValueError('give either "answer" or "declined": true')
+        return self
+
+
+async def answer_question(request: Request) -> Response:
+    """A live answer to a run's question: ``{"questionId", "answer"}`` or ``{"questionId", "declined": true}``."""
+    runs = services_of(request).runs
+    thread_id = path_id(request, "thread_id", "threadId")
+    run_id = path_id(request, "run_id", "runId")
+    raw = await read_body(request)
+    info = await runs.find(thread_id, run_id, caller(request))  # first: another's run is just missing
+    try:
+        body = _AnswerBody.model_validate_json(raw)
+    except ValidationError as exc:
+        raise InvalidRequest(
+            'the body must be {"questionId": ..., "answer": "..."} or {"questionId": ..., "declined": true}',
+            field_errors(exc),
+        ) from exc
+    payload = (
+        {"answer": body.answer} if body.answer is not None else {"declined": True, "reason": body.reason}
+    )
+    await runs.answer(info, body.question_id, payload)
+    return JSONResponse(
+        {"threadId": thread_id, "runId": run_id, "questionId": body.question_id, "delivered": True},
+        status_code=202,
     )
 
 

@@ -3,24 +3,30 @@
 Protocol-neutral: nothing here knows AG-UI, pydantic-ai or HTTP. A protocol binding
 (``server.agui``) builds a ``RunSource`` and hands it to ``RunManager``; the web layer maps the
 engine's domain errors (``errors``) to responses. Memory implementations of the event log, run
-locks and stop bus serve one process; ``runs.redis`` shares them between workers and hosts.
+locks, stop bus and question bus serve one process; ``runs.redis`` shares them between workers and
+hosts.
 """
 
-from .errors import BackendUnavailable, RunConflict, RunError, RunNotFound
+from .errors import BackendUnavailable, QuestionNotFound, RunConflict, RunError, RunNotFound
 from .eventlog import EventLog, MemoryEventLog, RunInfo, RunStatus, run_key
 from .failures import FailureCode, RunFailure
 from .locks import MemoryRunLocks, RunLocks
 from .manager import ActiveRun, DisconnectPolicy, RunEvent, RunManager, RunSlot, RunSource
+from .questions import AnswerStatus, MemoryQuestionBus, QuestionBus
 from .stopbus import StopBus
 
 __all__ = [
     "ActiveRun",
+    "AnswerStatus",
     "BackendUnavailable",
     "DisconnectPolicy",
     "EventLog",
     "FailureCode",
     "MemoryEventLog",
+    "MemoryQuestionBus",
     "MemoryRunLocks",
+    "QuestionBus",
+    "QuestionNotFound",
     "RunConflict",
     "RunError",
     "RunEvent",

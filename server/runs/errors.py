@@ -6,7 +6,7 @@ maps them to responses in one table (``server.errors``); the engine never speaks
 
 from __future__ import annotations
 
-__all__ = ["BackendUnavailable", "RunConflict", "RunError", "RunNotFound"]
+__all__ = ["BackendUnavailable", "QuestionNotFound", "RunConflict", "RunError", "RunNotFound"]
 
 
 class RunError(Exception):
@@ -16,7 +16,8 @@ class RunError(Exception):
 class RunConflict(RunError):
     """The run cannot start now: its thread is busy, or its id is already taken in the thread.
 
-    ``code`` names which (``thread_busy``, ``run_exists``, ``remote_run``).
+    ``code`` names which (``thread_busy``, ``run_exists``, ``remote_run``); an answer to a run that
+    ended or to a question already closed conflicts too (``run_ended``, ``question_closed``).
     """
 
     def __init__(self, message: str, code: str) -> None:
@@ -26,6 +27,10 @@ class RunConflict(RunError):
 
 class RunNotFound(RunError):
     """No such run in that thread, for that caller (an unknown run and another's look the same)."""
+
+
+class QuestionNotFound(RunError):
+    """The run never asked a question by that id."""
 
 
 class BackendUnavailable(RunError):

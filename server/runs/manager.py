@@ -13,9 +13,11 @@ Starting a run has three steps, in the caller's own code so it reads in order::
 ``reserve`` takes the thread's run lock (``RunConflict`` when the thread is busy or the run id is
 taken in it); ``launch`` opens the run's log and starts its task; leaving the block without a
 launch (an error while building) releases the lock. While a run lives it holds the lock, renewed
-by a heartbeat. When its last local subscriber leaves, the disconnect policy decides: ``cancel``
-(after an optional grace period in which a reconnect keeps it alive) or ``finish`` (the run
-completes and waits in its log for a later reconnect).
+by a heartbeat. When its last local subscriber leaves (and an optional grace period in which a
+reconnect keeps it alive has passed), the run is told it is unattended (a question it waits on
+then becomes an interrupt, and the run ends by itself), and the disconnect policy decides:
+``cancel`` or ``finish`` (the run completes and waits in its log for a later reconnect). A run's
+questions are answered through ``answer``, from any worker (``questions``).
 
 The manager knows nothing of HTTP or of the protocol on the wire: a ``RunSource`` yields events
 already encoded, marking the terminal one with the run's final status; the ``encode_failure``
@@ -32,15 +34,16 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from opentelemetry import context as otel_context
 
 from ..observe import logs, metrics, tracing
-from .errors import BackendUnavailable, RunConflict, RunNotFound
+from .errors import BackendUnavailable, QuestionNotFound, RunConflict, RunNotFound
 from .eventlog import EventLog, RunInfo, RunStatus, run_key
 from .failures import FailureCode, RunFailure
 from .locks import RunLocks
+from .questions import MemoryQuestionBus, QuestionBus
 from .stopbus import StopBus
 
 __all__ = ["ActiveRun", "DisconnectPolicy", "RunEvent", "RunManager", "RunSlot", "RunSource"]
@@ -81,6 +84,11 @@ class RunSource(Protocol):
 
     def cancel(self) -> None:
         """Ask the run to stop soon (it still ends with a terminal event)."""
+        ...
+
+    def unattended(self) -> bool:
+        """No client follows the run any more. True when the run then ends by itself soon (a
+        question it waits on becomes an interrupt), so the disconnect policy need not cancel it."""
         ...
 
     def close(self) -> None:
@@ -135,8 +143,10 @@ class RunManager:
         disconnect_grace: float = 0.0,
         stop_bus: StopBus | None = None,
         count_metrics: bool = True,
+        questions: QuestionBus | None = None,
     ) -> None:
         self.locks = locks
+        self.questions: QuestionBus = questions or MemoryQuestionBus()
         self.logs = logs
         self.encode_failure = encode_failure
         self.worker_id = worker_id or uuid.uuid4().hex[:12]
@@ -345,19 +355,45 @@ class RunManager:
                     self._last_subscriber_left(active)
 
     def _last_subscriber_left(self, active: ActiveRun) -> None:
-        if self.disconnect_policy != "cancel":
-            return
         if self.disconnect_grace <= 0:
-            active.source.cancel()
+            self._unattended(active)
             return
         loop = asyncio.get_running_loop()
 
         def expire() -> None:
             active.grace = None
             if active.subscribers == 0:
-                active.source.cancel()
+                self._unattended(active)
 
         active.grace = loop.call_later(self.disconnect_grace, expire)
+
+    def _unattended(self, active: ActiveRun) -> None:
+        """Nobody follows the run (after the grace period): tell it, then apply the policy."""
+        ends_by_itself = active.source.unattended()
+        if self.disconnect_policy == "cancel" and not ends_by_itself:
+            active.source.cancel()
+
+    # -- questions ---------------------------------------------------------------------------
+
+    async def answer(self, info: RunInfo, question_id: str, payload: dict[str, Any]) -> None:
+        """Deliver a person's answer to a question the run asked, wherever the run lives.
+
+        ``RunConflict`` when the run has ended (``run_ended``) or the question was already answered
+        or timed out (``question_closed``); ``QuestionNotFound`` when the run never asked it.
+        """
+        if info.status != "running":
+            raise RunConflict(
+                f"run {info.run_id!r} has ended; a question it left open is an interrupt of the thread "
+                "now: resume the thread with the answer",
+                "run_ended",
+            )
+        status = await self.questions.answer(info.key, question_id, payload)
+        if status == "unknown":
+            raise QuestionNotFound(f"run {info.run_id!r} asked no question {question_id!r}")
+        if status == "closed":
+            raise RunConflict(
+                f"question {question_id!r} was already answered or is no longer open", "question_closed"
+            )
 
     # -- stopping ----------------------------------------------------------------------------
 
@@ -393,3 +429,4 @@ class RunManager:
             await asyncio.gather(*pending, return_exceptions=True)
         if self.stop_bus is not None:
             await self.stop_bus.close()
+        await self.questions.aclose()

@@ -1,4 +1,5 @@
-"""Redis implementations of the run lock, the event log and the stop bus, for several workers.
+"""Redis implementations of the run lock, the event log, the stop bus and the question bus, for
+several workers.
 
 Keys (all under a prefix, ``ragstream:`` by default; ``<key>`` is ``RunInfo.key``, thread/run):
 
@@ -6,7 +7,10 @@ Keys (all under a prefix, ``ragstream:`` by default; ``<key>`` is ``RunInfo.key`
 - ``run:<key>:info``: a hash (thread, owner, worker, status, started_at);
 - ``run:<key>:events``: a stream whose entry ids are ``0-<seq>`` (the SSE ids); the last entry of
   a closed run is an ``end`` marker;
-- channel ``stop``: stop requests for runs living in another worker.
+- channel ``stop``: stop requests for runs living in another worker;
+- ``question:<key>:<id>``: a run's question: ``open``, then the answer's JSON once one is accepted,
+  then ``closed`` (kept a while, so a late answer is told the question closed); channel
+  ``answers`` carries each accepted answer to the worker whose run waits for it.
 
 The worker running a run writes its events behind it (one pipeline per round of ready events) and
 keeps the log in memory while the run lives, so the run never waits on Redis and the client
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -37,9 +42,10 @@ from ..observe import metrics
 from .errors import BackendUnavailable
 from .eventlog import EventLog, MemoryEventLog, RunInfo, RunStatus
 from .locks import RunLocks
+from .questions import AnswerStatus, QuestionBus
 from .stopbus import StopBus
 
-__all__ = ["RedisEventLog", "RedisRunLocks", "RedisStopBus", "redis_client"]
+__all__ = ["RedisEventLog", "RedisQuestionBus", "RedisRunLocks", "RedisStopBus", "redis_client"]
 
 logger = logging.getLogger("ragstream.redis")
 
@@ -64,6 +70,24 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1
 """
+
+# Accept an answer to an open question (once), and tell the workers.
+_ANSWER = """
+local state = redis.call('GET', KEYS[1])
+if not state then return 0 end
+if state ~= 'open' then return 2 end
+redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
+redis.call('PUBLISH', KEYS[2], ARGV[2])
+return 1
+"""
+# Close a question; give back an answer accepted meanwhile.
+_CLOSE = """
+local state = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], 'closed', 'PX', ARGV[1])
+if state and state ~= 'open' and state ~= 'closed' then return state end
+return false
+"""
+QUESTION_CLOSED_TTL_MS = 600_000
 
 
 def _ms(seconds: float) -> int:
@@ -342,6 +366,84 @@ class RedisStopBus(StopBus):
         self._task = asyncio.create_task(loop())
 
     async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+
+class RedisQuestionBus(QuestionBus):
+    """Questions in Redis keys, answers over pub/sub to the worker whose run waits (see the module doc)."""
+
+    def __init__(self, client: redis.Redis, prefix: str = "ragstream:") -> None:
+        self.redis = client
+        self.prefix = prefix
+        self.channel = f"{prefix}answers"
+        self._answer = client.register_script(_ANSWER)
+        self._close = client.register_script(_CLOSE)
+        self._waiting: dict[tuple[str, str], asyncio.Future[dict[str, Any]]] = {}
+        self._listening = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def _key(self, key: str, question_id: str) -> str:
+        return f"{self.prefix}question:{key}:{question_id}"
+
+    async def open(self, key: str, question_id: str, ttl: float) -> asyncio.Future[dict[str, Any]]:
+        if self._task is None:
+            self._task = asyncio.create_task(self._listen())
+        try:  # an answer published before this worker listens would be lost
+            await asyncio.wait_for(self._listening.wait(), timeout=5)
+        except TimeoutError:
+            raise BackendUnavailable("Redis is unavailable: cannot listen for answers") from None
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[(key, question_id)] = future
+        try:
+            await _redis(self.redis.set(self._key(key, question_id), "open", px=_ms(ttl)))
+        except BackendUnavailable:
+            self._waiting.pop((key, question_id), None)
+            raise
+        return future
+
+    async def answer(self, key: str, question_id: str, payload: dict[str, Any]) -> AnswerStatus:
+        encoded = json.dumps(payload)
+        message = json.dumps({"key": key, "question": question_id, "payload": payload})
+        found = await _redis(
+            self._answer(keys=[self._key(key, question_id), self.channel], args=[encoded, message])
+        )
+        return {0: "unknown", 1: "delivered"}.get(int(found), "closed")  # type: ignore[return-value]
+
+    async def close(self, key: str, question_id: str) -> dict[str, Any] | None:
+        future = self._waiting.pop((key, question_id), None)
+        late = await _redis(self._close(keys=[self._key(key, question_id)], args=[QUESTION_CLOSED_TTL_MS]))
+        if future is not None and future.done() and not future.cancelled():
+            return future.result()
+        return json.loads(late) if late else None
+
+    async def _listen(self) -> None:
+        while True:
+            try:
+                async with self.redis.pubsub() as pubsub:
+                    await pubsub.subscribe(self.channel)
+                    self._listening.set()
+                    async for message in pubsub.listen():
+                        if message.get("type") == "message":
+                            self._deliver(message["data"])
+            except RedisError:
+                self._listening.clear()
+                logger.warning("answers channel lost; resubscribing", exc_info=True)
+                await asyncio.sleep(1.0)
+
+    def _deliver(self, data: bytes) -> None:
+        try:
+            message = json.loads(data)
+            future = self._waiting.get((message["key"], message["question"]))
+        except (ValueError, KeyError, TypeError):
+            logger.warning("ignored a malformed message on the answers channel")
+            return
+        if future is not None and not future.done():
+            future.set_result(message["payload"])
+
+    async def aclose(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -1,4 +1,5 @@
-"""Hypothesis strategies for hostile requests: bodies, ids, paths, headers, state proposals.
+"""Hypothesis strategies for hostile requests: bodies, ids, paths, headers, state proposals, and
+mutated office files (the corpus's .docx, .pptx, .xlsx, .csv and .epub, damaged).
 
 Raw bytes that no Python ``str`` can hold (lone surrogates written as JSON escapes, overlong or
 otherwise invalid UTF-8) are spliced in after JSON encoding: a strategy puts ``MARKER`` into a
@@ -7,13 +8,16 @@ string, and ``encode`` replaces each marker with one of the ``RAW_FRAGMENTS`` it
 
 from __future__ import annotations
 
+import io
 import json
 import uuid
+import zipfile
 from typing import Any
 from urllib.parse import quote
 
 from hypothesis import strategies as st
 
+from tests.office_files import OFFICE_SAMPLES, sample
 from tests.protocol import SERVER_OWNED, run_body
 
 __all__ = [
@@ -29,6 +33,7 @@ __all__ = [
     "hostile_text",
     "json_values",
     "last_event_ids",
+    "mutated_office_files",
     "path_segments",
     "query_strings",
     "run_ids",
@@ -551,3 +556,55 @@ def state_proposals(draw: st.DrawFn) -> dict[str, Any]:
     for key in draw(st.lists(hostile_text(6, raw=False), max_size=2)):
         state[key] = draw(json_values(3))
     return state
+
+
+def _rezip(members: list[tuple[zipfile.ZipInfo, bytes]]) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for info, data in members:
+            archive.writestr(info, data)
+    return out.getvalue()
+
+
+@st.composite
+def mutated_office_files(draw: st.DrawFn) -> tuple[str, bytes]:
+    """``(name, data)``: a sample office file with bytes flipped, cut short, one zip member damaged,
+    dropped or emptied, or given another office format's name.
+
+    Damaging a member inside a well-formed zip gets past the container checks into the parsers
+    (broken XML, missing relationships, a truncated sheet), where most real-world damage lies.
+    """
+    name = draw(st.sampled_from(OFFICE_SAMPLES))
+    data = sample(name)
+    suffix = name[name.rindex(".") :]
+    how = draw(st.sampled_from(["flip", "cut", "member", "member", "drop", "empty", "rename"]))
+    if how == "flip" or (how.startswith(("member", "drop", "empty")) and suffix == ".csv"):
+        mutable = bytearray(data)
+        for position in draw(st.lists(st.integers(0, len(data) - 1), min_size=1, max_size=8)):
+            mutable[position] ^= draw(st.integers(1, 255))
+        data = bytes(mutable)
+    elif how == "cut":
+        data = data[: draw(st.integers(0, len(data) - 1))]
+    elif how == "rename":
+        suffix = draw(
+            st.sampled_from([s for s in (".docx", ".pptx", ".xlsx", ".epub", ".csv") if s != suffix])
+        )
+    else:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = [(info, archive.read(info)) for info in archive.infolist()]
+        index = draw(st.integers(0, len(members) - 1))
+        info, content = members[index]
+        if how == "drop":
+            del members[index]
+        elif how == "empty":
+            members[index] = (info, b"")
+        else:
+            cut = draw(st.integers(0, len(content)))
+            insert = draw(
+                st.sampled_from(
+                    [b"", b"<", b"</w:body>", b"<!DOCTYPE x [<!ENTITY a 'aaaa'>]>", b"\x00", b"&a;"]
+                )
+            )
+            members[index] = (info, content[:cut] + insert + content[cut + draw(st.integers(0, 64)) :])
+        data = _rezip(members)
+    return f"fuzz-{uuid.uuid4().hex[:8]}-{how}{suffix}", data

@@ -1,5 +1,6 @@
 """User tools for the seed-feature tests (tests/test_tool_results.py): a streaming tool, a locked
-tool, ``ToolResult`` with an attachment and as an error, ``race`` and ``ask``.
+tool, ``ToolResult`` with an attachment and as an error, ``race`` and ``ask`` (answered after a
+re-run, and live: ``book_trip`` logs each start of the tool when ``SEED_TOOLS_LOG`` is set).
 
 The locked tool appends ``{"label", "pid", "enter", "exit"}`` lines to the file named by
 ``SEED_TOOLS_LOG`` (so the test can check calls never overlapped, across processes too), and the
@@ -123,7 +124,21 @@ async def pick_year(ctx: RunContext[Any], topic: str) -> str:
     return f"{topic} in {year}"
 
 
+async def book_trip(ctx: RunContext[Any], city: str, timeout: float | None = None) -> str:
+    """Book a trip, asking the user for the date.
+
+    Args:
+        city: Where to.
+        timeout: Seconds to wait for the answer (the server's default when not given).
+    """
+    if "SEED_TOOLS_LOG" in os.environ:
+        log({"book_trip": ctx.tool_call_id})  # once per start of the tool
+    when = await ask(ctx, f"When do you travel to {city}?", timeout=timeout)
+    return f"{city} booked for {when}"
+
+
 TOOLS = [
+    book_trip,
     count_up,
     count_and_sum,
     exclusive_step,
