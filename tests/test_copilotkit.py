@@ -369,6 +369,7 @@ async def assert_page_is_the_thread(
     """The messages on screen (ids, roles, texts, tool calls) are ``GET /threads/{id}``'s, and the
     source cards are its state's citations (every card: runs here carry them all)."""
     view = await page.server_view(ragstream)
+    await page.wait_answers_drawn()
     assert await page.shown_messages() == thread_messages(view)
     state = rag_state(view["state"], state_key)
     await expect(page.page.locator("#sources .source")).to_have_count(len(state["citations"]))

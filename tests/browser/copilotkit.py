@@ -249,7 +249,18 @@ class CopilotKitPage:
             timeout=WAIT_MS,
         )
         await self.wait_idle()
+        await self.wait_answers_drawn()
         return await self.answers().last.inner_text()
+
+    async def wait_answers_drawn(self) -> None:
+        """Wait until every answer shows its text: CopilotChat's Markdown renderer (Streamdown, in
+        streaming mode) mounts empty and fills in a transition, so a new answer's element can be
+        on the page, the run over, and its text not yet drawn."""
+        await self.page.wait_for_function(
+            "(sel) => [...document.querySelectorAll(sel)].every((e) => e.innerText.trim())",
+            arg=_ANSWERS,
+            timeout=WAIT_MS,
+        )
 
     async def wait_idle(self) -> None:
         await self.page.locator('[data-testid="copilot-chat"][data-copilot-running="false"]').wait_for()
@@ -274,6 +285,7 @@ class CopilotKitPage:
             arg=[before],
             timeout=WAIT_MS,
         )
+        await self.wait_answers_drawn()
 
     async def transcript(self) -> list[str]:
         """What the conversation shows: each question and each answer's text, in order."""
