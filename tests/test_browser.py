@@ -12,6 +12,7 @@ Needs the built page (`bash scripts/build-frontend.sh`) and Debian's Chromium
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,7 +26,7 @@ from starlette.applications import Starlette
 
 from server.app import create_app
 from server.routes.static import static_routes
-from tests.browser.chat import ChatPage, launch_browser, require_built_page
+from tests.browser.chat import ChatPage, launch_browser, require_built_page, thread_cards, thread_messages
 from tests.browser.rendered import check_source_card, rendered_junk
 from tests.conftest import scenario_app
 from tests.servers import serve
@@ -597,3 +598,162 @@ async def test_upload_shows_its_job_and_citations_open_the_pdf_at_the_page(
     await reader.page.locator("#upload button[type=submit]").click()
     await expect(reader.page.locator("#jobs .job-error")).to_contain_text("You may not add documents")
     assert all("403" in p for p in reader.problems), reader.problems
+
+
+@pytest.fixture
+async def wide_server(scenario_config: Any) -> AsyncIterator[str]:
+    """The product app whose runs carry every card of the thread (so the panel shows exactly them)."""
+    scenario_config.citations_emitted = 100
+    async with serve(create_app(scenario_config)) as url:
+        yield url
+
+
+async def assert_screen_is_the_thread(chat: ChatPage) -> dict[str, Any]:
+    """The messages on screen (ids, roles, texts, tool calls) and the source cards are those of
+    ``GET /threads/{id}``, and every ``[n]`` on screen names one of its cards; returns the view."""
+    view = await chat.server_view()
+    assert await chat.shown_messages() == thread_messages(view)
+    cards = thread_cards(view)
+    assert cards, "the thread's answers cite sources"
+    assert await chat.shown_cards() == cards
+    markers = await chat.page.locator("#log button.cite").evaluate_all(
+        "(bs) => bs.map((b) => b.dataset.cite)"
+    )
+    assert markers and set(markers) <= set(cards)
+    return view
+
+
+def users(view: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in view["messages"] if m["role"] == "user"]
+
+
+async def test_edit_regenerate_and_switch_between_versions(browser: Browser, wide_server: str) -> None:
+    """Three turns, the second question edited, its answer made again, both switched back, a reload:
+    after every step the page shows the thread's active branch and that branch's citations."""
+    chat = await open_chat(browser, wide_server, "branches")
+    page = chat.page
+    questions = [
+        QUESTION,
+        "How do I restore a backup?",
+        "When does the Northwind Observatory open to visitors?",
+    ]
+    for question in questions:
+        await chat.ask(question)
+    original = await assert_screen_is_the_thread(chat)
+    assert original["branches"] == {}
+    await expect(page.locator("#log .branch-picker")).to_have_count(0)
+
+    # edit the second question in place; the answer to the edit replaces the rest of the conversation
+    second = page.locator("#log article.message-user").nth(1)
+    second_id = await second.get_attribute("data-message-id")
+    await second.get_by_role("button", name="Edit this question").click()
+    editor = page.locator("#log .edit-form textarea")
+    await expect(editor).to_be_focused()
+    await expect(editor).to_have_value(questions[1])
+    edited_question = "What temperature must the bakery's walk-in cooler hold?"
+    await editor.fill(edited_question)
+    await page.locator("#log .edit-form").get_by_role("button", name="Send").click()
+    await chat.wait_idle(f"{_last_answer_js} !== {json.dumps(await _last_answer_id(chat))}")
+    edited = await assert_screen_is_the_thread(chat)
+    assert users(edited) == [questions[0], edited_question]
+    edited_id = edited["messages"][_position(edited, "user", 1)]["id"]
+    assert edited_id != second_id and edited["branches"][edited_id] == {
+        "ids": [second_id, edited_id],
+        "index": 1,
+    }
+    question_picker = page.locator(f'#log .branch-picker[data-branch-of="{edited_id}"]')
+    await expect(question_picker.locator(".branch-count")).to_have_text("2/2")
+    await expect(question_picker).to_have_attribute("aria-label", "Version 2 of 2 of this question")
+    assert "Harbor Street Bakery" in " ".join(c["title"] for c in thread_cards(edited).values())
+    await chat.screenshot("edited")
+
+    # regenerate the answer to the edited question: a second version of it, shown under the answer
+    first_answer = edited["messages"][_position(edited, "user", 1) + 1]["id"]
+    before = await _last_answer_id(chat)
+    await (
+        page.locator("#log article.message-assistant")
+        .last.get_by_role("button", name="Regenerate this answer")
+        .click()
+    )
+    await chat.wait_idle(f"{_last_answer_js} !== {json.dumps(before)}")
+    regenerated = await assert_screen_is_the_thread(chat)
+    assert users(regenerated) == [questions[0], edited_question]
+    second_answer = regenerated["messages"][_position(regenerated, "user", 1) + 1]["id"]
+    assert regenerated["branches"][second_answer] == {"ids": [first_answer, second_answer], "index": 1}
+    await expect(page.locator(f'#log .branch-picker[data-branch-of="{second_answer}"]')).to_have_count(1)
+    answer_picker = page.locator("#log article.message-assistant .branch-picker")  # the only one
+    await expect(answer_picker.locator(".branch-count")).to_have_text("2/2")
+    await chat.screenshot("regenerated")
+
+    # switch back: the first answer to the edit, then the original second question and its turns
+    await answer_picker.get_by_role("button", name="Previous version of this answer").click()
+    await page.locator(f'#log article[data-message-id="{first_answer}"]').wait_for()
+    back = await assert_screen_is_the_thread(chat)
+    assert back["branches"][first_answer]["index"] == 0
+    await expect(answer_picker.locator(".branch-count")).to_have_text("1/2")
+
+    await question_picker.get_by_role("button", name="Previous version of this question").click()
+    await page.locator(f'#log article[data-message-id="{second_id}"]').wait_for()
+    restored = await assert_screen_is_the_thread(chat)
+    assert users(restored) == questions
+    assert thread_messages(restored) == thread_messages(original)
+    assert restored["state"]["citations"] == original["state"]["citations"]
+    assert restored["branches"] == {second_id: {"ids": [second_id, edited_id], "index": 0}}
+    await expect(
+        page.locator(f'#log .branch-picker[data-branch-of="{second_id}"] .branch-count')
+    ).to_have_text("1/2")
+    await chat.screenshot("switched-back")
+
+    # a reload shows the branch last chosen, with its picker
+    await chat.reload()
+    await expect(page.locator("#log article.message-user")).to_have_count(3)
+    assert thread_messages(await assert_screen_is_the_thread(chat)) == thread_messages(original)
+    await expect(
+        page.locator(f'#log .branch-picker[data-branch-of="{second_id}"] .branch-count')
+    ).to_have_text("1/2")
+
+    # forward again: the edit comes back with the answer last shown below it (the first one)
+    await page.get_by_role("button", name="Next version of this question").click()
+    await page.locator(f'#log article[data-message-id="{edited_id}"]').wait_for()
+    forward = await assert_screen_is_the_thread(chat)
+    assert forward["messages"][_position(forward, "user", 1) + 1]["id"] == first_answer
+    await expect(answer_picker.locator(".branch-count")).to_have_text("1/2")
+
+    # and the conversation goes on from the branch shown
+    follow_up = await chat.ask("How long are backups kept?")
+    assert "35 days" in follow_up
+    final = await assert_screen_is_the_thread(chat)
+    assert users(final) == [questions[0], edited_question, "How long are backups kept?"]
+
+    # the first question edited: it keeps its id (nothing before it would tell the server otherwise)
+    first = page.locator("#log article.message-user").first
+    first_id = await first.get_attribute("data-message-id")
+    before = await _last_answer_id(chat)
+    await first.get_by_role("button", name="Edit this question").click()
+    await page.locator("#log .edit-form textarea").fill("How do I restore a backup?")
+    await page.locator("#log .edit-form textarea").press("Enter")
+    await chat.wait_idle(f"{_last_answer_js} !== {json.dumps(before)}")
+    rewritten = await assert_screen_is_the_thread(chat)
+    assert users(rewritten) == ["How do I restore a backup?"]
+    assert rewritten["messages"][0]["id"] == first_id
+    replaced = rewritten["branches"][first_id]["ids"][0]
+    assert rewritten["branches"][first_id] == {"ids": [replaced, first_id], "index": 1}
+    await page.get_by_role("button", name="Previous version of this question").click()
+    await page.locator(f'#log article[data-message-id="{replaced}"]').wait_for()
+    assert thread_messages(await assert_screen_is_the_thread(chat))[0][2] == QUESTION
+    chat.assert_clean_console()
+
+
+_last_answer_js = (
+    "[...document.querySelectorAll('#log article.message-assistant:not(.message-tools)')].at(-1)"
+    "?.dataset.messageId"
+)
+
+
+async def _last_answer_id(chat: ChatPage) -> str | None:
+    return await chat.page.evaluate(f"() => {_last_answer_js}")  # type: ignore[no-any-return]
+
+
+def _position(view: dict[str, Any], role: str, nth: int) -> int:
+    """Where the ``nth`` message of ``role`` is in the view's messages."""
+    return [i for i, m in enumerate(view["messages"]) if m["role"] == role][nth]

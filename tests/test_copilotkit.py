@@ -23,7 +23,7 @@ from pydantic import SecretStr
 
 from rag_tools import build_chat_toolkit
 from server.app import create_app
-from tests.browser.chat import CHROMIUM, launch_browser
+from tests.browser.chat import CHROMIUM, launch_browser, thread_messages
 from tests.browser.copilotkit import (
     CopilotKitPage,
     example_server,
@@ -66,7 +66,10 @@ def conversation(messages: list[dict[str, Any]]) -> list[str]:
 
 @pytest.mark.parametrize("state_key", STATE_KEYS)
 async def test_runtime_survives_turns_and_a_reconnect(scenario_config: Any, state_key: str | None) -> None:
-    """examples/copilotkit/test/runtime.test.mjs against the offline model: three turns, a reconnect."""
+    """examples/copilotkit/test/runtime.test.mjs against the offline model, through the plain runtime
+    and the example's: three turns and a reconnect; then an edit, a regenerate (from the question and
+    from the tool's result), a switch back and a turn on, the runtime up and every folded state
+    ragstream's after each step."""
     require_example()
     app = ragstream_app(scenario_config, scenario=False, state_key=state_key)
     async with serve(app) as ragstream:
@@ -420,6 +423,147 @@ async def test_a_failed_turn_leaves_the_thread_as_it_was(browser: Browser, scena
         page.problems.clear()
 
         assert (await page.ask("bakery food safety")).startswith("Found it in Harbor Street Bakery")
+        assert runtime.alive, runtime.log()
+        page.assert_clean()
+        await context.close()
+
+
+async def assert_page_is_the_thread(
+    page: CopilotKitPage, ragstream: str, state_key: str | None
+) -> dict[str, Any]:
+    """The messages on screen (ids, roles, texts, tool calls) are ``GET /threads/{id}``'s, and the
+    source cards are its state's citations (every card: runs here carry them all)."""
+    view = await page.server_view(ragstream)
+    await page.wait_answers_drawn()
+    assert await page.shown_messages() == thread_messages(view)
+    state = rag_state(view["state"], state_key)
+    await expect(page.page.locator("#sources .source")).to_have_count(len(state["citations"]))
+    assert await page.shown_citations() == expected_citations(state)
+    markers = await page.page.locator("a.cite").evaluate_all("(links) => links.map((a) => a.dataset.cite)")
+    assert markers and set(markers) <= set(state["citations"])
+    return view
+
+
+def user_texts(view: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in view["messages"] if m["role"] == "user"]
+
+
+def after_question(view: dict[str, Any], nth: int) -> str:
+    """The id of the message after the ``nth`` question: the first of its answer."""
+    questions = [i for i, m in enumerate(view["messages"]) if m["role"] == "user"]
+    return view["messages"][questions[nth] + 1]["id"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("state_key", STATE_KEYS)
+async def test_edit_regenerate_and_switch_versions_in_chromium(
+    browser: Browser, scenario_config: Any, state_key: str | None
+) -> None:
+    """CopilotChat's Edit, Regenerate and version pickers on ragstream's conversation tree: three
+    turns, the second question edited, its answer made again, both switched back, a reload; after
+    every step the page shows the thread's active branch and that branch's citations."""
+    scenario_config.citations_emitted = 100  # runs carry every card: the panel is the state's cards
+    app = ragstream_app(scenario_config, scenario=True, state_key=state_key)
+    questions = ["nightly backups", "observatory visitor hours", "bakery food safety"]
+    async with serve(app) as ragstream, example_server(ragstream, state_key=state_key) as runtime:
+        context = await browser.new_context(viewport={"width": 1280, "height": 900})
+        page = CopilotKitPage(await context.new_page(), runtime.url, f"versions-{state_key or 'flat'}")
+        await page.open()
+        for question in questions:
+            await page.ask(question)
+        original = await assert_page_is_the_thread(page, ragstream, state_key)
+        assert original["branches"] == {}
+        await expect(page.page.get_by_test_id("copilot-branch-navigation")).to_have_count(0)
+
+        # Edit on the second question opens it in place; Send asks the edit instead
+        second = page.questions().nth(1)
+        second_id = await second.get_attribute("data-message-id")
+        await second.hover()
+        await second.get_by_test_id("copilot-edit-button").click()
+        editor = page.page.get_by_label("Your edited question")
+        await expect(editor).to_have_value(questions[1])
+        await editor.fill("Deploying ragstream backups")
+        before = await page.last_answer_id()
+        await page.page.locator(".edit-form").get_by_role("button", name="Send").click()
+        await page.wait_for_answer_after(before)
+        edited = await assert_page_is_the_thread(page, ragstream, state_key)
+        assert user_texts(edited) == [questions[0], "Deploying ragstream backups"]
+        edited_id = [m["id"] for m in edited["messages"] if m["role"] == "user"][1]
+        assert edited["branches"] == {edited_id: {"ids": [second_id, edited_id], "index": 1}}
+        titles = {c["title"] for c in rag_state(edited["state"], state_key)["citations"].values()}
+        assert "Deploying ragstream" in titles and "Northwind Observatory: visitor handbook" not in titles
+        question_versions = page.page.locator(
+            f'[data-message-id="{edited_id}"] [data-testid="copilot-branch-navigation"]'
+        )
+        await expect(question_versions).to_be_visible()  # shown without hovering: it has versions
+        await expect(question_versions).to_contain_text("2/2")
+        await page.screenshot("edited")
+
+        # Regenerate on the answer: a second version of it, with a picker on its toolbar
+        first_answer = after_question(edited, 1)
+        before = await page.last_answer_id()
+        await page.page.get_by_test_id("copilot-regenerate-button").last.click()
+        await page.wait_for_answer_after(before)
+        regenerated = await assert_page_is_the_thread(page, ragstream, state_key)
+        second_answer = after_question(regenerated, 1)
+        assert second_answer != first_answer
+        assert regenerated["branches"][second_answer] == {"ids": [first_answer, second_answer], "index": 1}
+        answer_versions = page.page.get_by_test_id("answer-branch-navigation")
+        await expect(answer_versions).to_have_count(1)
+        await expect(answer_versions).to_have_attribute("data-branch-of", second_answer)
+        await expect(answer_versions).to_contain_text("2/2")
+        await page.screenshot("regenerated")
+
+        # switch back: the first answer to the edit, then the original question and its turns
+        await answer_versions.get_by_role("button", name="Previous version of this answer").click()
+        await page.page.locator(f'[data-message-id="{first_answer}"]').wait_for()
+        await expect(answer_versions).to_contain_text("1/2")
+        back = await assert_page_is_the_thread(page, ragstream, state_key)
+        assert back["branches"][first_answer] == {"ids": [first_answer, second_answer], "index": 0}
+
+        await question_versions.locator("button").first.click()
+        await page.page.locator(f'[data-message-id="{second_id}"]').wait_for()
+        restored = await assert_page_is_the_thread(page, ragstream, state_key)
+        assert thread_messages(restored) == thread_messages(original)
+        assert restored["state"] == original["state"]
+        assert restored["branches"] == {second_id: {"ids": [second_id, edited_id], "index": 0}}
+        await expect(
+            page.page.locator(f'[data-message-id="{second_id}"] [data-testid="copilot-branch-navigation"]')
+        ).to_contain_text("1/2")
+        await page.screenshot("switched-back")
+
+        # a reload shows the branch last chosen, with its versions
+        await page.reload()
+        await expect(page.questions()).to_have_count(3)
+        reloaded = await assert_page_is_the_thread(page, ragstream, state_key)
+        assert thread_messages(reloaded) == thread_messages(original)
+        versions = page.page.locator(
+            f'[data-message-id="{second_id}"] [data-testid="copilot-branch-navigation"]'
+        )
+        await expect(versions).to_contain_text("1/2")
+
+        # forward again: the edit with the answer last shown below it, and the thread goes on there
+        await versions.locator("button").last.click()
+        await page.page.locator(f'[data-message-id="{edited_id}"]').wait_for()
+        forward = await assert_page_is_the_thread(page, ragstream, state_key)
+        assert after_question(forward, 1) == first_answer
+        answer = await page.ask("observatory visitor hours")
+        assert answer.startswith("Found it in Northwind Observatory")
+        final = await assert_page_is_the_thread(page, ragstream, state_key)
+        assert user_texts(final) == [questions[0], "Deploying ragstream backups", "observatory visitor hours"]
+
+        # the first question edited keeps its id (nothing before it would tell ragstream otherwise)
+        first = page.questions().first
+        first_id = await first.get_attribute("data-message-id")
+        await first.hover()
+        await first.get_by_test_id("copilot-edit-button").click()
+        await page.page.get_by_label("Your edited question").fill("bakery food safety")
+        before = await page.last_answer_id()
+        await page.page.get_by_label("Your edited question").press("Enter")
+        await page.wait_for_answer_after(before)
+        rewritten = await assert_page_is_the_thread(page, ragstream, state_key)
+        assert user_texts(rewritten) == ["bakery food safety"]
+        assert rewritten["messages"][0]["id"] == first_id
+        assert rewritten["branches"][first_id]["ids"][1] == first_id
         assert runtime.alive, runtime.log()
         page.assert_clean()
         await context.close()

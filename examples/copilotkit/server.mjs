@@ -9,6 +9,8 @@
 //   GET /api/threads/{id}          ragstream's GET /threads/{id} (the saved thread: messages, state)
 //   GET /api/threads/{id}/state/{field}[/{key}]  ragstream's full state field or one item of it
 //                                  (the card of an old answer's [n], beyond what runs emit)
+//   POST /api/threads/{id}/switch  ragstream's switch route: show another version of a message
+//                                  ({"messageId": <a sibling id>}; answers the thread view)
 //   GET /api/documents             ragstream's GET /documents (names for the document filter)
 //   GET /api/documents/{id}        ragstream's GET /documents/{id} (?format=file: the original a
 //                                  source card's "Open" link points at)
@@ -89,6 +91,29 @@ async function proxyGet(req, res, path) {
   send(res, upstream.status, body, upstream.headers.get("content-type") ?? "application/json", headers);
 }
 
+/** Pass a small JSON POST on to ragstream (the switch route's body is one message id). */
+async function proxyPost(req, res, path) {
+  const chunks = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += chunk.length;
+    if (size > 4096) return send(res, 413, { error: "the body is too large" });
+    chunks.push(chunk);
+  }
+  let upstream;
+  try {
+    upstream = await fetch(`${RAGSTREAM}${path}`, {
+      method: "POST",
+      headers: { ...authHeaders, "Content-Type": "application/json" },
+      body: Buffer.concat(chunks),
+    });
+  } catch (error) {
+    send(res, 502, { error: `ragstream is not reachable at ${RAGSTREAM}: ${error.cause?.code ?? error.message}` });
+    return;
+  }
+  send(res, upstream.status, await upstream.text(), upstream.headers.get("content-type") ?? "application/json");
+}
+
 async function serveStatic(res, pathname) {
   const wanted = normalize(decodeURIComponent(pathname)).replace(/^([/\\])+/, "");
   let file = resolve(DIST, wanted);
@@ -115,6 +140,8 @@ const server = createServer(async (req, res) => {
   if (url.pathname === BASE_PATH || url.pathname.startsWith(`${BASE_PATH}/`)) {
     return copilotkit(req, res);
   }
+  const switchRoute = url.pathname.match(/^\/api\/threads\/([^/]+)\/switch$/);
+  if (switchRoute && req.method === "POST") return proxyPost(req, res, `/threads/${switchRoute[1]}/switch`);
   if (req.method !== "GET" && req.method !== "HEAD") return send(res, 405, { error: "method not allowed" });
   if (url.pathname === "/api/config") return send(res, 200, { stateKey: STATE_KEY, runtimeUrl: BASE_PATH });
   const thread = url.pathname.match(/^\/api\/threads\/([^/]+)(\/state\/[^/]+(?:\/[^/]+)?)?$/);

@@ -1,7 +1,15 @@
 // The REST side of the server (threads, documents, stop, live answers) and the bearer token every
 // request carries.
 // Runs themselves go through @ag-ui/client's HttpAgent (see session.ts); it gets the same headers.
-import type { Citation, DocumentInfo, IngestJob, JobPage, LiveAnswer, ThreadSummary, ThreadView } from "./types";
+import type {
+  Citation,
+  DocumentInfo,
+  IngestJob,
+  JobPage,
+  LiveAnswer,
+  ThreadSummary,
+  ThreadView,
+} from "./types";
 
 const TOKEN_KEY = "ragstream.token";
 
@@ -119,6 +127,18 @@ export class Api {
     if (!response.ok)
       throw new ApiError(response.status, errorMessage(response.status, await response.text()));
     return response.blob();
+  }
+
+  /**
+   * Show another version of the conversation: `messageId` is a sibling of a shown message (from
+   * the view's `branches`). The server makes the path through it (as it was last shown below it)
+   * the thread's active branch, with that branch's state, and answers the thread view. 409 while
+   * a run of the thread streams.
+   */
+  async switchBranch(threadId: string, messageId: string): Promise<ThreadView> {
+    return await this.request<ThreadView>("POST", `/threads/${encodeURIComponent(threadId)}/switch`, {
+      messageId,
+    });
   }
 
   async deleteThread(threadId: string): Promise<void> {

@@ -1,12 +1,14 @@
 // Renders the conversation: user and assistant messages, tool calls with their live progress,
-// citation buttons, and notices. Each message becomes one element that is rebuilt only when what it
-// shows changes, so a streaming answer does not re-create the rest of the page on every token.
+// citation buttons, notices, and the versions of a conversation (edit a question, make an answer
+// again, `‹ n/m ›` between the versions). Each message becomes one element that is rebuilt only
+// when what it shows changes, so a streaming answer does not re-create the rest of the page on
+// every token.
 import type { Message, ToolCall } from "@ag-ui/client";
 
 type ToolMessage = Extract<Message, { role: "tool" }>;
 import { h } from "./dom";
 import type { ChatSession } from "./session";
-import type { Citation, ToolProgress, ToolResultShown, ToolStreamValue } from "./types";
+import type { Branch, Citation, ToolProgress, ToolResultShown, ToolStreamValue } from "./types";
 
 /** `[3]`, `[1, 2]` or `[1; 4]` in answer text. */
 const CITATION = /\[(\d+(?:\s*[,;]\s*\d+)*)\]/g;
@@ -21,23 +23,54 @@ interface Item {
   build: () => HTMLElement;
 }
 
+/** What the conversation's buttons do; the page wires them to the session. */
+export interface ConversationActions {
+  /** A citation button `[n]` was pressed. */
+  cite: (index: string) => void;
+  /** An edited question was sent. */
+  edit: (messageId: string, text: string) => void;
+  /** "Regenerate" under an answer (any message id of it). */
+  regenerate: (answerId: string) => void;
+  /** A version picker asks for this sibling. */
+  switchTo: (messageId: string) => void;
+}
+
+/** The question being edited in place, with the text typed so far. */
+interface Editing {
+  id: string;
+  draft: string;
+}
+
 export class ConversationView {
   private readonly rendered = new Map<string, { sig: string; element: HTMLElement }>();
+  private editing: Editing | null = null;
+  private session: ChatSession | null = null;
 
-  /** `onCite(n)` runs when a citation button is pressed. */
   constructor(
     private readonly root: HTMLElement,
-    onCite: (index: string) => void,
+    private readonly actions: ConversationActions,
   ) {
     root.addEventListener("click", (event) => {
       const button = (event.target as Element).closest<HTMLElement>("button.cite");
-      if (button?.dataset.cite) onCite(button.dataset.cite);
+      if (button?.dataset.cite) actions.cite(button.dataset.cite);
     });
   }
 
   render(session: ChatSession): void {
+    this.session = session;
+    if (this.editing && !session.messages.some((m) => m.id === this.editing?.id)) this.editing = null;
     const stickToBottom = this.root.scrollHeight - this.root.scrollTop - this.root.clientHeight < 80;
-    const items = buildItems(session);
+    const items = buildItems(session, {
+      editing: this.editing,
+      startEdit: (id, text) => this.setEditing({ id, draft: text }),
+      cancelEdit: () => this.setEditing(null),
+      sendEdit: (id, text) => {
+        this.editing = null;
+        this.actions.edit(id, text);
+      },
+      regenerate: this.actions.regenerate,
+      switchTo: this.actions.switchTo,
+    });
     const wanted = new Set(items.map((item) => item.key));
     for (const [key, entry] of this.rendered) {
       if (!wanted.has(key)) {
@@ -59,9 +92,64 @@ export class ConversationView {
     this.root.setAttribute("aria-busy", String(session.busy));
     if (stickToBottom) this.root.scrollTop = this.root.scrollHeight;
   }
+
+  private setEditing(editing: Editing | null): void {
+    this.editing = editing;
+    if (this.session) this.render(this.session);
+    if (editing) this.root.querySelector<HTMLTextAreaElement>(".edit-form textarea")?.focus();
+  }
 }
 
-function buildItems(session: ChatSession): Item[] {
+/** The conversation's own controls, as buildItems passes them to the items. */
+interface Controls {
+  editing: Editing | null;
+  startEdit: (id: string, text: string) => void;
+  cancelEdit: () => void;
+  sendEdit: (id: string, text: string) => void;
+  regenerate: (answerId: string) => void;
+  switchTo: (messageId: string) => void;
+}
+
+/**
+ * What goes under an answer: "Regenerate" and a picker for each of its messages that has other
+ * versions (after a regenerate that is the answer's first message, often the one calling a tool).
+ */
+interface AnswerFooter {
+  regenerate: boolean;
+  pickers: [string, Branch][];
+}
+
+/**
+ * The footer of each answer, by the id of the answer's last assistant message: an answer is what
+ * follows a question up to the next one. The answer still streaming in gets none.
+ */
+function answerFooters(session: ChatSession): Map<string, AnswerFooter> {
+  const footers = new Map<string, AnswerFooter>();
+  let asked = false;
+  let turn: Message[] = [];
+  const close = (streaming: boolean) => {
+    const last = turn.filter((m) => m.role === "assistant").at(-1);
+    if (last && !streaming) {
+      const pickers = turn.flatMap((m): [string, Branch][] =>
+        session.branches[m.id] ? [[m.id, session.branches[m.id]]] : [],
+      );
+      footers.set(last.id, { regenerate: asked, pickers });
+    }
+    turn = [];
+  };
+  for (const message of session.messages) {
+    if (message.role === "user") {
+      close(false);
+      asked = true;
+    } else {
+      turn.push(message);
+    }
+  }
+  close(session.busy);
+  return footers;
+}
+
+function buildItems(session: ChatSession, controls: Controls): Item[] {
   const citations = session.citations;
   const results = new Map<string, ToolMessage>();
   for (const message of session.messages) {
@@ -77,21 +165,20 @@ function buildItems(session: ChatSession): Item[] {
   if (session.messages.length === 0 && session.notices.length === 0) items.push(welcomeItem());
   noticesAfter(null);
   const ids = new Set(session.messages.map((m) => m.id));
+  const footers = answerFooters(session);
   // A turn of the assistant is often several messages (tool calls, then the answer): only the
   // first one carries the "Assistant" label.
   let inAssistantTurn = false;
   for (const message of session.messages) {
     if (message.role === "user") {
-      const text = textOf(message.content);
-      items.push({
-        key: message.id,
-        sig: text,
-        build: () => bubble("user", "You", "", renderText(text, {})),
-      });
+      items.push(userItem(session, message.id, textOf(message.content), controls));
       inAssistantTurn = false;
     } else if (message.role === "assistant") {
       const streaming = message.id === streamingId;
-      items.push(assistantItem(session, message, citations, results, streaming, !inAssistantTurn));
+      const footer = footers.get(message.id) ?? null;
+      items.push(
+        assistantItem(session, message, citations, results, streaming, !inAssistantTurn, footer, controls),
+      );
       inAssistantTurn = true;
     }
     noticesAfter(message.id);
@@ -103,6 +190,126 @@ function buildItems(session: ChatSession): Item[] {
   return items;
 }
 
+/** A question: its text, "Edit" and its version picker; or, while edited, a form in its place. */
+function userItem(session: ChatSession, id: string, text: string, controls: Controls): Item {
+  const branch = session.branches[id];
+  const editing = controls.editing?.id === id ? controls.editing : null;
+  const sig = JSON.stringify([text, branch, session.canBranch, session.canSwitch, editing !== null]);
+  if (editing) return { key: id, sig, build: () => editForm(session, id, editing, controls) };
+  return {
+    key: id,
+    sig,
+    build: () =>
+      bubble("user", "You", "", id, renderText(text, {}), [
+        h(
+          "button",
+          {
+            type: "button",
+            class: "message-action",
+            "aria-label": "Edit this question",
+            disabled: !session.canBranch,
+            onclick: () => controls.startEdit(id, text),
+          },
+          "Edit",
+        ),
+        branch ? branchPicker(id, branch, "question", session.canSwitch, controls.switchTo) : null,
+      ]),
+  };
+}
+
+/** The question in a text box: Send asks it instead (a new version), Cancel or Escape leaves it. */
+function editForm(session: ChatSession, id: string, editing: Editing, controls: Controls): HTMLElement {
+  const box = h(
+    "textarea",
+    {
+      id: `edit-${id}`,
+      rows: 3,
+      oninput: () => {
+        editing.draft = box.value;
+      },
+      onkeydown: (event: Event) => {
+        const key = event as KeyboardEvent;
+        if (key.key === "Escape") controls.cancelEdit();
+        if (key.key === "Enter" && !key.shiftKey && !key.isComposing) {
+          event.preventDefault();
+          form.requestSubmit();
+        }
+      },
+    },
+    editing.draft,
+  );
+  const form = h(
+    "form",
+    {
+      class: "edit-form",
+      onsubmit: (event: Event) => {
+        event.preventDefault();
+        const text = box.value.trim();
+        if (text && session.canBranch) controls.sendEdit(id, text);
+      },
+    },
+    h("label", { class: "visually-hidden", for: `edit-${id}` }, "Your edited question"),
+    box,
+    h(
+      "div",
+      { class: "edit-actions" },
+      h("button", { type: "button", onclick: () => controls.cancelEdit() }, "Cancel"),
+      h("button", { type: "submit", class: "primary", disabled: !session.canBranch }, "Send"),
+    ),
+  );
+  return h(
+    "article",
+    { class: "message message-user message-editing", "data-message-id": id, "aria-label": "You" },
+    h("div", { class: "message-role", "aria-hidden": "true" }, "You"),
+    form,
+  );
+}
+
+/** `‹ n/m ›`: the versions of a message; the arrows show the previous or next one. */
+function branchPicker(
+  id: string,
+  branch: Branch,
+  what: "question" | "answer",
+  enabled: boolean,
+  switchTo: (messageId: string) => void,
+): HTMLElement {
+  const shown = branch.index + 1;
+  const count = branch.ids.length;
+  const go = (index: number) => () => switchTo(branch.ids[index]);
+  return h(
+    "div",
+    {
+      class: "branch-picker",
+      role: "group",
+      "data-branch-of": id,
+      "aria-label": `Version ${shown} of ${count} of this ${what}`,
+    },
+    h(
+      "button",
+      {
+        type: "button",
+        class: "branch-prev",
+        "aria-label": `Previous version of this ${what}`,
+        disabled: !enabled || branch.index === 0,
+        onclick: go(branch.index - 1),
+      },
+      "‹",
+    ),
+    h("span", { class: "branch-count", "aria-hidden": "true" }, `${shown}/${count}`),
+    h(
+      "button",
+      {
+        type: "button",
+        class: "branch-next",
+        "aria-label": `Next version of this ${what}`,
+        disabled: !enabled || branch.index === count - 1,
+        onclick: go(branch.index + 1),
+      },
+      "›",
+    ),
+  );
+}
+
 function assistantItem(
   session: ChatSession,
   message: Extract<Message, { role: "assistant" }>,
@@ -110,6 +317,8 @@ function assistantItem(
   results: Map<string, ToolMessage>,
   streaming: boolean,
   labelled: boolean,
+  footer: AnswerFooter | null,
+  controls: Controls,
 ): Item {
   const text = message.content ?? "";
   const calls = (message.toolCalls ?? []).map((call) => {
@@ -128,7 +337,8 @@ function assistantItem(
   const numbers = [...text.matchAll(CITATION)].flatMap((m) => splitNumbers(m[1]));
   if (!streaming) numbers.filter((n) => !(n in citations)).forEach((n) => session.requestCitation(Number(n)));
   const cited = numbers.filter((n) => n in citations);
-  const sig = JSON.stringify([text, streaming, labelled, cited, calls]);
+  const actions = footer ? [footer, session.canBranch, session.canSwitch] : null;
+  const sig = JSON.stringify([text, streaming, labelled, cited, calls, actions]);
   return {
     key: message.id,
     sig,
@@ -139,14 +349,48 @@ function assistantItem(
         paragraphs[paragraphs.length - 1].append(caret());
       }
       const toolsOnly = !paragraphs.length;
-      return bubble("assistant", labelled ? "Assistant" : null, toolsOnly ? "message-tools" : "", [
-        ...calls.map((c) =>
-          toolCallBlock(session, c.call, c.status, c.progress, c.streamed, c.shown, c.result),
-        ),
-        ...paragraphs,
-      ]);
+      return bubble(
+        "assistant",
+        labelled ? "Assistant" : null,
+        toolsOnly ? "message-tools" : "",
+        message.id,
+        [
+          ...calls.map((c) =>
+            toolCallBlock(session, c.call, c.status, c.progress, c.streamed, c.shown, c.result),
+          ),
+          ...paragraphs,
+        ],
+        footer ? answerActions(session, message.id, footer, controls) : null,
+      );
     },
   };
+}
+
+/** Under an answer: its version pickers and "Regenerate". */
+function answerActions(
+  session: ChatSession,
+  answerId: string,
+  footer: AnswerFooter,
+  controls: Controls,
+): (HTMLElement | null)[] {
+  return [
+    ...footer.pickers.map(([id, branch]) =>
+      branchPicker(id, branch, "answer", session.canSwitch, controls.switchTo),
+    ),
+    footer.regenerate
+      ? h(
+          "button",
+          {
+            type: "button",
+            class: "message-action",
+            "aria-label": "Regenerate this answer",
+            disabled: !session.canBranch,
+            onclick: () => controls.regenerate(answerId),
+          },
+          "Regenerate",
+        )
+      : null,
+  ];
 }
 
 /** The blinking cursor at the end of an answer that is still streaming in. */
@@ -158,16 +402,20 @@ function bubble(
   role: "user" | "assistant",
   label: string | null,
   extraClass: string,
+  id: string,
   content: (Node | null)[],
+  actions: (HTMLElement | null)[] | null = null,
 ): HTMLElement {
   return h(
     "article",
     {
       class: `message message-${role} ${extraClass}`.trim(),
       "aria-label": role === "user" ? "You" : "Assistant",
+      "data-message-id": id,
     },
     label ? h("div", { class: "message-role", "aria-hidden": "true" }, label) : null,
     h("div", { class: "message-body" }, ...content),
+    actions ? h("div", { class: "message-actions" }, ...actions) : null,
   );
 }
 

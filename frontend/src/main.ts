@@ -32,7 +32,12 @@ const ui = {
 const sources = new SourcesView(byId("sources"), byId("sources-count"), api, (message) =>
   showBanner(message),
 );
-const conversation = new ConversationView(byId("log"), (n) => sources.show(n));
+const conversation = new ConversationView(byId("log"), {
+  cite: (n) => sources.show(n),
+  edit: (id, text) => void session.edit(id, text).then(afterRun),
+  regenerate: (id) => void session.regenerate(id).then(afterRun),
+  switchTo: (id) => void session.switchTo(id),
+});
 const approvals = new ApprovalsView(
   byId("approvals"),
   (answers) => void session.answer(answers).then(afterRun),
@@ -64,7 +69,7 @@ function render(): void {
   threadList.render(threads, session.threadId, session.busy);
 
   const waiting = session.interrupts.length > 0;
-  ui.send.disabled = session.busy || waiting;
+  ui.send.disabled = session.busy || session.switching || waiting;
   ui.stop.hidden = !session.busy;
   ui.stop.disabled = session.phase === "stopping";
   ui.stop.textContent = session.phase === "stopping" ? "Stopping…" : "Stop";
@@ -177,7 +182,7 @@ function afterRun(result: RunResult): void {
 ui.composer.addEventListener("submit", (event) => {
   event.preventDefault();
   const text = ui.question.value.trim();
-  if (!text || session.busy || session.interrupts.length) return;
+  if (!text || !session.canBranch) return;
   ui.question.value = "";
   void session.ask(text).then(afterRun);
 });

@@ -5,6 +5,7 @@ import { HttpAgent, type Interrupt, type Message, type ResumeEntry } from "@ag-u
 import { type Api, ApiError, errorMessage, newId } from "./api";
 import type {
   ApprovalPayload,
+  Branch,
   Citation,
   LiveAnswer,
   LiveQuestion,
@@ -69,6 +70,13 @@ export class ChatSession {
   filter: string[];
   /** Whether the server has saved this thread (so its id can go into the URL). */
   saved: boolean;
+  /**
+   * The versions of the shown messages, by message id (the thread view's `branches`): read with
+   * the thread, after every run and with every switch.
+   */
+  branches: Record<string, Branch>;
+  /** A switch to another version is on its way to the server. */
+  switching = false;
   title: string | null;
   /** Citation cards read from the server because the state no longer carries them, by number. */
   private readonly archived = new Map<string, Citation>();
@@ -97,6 +105,7 @@ export class ChatSession {
       initialState: view?.state ?? {},
     });
     this.saved = view !== null;
+    this.branches = view?.branches ?? {};
     this.title = view?.title ?? null;
     this.filter = [...(this.ragState(view?.state ?? {}).document_filter ?? [])];
     this.setInterrupts(view?.interrupts ?? []);
@@ -206,6 +215,16 @@ export class ChatSession {
     return this.phase !== "idle";
   }
 
+  /** Whether another version can be shown now (not while a run streams: the server says 409). */
+  get canSwitch(): boolean {
+    return !this.busy && !this.switching;
+  }
+
+  /** Whether a question can be edited or an answer made again now (not while approvals wait). */
+  get canBranch(): boolean {
+    return this.canSwitch && this.interrupts.length === 0;
+  }
+
   /** Save a file a tool attached to its result (fetched with this page's token, then saved). */
   async downloadAttachment(record: ToolAttachmentRecord): Promise<void> {
     try {
@@ -242,6 +261,59 @@ export class ChatSession {
   ask(text: string): Promise<RunResult> {
     this.agent.addMessage({ id: newId(), role: "user", content: text });
     return this.run({}, text);
+  }
+
+  /**
+   * Edit a question: send the conversation before it plus the new text, and run. The server keeps
+   * the replaced question and everything after it as a branch beside the new one, and the model
+   * sees only the conversation shown. The new question gets a new id, except when nothing comes
+   * before it: a history with no answer and no id the thread knows would read as a new turn of the
+   * branch shown, so the first question keeps its id (see the README, "Edit, regenerate, branches").
+   */
+  edit(messageId: string, text: string): Promise<RunResult> {
+    const at = this.messages.findIndex((m) => m.id === messageId);
+    if (at < 0 || !this.canBranch) return Promise.resolve({ outcome: "error" });
+    const before = this.messages.slice(0, at);
+    const first = !before.some((m) => m.role === "user" || m.role === "assistant");
+    this.agent.setMessages([...before, { id: first ? messageId : newId(), role: "user", content: text }]);
+    this.forgetCards();
+    return this.run({}, text, false);
+  }
+
+  /**
+   * Make an answer again: send the conversation up to and including its question, and run. The
+   * new answer becomes a sibling of the old one, which stays a version to switch back to.
+   */
+  regenerate(answerId: string): Promise<RunResult> {
+    const at = this.messages.findIndex((m) => m.id === answerId);
+    let question = at;
+    while (question >= 0 && this.messages[question].role !== "user") question -= 1;
+    if (at < 0 || question < 0 || !this.canBranch) return Promise.resolve({ outcome: "error" });
+    this.agent.setMessages(this.messages.slice(0, question + 1));
+    this.forgetCards();
+    return this.run({});
+  }
+
+  /**
+   * Show another version: `messageId` is a sibling from `branches`. The server moves the thread to
+   * that branch (as it was last shown) with its state; the page shows the view it answers.
+   */
+  async switchTo(messageId: string): Promise<void> {
+    if (!this.canSwitch) return;
+    this.switching = true;
+    this.changed();
+    try {
+      this.show(await this.api.switchBranch(this.threadId, messageId));
+      // a notice about a message of the branch left goes with it
+      const shown = new Set(this.messages.map((m) => m.id));
+      const kept = this.notices.filter((n) => n.afterMessageId === null || shown.has(n.afterMessageId));
+      this.notices.splice(0, this.notices.length, ...kept);
+    } catch (error) {
+      this.notify("error", `Could not show that version: ${describe(error)}`);
+    } finally {
+      this.switching = false;
+      this.changed();
+    }
   }
 
   /**
@@ -295,7 +367,15 @@ export class ChatSession {
     if (this.busy) this.agent.abortRun();
   }
 
-  private async run(params: { resume?: ResumeEntry[] }, question?: string): Promise<RunResult> {
+  /**
+   * One run of the agent with the messages as they are now. `question` names the turn in a notice
+   * when it is not saved; `offerAgain` puts it back into the input box then (not for an edit).
+   */
+  private async run(
+    params: { resume?: ResumeEntry[] },
+    question?: string,
+    offerAgain = true,
+  ): Promise<RunResult> {
     // document_filter is client-owned, so the way to change it is to send it: the server takes it
     // from the state a run carries (every run then opens with a STATE_SNAPSHOT of the result).
     // The server-owned keys are sent back unchanged; the server would ignore edits anyway.
@@ -321,9 +401,10 @@ export class ChatSession {
     const result: RunResult = { outcome };
     if (outcome === "success" || outcome === "interrupt") {
       this.saved = true;
+      await this.refreshBranches();
     } else {
       await this.discardTurn(before, outcome === "cancelled", question);
-      if (question !== undefined) result.unsavedQuestion = question;
+      if (question !== undefined && offerAgain) result.unsavedQuestion = question;
     }
     this.phase = "idle";
     this.runId = null;
@@ -367,9 +448,35 @@ export class ChatSession {
       this.notify("error", `Could not reload this chat: ${describe(error)}`);
       return;
     }
+    this.show(view);
+  }
+
+  /** Show the thread as a view of it says: the branch's messages, its state, versions, approvals. */
+  private show(view: ThreadView | null): void {
     this.agent.setMessages(view?.messages ?? []);
     this.agent.setState(view?.state ?? {});
+    this.branches = view?.branches ?? {};
     this.setInterrupts(view?.interrupts ?? []);
+    this.forgetCards();
+  }
+
+  /**
+   * Drop the cards read on demand: citation numbers belong to a branch, so a card read for another
+   * branch's `[n]` may not be this one's. The shown answers' markers read theirs again.
+   */
+  private forgetCards(): void {
+    this.archived.clear();
+    this.fetching.clear();
+  }
+
+  /** The versions of the messages shown, after a run added some (an edit, a regenerate). */
+  private async refreshBranches(): Promise<void> {
+    try {
+      const view = await this.api.getThread(this.threadId);
+      this.branches = view?.branches ?? {};
+    } catch (error) {
+      this.notify("error", `Could not read the versions of this chat: ${describe(error)}`);
+    }
   }
 
   private setInterrupts(interrupts: Interrupt[]): void {

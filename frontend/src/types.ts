@@ -99,11 +99,24 @@ export interface ThreadSummary {
   version: number;
 }
 
+/**
+ * The versions of a shown message (`GET /threads/{id}` `branches`): an edited question beside the
+ * one it replaced, or a regenerated answer (its first message) beside the earlier answers. `ids`
+ * are the siblings' message ids, oldest first; `index` is the one shown.
+ */
+export interface Branch {
+  ids: string[];
+  index: number;
+}
+
 /** `GET /threads/{id}`: everything a reloaded page needs to continue a thread. */
 export interface ThreadView {
   threadId: string;
   title: string | null;
+  /** The branch shown: the conversation the next run continues. */
   messages: Message[];
+  /** For each shown message that has siblings, by its id: see `Branch`. */
+  branches: Record<string, Branch>;
   state: RagState;
   interrupts: Interrupt[];
   pendingToolCallIds: string[];

@@ -112,8 +112,9 @@ class ChatPage:
     # ---- asking ----
 
     def answers(self) -> Locator:
-        """The assistant messages that carry text (not only tool calls)."""
-        return self.page.locator("#log article.message-assistant:not(.message-tools)")
+        """The bodies of the assistant messages that carry text (not only tool calls): the answer
+        without the buttons under it (versions, Regenerate)."""
+        return self.page.locator(f"{_ANSWERS} > .message-body")
 
     async def type_question(self, text: str) -> None:
         await self.page.locator("#question").fill(text)
@@ -142,11 +143,22 @@ class ChatPage:
         """The titles of an answer's ``[n]`` buttons, once every marker in its text is one (cards
         beyond the state's emit window are fetched from the server after the run)."""
         answer = self.answers().nth(answer_index) if answer_index >= 0 else self.answers().last
-        text = "\n".join(await answer.locator(".message-body > p").all_inner_texts())
+        text = "\n".join(await answer.locator(":scope > p").all_inner_texts())
         markers = sum(len(re.split(r"[,;]", group)) for group in _MARKER.findall(text))
         buttons = answer.locator("button.cite")
         await expect(buttons).to_have_count(markers, timeout=WAIT_MS)
         return [await b.get_attribute("title") or "" for b in await buttons.all()]
+
+    # ---- what the page shows, as comparable data ----
+
+    async def shown_messages(self) -> list[tuple[str, str, str, list[str]]]:
+        """The conversation on screen: (message id, role, text, tool call ids) per message shown."""
+        shown = await self.page.evaluate(_SHOWN_MESSAGES)
+        return [(m["id"], m["role"], squash(m["text"]), m["tools"]) for m in shown]
+
+    async def shown_cards(self) -> dict[str, dict[str, str]]:
+        """The source cards on screen: number -> title and passage."""
+        return await self.page.evaluate(_SHOWN_CARDS)  # type: ignore[no-any-return]
 
     # ---- filter ----
 
@@ -172,3 +184,36 @@ class ChatPage:
 
 _ANSWERS = "#log article.message-assistant:not(.message-tools)"
 _MARKER = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")  # an answer's [n] (CITATION in conversation.ts)
+_SHOWN_MESSAGES = """() => [...document.querySelectorAll('#log article[data-message-id]')].map((a) => ({
+  id: a.dataset.messageId,
+  role: a.classList.contains('message-user') ? 'user' : 'assistant',
+  text: [...a.querySelectorAll(':scope > .message-body > p')].map((p) => p.innerText).join(' '),
+  tools: [...a.querySelectorAll('.tool[data-tool-call-id]')].map((t) => t.dataset.toolCallId),
+}))"""
+_SHOWN_CARDS = """() => Object.fromEntries([...document.querySelectorAll('#sources .source')].map((card) => [
+  card.dataset.citation,
+  {
+    title: card.querySelector('h3').textContent.replace(/^\\[\\d+\\]\\s*/, ''),
+    passage: card.querySelector('.source-passage').textContent,
+  },
+]))"""
+
+
+def squash(text: str) -> str:
+    """Text with its runs of white space made one space (paragraphs and line breaks as on screen)."""
+    return " ".join(text.split())
+
+
+def thread_messages(view: dict[str, Any]) -> list[tuple[str, str, str, list[str]]]:
+    """The messages of ``GET /threads/{id}`` as ``ChatPage.shown_messages`` reads them off the page."""
+    return [
+        (m["id"], m["role"], squash(m.get("content") or ""), [c["id"] for c in m.get("toolCalls") or []])
+        for m in view["messages"]
+        if m["role"] in ("user", "assistant")
+    ]
+
+
+def thread_cards(view: dict[str, Any], state_key: str | None = None) -> dict[str, dict[str, str]]:
+    """The citation cards of ``GET /threads/{id}``'s state as ``ChatPage.shown_cards`` reads them."""
+    state = view["state"][state_key] if state_key else view["state"]
+    return {n: {"title": c["title"], "passage": c["passage"]} for n, c in state.get("citations", {}).items()}

@@ -24,7 +24,7 @@ import httpx
 import pytest
 from playwright.async_api import ConsoleMessage, Locator, Page, Request
 
-from tests.browser.chat import ARTIFACTS, ROOT, WAIT_MS
+from tests.browser.chat import ARTIFACTS, ROOT, WAIT_MS, squash
 
 EXAMPLE = ROOT / "examples" / "copilotkit"
 SCREENSHOTS = EXAMPLE / "screenshots"
@@ -32,6 +32,18 @@ _LISTENING = re.compile(rb"http://127\.0\.0\.1:(\d+)/")
 _LOOPBACK = ("http://127.0.0.1:", "ws://127.0.0.1:", "data:", "blob:", "about:")
 _ANSWERS = '[data-testid="copilot-assistant-message"] .answer-text'  # the example's answer text
 _QUESTIONS = '[data-testid="copilot-user-message"]'
+_SHOWN_MESSAGES = """() => [...document.querySelectorAll(
+  '[data-testid="copilot-user-message"], [data-testid="copilot-assistant-message"]'
+)].map((el) => ({
+  id: el.dataset.messageId,
+  role: el.dataset.testid === 'copilot-user-message' ? 'user' : 'assistant',
+  text: el.querySelector('.question-text, .answer-text')?.innerText ?? '',
+  tools: [...el.querySelectorAll('.tool[data-tool-call-id]')].map((t) => t.dataset.toolCallId),
+}))"""
+_LAST_ANSWER_ID = (
+    "[...document.querySelectorAll('.answer-text')].at(-1)"
+    "?.closest('[data-testid=\"copilot-assistant-message\"]')?.dataset.messageId"
+)
 
 
 def node() -> str:
@@ -237,7 +249,18 @@ class CopilotKitPage:
             timeout=WAIT_MS,
         )
         await self.wait_idle()
+        await self.wait_answers_drawn()
         return await self.answers().last.inner_text()
+
+    async def wait_answers_drawn(self) -> None:
+        """Wait until every answer shows its text: CopilotChat's Markdown renderer (Streamdown, in
+        streaming mode) mounts empty and fills in a transition, so a new answer's element can be
+        on the page, the run over, and its text not yet drawn."""
+        await self.page.wait_for_function(
+            "(sel) => [...document.querySelectorAll(sel)].every((e) => e.innerText.trim())",
+            arg=_ANSWERS,
+            timeout=WAIT_MS,
+        )
 
     async def wait_idle(self) -> None:
         await self.page.locator('[data-testid="copilot-chat"][data-copilot-running="false"]').wait_for()
@@ -245,11 +268,32 @@ class CopilotKitPage:
     async def stop(self) -> None:
         await self.page.get_by_test_id("copilot-send-button").click()
 
+    async def shown_messages(self) -> list[tuple[str, str, str, list[str]]]:
+        """The conversation on screen: (message id, role, text, tool call ids) per message shown."""
+        shown = await self.page.evaluate(_SHOWN_MESSAGES)
+        return [(m["id"], m["role"], squash(m["text"]), m["tools"]) for m in shown]
+
+    async def last_answer_id(self) -> str | None:
+        """The message id of the last answer with text."""
+        return await self.page.evaluate(f"() => {_LAST_ANSWER_ID}")  # type: ignore[no-any-return]
+
+    async def wait_for_answer_after(self, before: str | None) -> None:
+        """Wait until a run ended with another last answer than ``before`` (an id)."""
+        await self.page.wait_for_function(
+            f"([before]) => {_LAST_ANSWER_ID} !== before && "
+            "document.querySelector('[data-testid=\"copilot-chat\"]')?.dataset.copilotRunning === 'false'",
+            arg=[before],
+            timeout=WAIT_MS,
+        )
+        await self.wait_answers_drawn()
+
     async def transcript(self) -> list[str]:
         """What the conversation shows: each question and each answer's text, in order."""
         shown = []
         for item in await self.page.locator(f"{_QUESTIONS}, {_ANSWERS}").all():
             is_question = await item.get_attribute("data-testid") == "copilot-user-message"
+            if is_question and await item.locator(".question-text").count():
+                item = item.locator(".question-text")  # the question without its toolbar (versions)
             shown.append(f"{'user' if is_question else 'assistant'}: {(await item.inner_text()).strip()}")
         return shown
 

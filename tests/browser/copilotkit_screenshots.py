@@ -5,7 +5,8 @@
 Ingests the sample corpus into a temporary directory, serves ragstream (offline extractive model)
 and the example's server on loopback, and in headless Chromium: asks two questions in one thread
 and opens a citation (``conversation.png``), then restricts answers to one document and asks
-again (``filter.png``). 1280x800 PNGs. Needs the example built and Debian's Chromium, like
+again (``filter.png``), then edits the last question and makes its answer again
+(``versions.png``: the version pickers of both). 1280x800 PNGs. Needs the example built and Debian's Chromium, like
 tests/test_copilotkit.py.
 """
 
@@ -25,6 +26,10 @@ from tests.servers import serve
 
 QUESTIONS = ["How long are nightly database backups retained?", "How do I restore a backup?"]
 FILTERED = ("Deploying ragstream", "How are backups taken?")
+EDITED = "How long are backups kept?"
+_SCROLL_TO_END = """() => document.querySelectorAll('[data-testid="copilot-chat"] *').forEach((el) => {
+  if (el.scrollHeight > el.clientHeight + 1) el.scrollTop = el.scrollHeight;
+})"""
 
 
 async def take(out: Path) -> None:
@@ -50,8 +55,24 @@ async def take(out: Path) -> None:
             await page.ask(question)
             await page.page.locator("#filter").scroll_into_view_if_needed()
             await page.page.screenshot(path=str(out / "filter.png"))
+
+            question = page.questions().last
+            await question.hover()
+            await question.get_by_test_id("copilot-edit-button").click()
+            await page.page.get_by_label("Your edited question").fill(EDITED)
+            before = await page.last_answer_id()
+            await page.page.locator(".edit-form").get_by_role("button", name="Send").click()
+            await page.wait_for_answer_after(before)
+            before = await page.last_answer_id()
+            await page.page.get_by_test_id("copilot-regenerate-button").last.click()
+            await page.wait_for_answer_after(before)
+            await page.page.get_by_test_id("answer-branch-navigation").wait_for()
+            await page.page.mouse.move(0, 0)  # no hover highlight
+            await page.page.evaluate(_SCROLL_TO_END)  # the last toolbar clear of the input box
+            await page.page.wait_for_timeout(400)
+            await page.page.screenshot(path=str(out / "versions.png"))
             page.assert_clean()
-    print(f"wrote {out / 'conversation.png'} and {out / 'filter.png'}")
+    print(f"wrote conversation.png, filter.png and versions.png in {out}")
 
 
 def main() -> None:

@@ -1,10 +1,12 @@
-"""Take docs/screenshot.png: the page answering a question with a citation opened.
+"""Take docs/screenshot.png (the page answering a question with a citation opened) and
+docs/versions.png (an edited question and a regenerated answer, each with its version picker).
 
-    python -m tests.browser.readme_screenshot [--out docs/screenshot.png]
+    python -m tests.browser.readme_screenshot [--out docs/screenshot.png] [--versions docs/versions.png]
 
 Ingests the sample corpus into a temporary directory, serves the product app (offline extractive
 model) on loopback, asks one question in headless Chromium, opens the first citation and saves a
-1280x800 PNG. Needs the built page and Debian's Chromium, like tests/test_browser.py.
+1280x800 PNG; then asks a second question, edits it, makes its answer again and saves the second.
+Needs the built page and Debian's Chromium, like tests/test_browser.py.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from tests.browser.chat import ROOT, ChatPage, launch_browser, require_built_pag
 from tests.servers import serve
 
 QUESTION = "How long are backups kept?"
+SECOND = ("How do I restore a backup?", "What temperature must the bakery's walk-in cooler hold?")
 
 
-async def take(out: Path) -> None:
+async def take(out: Path, versions: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         kb = await build_corpus_kb(Path(tmp) / "kb")
         kb.close()
@@ -38,8 +41,26 @@ async def take(out: Path) -> None:
             await page.wait_for_timeout(400)  # let the smooth scroll settle
             out.parent.mkdir(parents=True, exist_ok=True)
             await page.screenshot(path=str(out))
+
+            asked, edited = SECOND
+            await chat.ask(asked)
+            question = page.locator("#log article.message-user").last
+            await question.get_by_role("button", name="Edit this question").click()
+            await page.locator("#log .edit-form textarea").fill(edited)
+            await page.locator("#log .edit-form").get_by_role("button", name="Send").click()
+            await page.locator("#log .branch-picker").first.wait_for()
+            await chat.wait_idle()
+            await (
+                page.locator("#log article.message-assistant")
+                .last.get_by_role("button", name="Regenerate this answer")
+                .click()
+            )
+            await chat.wait_idle("document.querySelectorAll('#log .branch-picker').length === 2")
+            await page.mouse.move(0, 0)  # no hover highlight
+            versions.parent.mkdir(parents=True, exist_ok=True)
+            await page.screenshot(path=str(versions))
             chat.assert_clean_console()
-    print(f"wrote {out}")
+    print(f"wrote {out} and {versions}")
 
 
 def main() -> None:
@@ -47,12 +68,13 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshot.png")
+    parser.add_argument("--versions", type=Path, default=ROOT / "docs" / "versions.png")
     args = parser.parse_args()
     try:
         require_built_page()
     except BaseException as exc:  # pytest.fail raises outside pytest too; say why and stop
         raise SystemExit(str(exc)) from None
-    asyncio.run(take(args.out))
+    asyncio.run(take(args.out, args.versions))
 
 
 if __name__ == "__main__":

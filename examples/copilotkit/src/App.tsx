@@ -11,15 +11,35 @@ import {
 } from "@copilotkit/react-core/v2";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 
-import { CitationsProvider, CitedMarkdown, Sources } from "./citations";
+import { CitationsProvider, Sources } from "./citations";
 import { DocumentFilter } from "./filter";
-import { PROGRESS_EVENT, ragState, withDocumentFilter, type AppConfig, type Progress } from "./ragstream";
+import { PROGRESS_EVENT, agentState, ragState, withDocumentFilter, type AppConfig, type Progress, type ThreadView } from "./ragstream";
 import { ProgressProvider, ToolCall } from "./tools";
+import {
+  AssistantMessage,
+  UserMessage,
+  VersionsContext,
+  answerTools,
+  editedConversation,
+  regeneratedConversation,
+  type Branch,
+  type VersionsValue,
+} from "./versions";
 
 const AGENT_ID = "default";
 
-/** Send only the new turn: ragstream keeps the conversation, CopilotKit would resend all of it. */
+/**
+ * Set while an edit or a regenerate runs: that run sends the whole conversation shown, which is how
+ * ragstream knows where the new version branches off (the one page runs one run at a time).
+ */
+let wholeConversation = false;
+
+/**
+ * Send only the new turn: ragstream keeps the conversation, CopilotKit would resend all of it. An
+ * edit or a regenerate sends it all (see `wholeConversation`).
+ */
 function newTurnOnly(messages: Message[]): Message[] {
+  if (wholeConversation) return messages;
   let start = messages.length;
   while (start > 0 && messages[start - 1].role === "user") start -= 1;
   return messages.slice(start);
@@ -59,14 +79,6 @@ interface Notice {
   text: string;
 }
 
-/** Where the last turn starts: its question(s), then everything the agent added. */
-function unsavedTurnStart(messages: readonly Message[]): number {
-  let start = messages.length;
-  while (start > 0 && messages[start - 1].role !== "user") start -= 1;
-  while (start > 0 && messages[start - 1].role === "user") start -= 1;
-  return start;
-}
-
 function lastUserText(messages: readonly Message[]): string {
   const last = [...messages].reverse().find((m) => m.role === "user");
   return typeof last?.content === "string" ? last.content : "";
@@ -80,8 +92,39 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
   const [confirmedFilter, setConfirmedFilter] = useState<string[]>([]);
   const stopping = useRef<string | null>(null);
   const failure = useRef<string | null>(null);
+  const [branches, setBranches] = useState<Record<string, Branch>>({});
+  const [switching, setSwitching] = useState(false);
+  const busy = useRef(false); // a run or a switch is on its way (read by the handlers)
+  const saved = useRef(false); // ragstream has the thread (else there is nothing to read)
+  const [version, setVersion] = useState(0); // counts the times the branch shown changed
 
   useRenderTool({ name: "*", render: ToolCall }, []);
+
+  /** ragstream's view of the thread (null: not saved yet); its `branches` become the pickers. */
+  const readThread = useCallback(async (): Promise<ThreadView | null> => {
+    const response = await fetch(`/api/threads/${encodeURIComponent(threadId)}`);
+    if (response.status === 404) {
+      setBranches({});
+      return null;
+    }
+    if (!response.ok) throw new Error(`could not read the thread (${response.status})`);
+    const view = (await response.json()) as ThreadView;
+    saved.current = true;
+    setBranches(view.branches ?? {});
+    return view;
+  }, [threadId]);
+
+  /** Show the thread as ragstream has it: the branch's messages, its state, its versions. */
+  const show = useCallback(
+    (view: ThreadView | null) => {
+      agent.setMessages(view?.messages ?? []);
+      if (view) agent.setState(agentState(view.state, stateKey));
+      setBranches(view?.branches ?? {});
+      setVersion((n) => n + 1);
+    },
+    [agent, stateKey],
+  );
+
 
   useEffect(() => {
     const subscription = agent.subscribe({
@@ -105,20 +148,86 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
         setConfirmedFilter(ragState(state, stateKey).document_filter ?? []);
         const stopped = stopping.current;
         stopping.current = null;
-        if (stopped === null && !failure.current) return;
-        // ragstream saves a turn whole or not at all: the page drops the turn it did not save
-        const turn = unsavedTurnStart(messages);
+        const report = (error: unknown) => setNotice({ kind: "error", text: String(error) });
+        if (stopped === null && !failure.current) {
+          // a run (or the reconnect of a reloaded page) ended: read the versions of what it shows
+          if (messages.length) readThread().catch(report);
+          return;
+        }
+        // ragstream saves a turn whole or not at all: the page shows the thread as ragstream kept it
+        // (the ids it streams are the ids it stores, so the saved messages are the ones shown)
         const question = stopped || lastUserText(messages);
         setNotice(
           stopped !== null
             ? { kind: "info", text: `Stopped. This turn (“${question}”) was not saved.` }
             : { kind: "error", text: `${failure.current} This turn (“${question}”) was not saved.` },
         );
-        setTimeout(() => agent.setMessages(agent.messages.slice(0, turn)), 0);
+        if (saved.current) readThread().then(show, report);
+        else show(null); // the thread's first turn: ragstream has nothing yet
       },
     });
     return () => subscription.unsubscribe();
-  }, [agent, stateKey]);
+  }, [agent, stateKey, readThread, show]);
+
+  /** Run with the whole conversation `messages` (an edit or a regenerate: a new version). */
+  const runVersion = useCallback(
+    async (messages: Message[] | null) => {
+      if (!messages || busy.current || agent.isRunning) return;
+      busy.current = true;
+      agent.setMessages(messages);
+      setVersion((n) => n + 1);
+      wholeConversation = true;
+      try {
+        await copilotkit.runAgent({ agent });
+      } catch (error) {
+        failure.current ??= error instanceof Error ? error.message : String(error);
+      } finally {
+        wholeConversation = false;
+        busy.current = false;
+      }
+    },
+    [agent, copilotkit],
+  );
+
+  const switchTo = useCallback(
+    async (messageId: string) => {
+      if (busy.current || agent.isRunning) return;
+      busy.current = true;
+      setSwitching(true);
+      try {
+        const response = await fetch(`/api/threads/${encodeURIComponent(threadId)}/switch`, {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ messageId }),
+        });
+        const body = (await response.json().catch(() => null)) as (ThreadView & { error?: { message?: string } }) | null;
+        if (!response.ok || !body) throw new Error(body?.error?.message ?? `ragstream answered ${response.status}`);
+        show(body);
+      } catch (error) {
+        setNotice({ kind: "error", text: `Could not show that version: ${error instanceof Error ? error.message : String(error)}` });
+      } finally {
+        busy.current = false;
+        setSwitching(false);
+      }
+    },
+    [agent, show, threadId],
+  );
+
+  // the answers' toolbars change with the messages' structure, not with every streamed token
+  const answersKey = JSON.stringify(answerTools(agent.messages, branches));
+  const answers = useMemo(() => JSON.parse(answersKey) as VersionsValue["answers"], [answersKey]);
+  const ready = !agent.isRunning && !switching;
+  const versions = useMemo<VersionsValue>(
+    () => ({
+      branches,
+      answers,
+      ready,
+      edit: (message, text) => void runVersion(editedConversation(agent.messages, message.id, text, randomUUID())),
+      regenerate: (message) => void runVersion(regeneratedConversation(agent.messages, message.id)),
+      switchTo: (messageId) => void switchTo(messageId),
+    }),
+    [agent, answers, branches, ready, runVersion, switchTo],
+  );
 
   const stop = useCallback(() => {
     stopping.current = lastUserText(agent.messages);
@@ -128,10 +237,11 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
   const rag = ragState(agent.state, stateKey);
   const citations = useMemo(() => rag.citations ?? {}, [rag.citations]);
   const showError = useCallback((text: string) => setNotice({ kind: "error", text }), []);
-  const messageView = useMemo(() => ({ assistantMessage: { markdownRenderer: CitedMarkdown } }), []);
+  const messageView = useMemo(() => ({ assistantMessage: AssistantMessage, userMessage: UserMessage }), []);
 
   return (
-    <CitationsProvider threadId={threadId} citations={citations} onError={showError}>
+    <VersionsContext.Provider value={versions}>
+    <CitationsProvider threadId={threadId} citations={citations} onError={showError} version={version}>
       <ProgressProvider value={progress}>
         <div className="app">
           <header className="topbar">
@@ -168,5 +278,6 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
         </div>
       </ProgressProvider>
     </CitationsProvider>
+    </VersionsContext.Provider>
   );
 }

@@ -3,7 +3,7 @@
 // older answer's `[n]` is read on demand from ragstream (`GET /threads/{id}/state/citations/{n}`,
 // through this example's server) and shown under "From earlier answers".
 import { CopilotChatAssistantMessage } from "@copilotkit/react-core/v2";
-import { createContext, useCallback, useContext, useMemo, useState, type ComponentProps, type ReactNode } from "react";
+import { createContext, useCallback, useContext, useEffect, useMemo, useState, type ComponentProps, type ReactNode } from "react";
 
 import { documentLink, whereInDocument, type Citation } from "./ragstream";
 
@@ -23,15 +23,19 @@ export function CitationsProvider({
   threadId,
   citations,
   onError,
+  version = 0,
   children,
 }: {
   threadId: string;
   citations: Record<string, Citation>;
   onError: (message: string) => void;
+  /** Changes when another branch is shown: citation numbers are a branch's, so read cards go. */
+  version?: number;
   children: ReactNode;
 }) {
   const [fetched, setFetched] = useState<Record<string, Citation>>({});
   const [active, setActive] = useState<string | null>(null);
+  useEffect(() => setFetched({}), [version]);
 
   const focus = useCallback((index: string) => {
     setActive(index);

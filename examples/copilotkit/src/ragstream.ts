@@ -1,3 +1,5 @@
+import type { Message } from "@copilotkit/react-core/v2";
+
 // What the app knows about ragstream: the shape of its shared state, where that state lives in
 // CopilotKit's agent state (under the configured key, or at the top), and its CUSTOM events.
 
@@ -46,6 +48,21 @@ export interface Progress {
 }
 
 type AgentState = Record<string, unknown> | undefined | null;
+
+/** ragstream's `GET /threads/{id}` (and the switch route's answer), as this page uses it. */
+export interface ThreadView {
+  /** The branch shown: the conversation the next run continues. */
+  messages: Message[];
+  state: Record<string, unknown>;
+  /** For each shown message that has siblings: their ids (oldest first) and the one shown. */
+  branches: Record<string, { ids: string[]; index: number }>;
+}
+
+/** A thread view's state as runs emit it: under the state key when one is set. */
+export function agentState(state: Record<string, unknown>, stateKey: string | null): Record<string, unknown> {
+  if (!stateKey || stateKey in state) return state;
+  return { [stateKey]: state };
+}
 
 /** ragstream's part of the agent state. */
 export function ragState(state: AgentState, stateKey: string | null): RagState {

@@ -8,6 +8,10 @@
 // After every step: the runtime process is alive, and the state folded by the client, by the
 // runtime's runner (GET .../threads/{id}/state) and replayed by a reconnect equal the state in
 // ragstream's GET /threads/{id}. The example's runtime also restores the thread after a restart.
+// A second test makes versions of a conversation through each runtime, as the example's page does:
+// an edit of the second question, a regenerate of its answer (from the question, then from the
+// tool's result), a switch back and a turn on from there; the client's messages (ids included)
+// and every folded state equal ragstream's thread after each step.
 //
 //   RAGSTREAM_URL=http://127.0.0.1:8000 [RAGSTREAM_STATE_KEY=ragstream] node --test test/runtime.test.mjs
 // (the Python suite runs this against a ragstream it starts: tests/test_copilotkit.py)
@@ -180,5 +184,103 @@ for (const [name, script, durable] of [
       assert.deepEqual(restarted.state, last.state, "the reconnect after a restart: state");
       assert.deepEqual(transcript(restarted.messages), transcript(last.messages), "... and conversation");
     });
+
+    test("edit, regenerate and switch back through the runtime", async () => {
+      const threadId = `node-versions-${randomUUID()}`;
+      const { agent, problems } = client(runtime, threadId);
+      for (const question of QUESTIONS) {
+        agent.addMessage({ id: randomUUID(), role: "user", content: question });
+        await step(() => agent.runAgent(), "a turn");
+      }
+      const original = await assertSameThread("three turns");
+      const secondId = agent.messages.filter((m) => m.role === "user")[1].id;
+
+      // edit the second question: the conversation before it, the new text with a new id
+      const edited = { id: randomUUID(), role: "user", content: EDITED };
+      agent.setMessages([...agent.messages.slice(0, indexOf(agent.messages, secondId)), edited]);
+      await step(() => agent.runAgent(), "the edit");
+      let saved = await assertSameThread("after the edit");
+      assert.deepEqual(users(saved.messages), [QUESTIONS[0], EDITED]);
+      assert.deepEqual(saved.branches[edited.id], { ids: [secondId, edited.id], index: 1 });
+
+      // regenerate its answer: the conversation up to and including the question
+      const firstAnswer = saved.messages[indexOf(saved.messages, edited.id) + 1].id;
+      agent.setMessages(agent.messages.slice(0, indexOf(agent.messages, edited.id) + 1));
+      await step(() => agent.runAgent(), "the regenerate");
+      saved = await assertSameThread("after the regenerate");
+      const secondAnswer = saved.messages[indexOf(saved.messages, edited.id) + 1].id;
+      assert.notEqual(secondAnswer, firstAnswer);
+      assert.deepEqual(saved.branches[secondAnswer], { ids: [firstAnswer, secondAnswer], index: 1 });
+
+      // regenerate from the tool's result: the answer is made again from there, beside the old one
+      const result = agent.messages.findLastIndex((m) => m.role === "tool");
+      const oldFinal = agent.messages[result + 1].id;
+      agent.setMessages(agent.messages.slice(0, result + 1));
+      await step(() => agent.runAgent(), "the regenerate from the tool result");
+      saved = await assertSameThread("after the regenerate from the tool result");
+      const newFinal = saved.messages.at(-1).id;
+      assert.notEqual(newFinal, oldFinal);
+      assert.deepEqual(saved.branches[newFinal], { ids: [oldFinal, newFinal], index: 1 });
+
+      // switch back to the original second question (ragstream's route), then go on from there
+      const response = await fetch(`${RAGSTREAM}/threads/${encodeURIComponent(threadId)}/switch`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ messageId: secondId }),
+      });
+      assert.equal(response.status, 200, await response.clone().text());
+      const switched = await response.json();
+      assert.deepEqual(shown(switched.messages), shown(original.messages), "the original branch, as it was");
+      assert.deepEqual(switched.state, original.state, "... with its state");
+      if (durable) {
+        // the example's runtime restores the switched branch on a reconnect (a reloaded page)
+        const { agent: reloaded, problems: reloadProblems } = client(runtime, threadId);
+        await run(() => reloaded.connectAgent(), reloadProblems);
+        assert.deepEqual(reloadProblems, []);
+        assert.deepEqual(shown(reloaded.messages), shown(switched.messages), "the reconnect shows the branch");
+        assert.deepEqual(reloaded.state, switched.state);
+      }
+      agent.setMessages(switched.messages);
+      agent.setState(switched.state);
+      agent.addMessage({ id: randomUUID(), role: "user", content: "Who restores backups?" });
+      await step(() => agent.runAgent(), "a turn after the switch");
+      saved = await assertSameThread("a turn after the switch");
+      assert.deepEqual(users(saved.messages), [...QUESTIONS, "Who restores backups?"]);
+
+      /** Run `action` through the runtime: no problem, and the runtime process is still up. */
+      async function step(action, what) {
+        await run(action, problems);
+        await assertAlive(runtime);
+        assert.deepEqual(problems, [], `${what} failed`);
+      }
+
+      /** The client's messages (ids included) and every folded state are ragstream's thread. */
+      async function assertSameThread(what) {
+        const thread = await getJson(`${RAGSTREAM}/threads/${encodeURIComponent(threadId)}`);
+        assert.deepEqual(shown(agent.messages), shown(thread.messages), `${what}: the client's messages`);
+        assert.deepEqual(agent.state, thread.state, `${what}: the state the client folded`);
+        const folded = await getJson(`${runtime.url}${BASE_PATH}/threads/${encodeURIComponent(threadId)}/state`);
+        assert.deepEqual(folded.state, thread.state, `${what}: the state the runtime's runner folded`);
+        assert.ok(Object.keys(ragState(thread.state).citations ?? {}).length > 0, `${what}: the answers cite sources`);
+        return thread;
+      }
+    });
   });
+}
+
+const EDITED = "When does the Northwind Observatory open to visitors?";
+
+/** A conversation as ids, roles and texts (a tool result by its call). */
+function shown(messages) {
+  return messages.map((m) => [m.id, m.role, m.role === "tool" ? m.toolCallId : textOf(m)]);
+}
+
+function users(messages) {
+  return messages.filter((m) => m.role === "user").map(textOf);
+}
+
+function indexOf(messages, id) {
+  const at = messages.findIndex((m) => m.id === id);
+  assert.ok(at >= 0, `message ${id} is not in the conversation`);
+  return at;
 }
