@@ -13,6 +13,8 @@ from rag_tools.kb import KnowledgeBase
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "examples" / "corpus"
+#: How many documents the sample corpus holds (every file in it is a supported format).
+CORPUS_DOCUMENTS = sum(1 for path in CORPUS.rglob("*") if path.is_file())
 
 
 @pytest.fixture

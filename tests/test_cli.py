@@ -17,7 +17,7 @@ import pytest
 from rag_tools.embeddings import DEFAULT_EMBEDDER
 from rag_tools.state.postgres_store import PostgresThreadStore
 from rag_tools.state.redis_store import RedisThreadStore
-from tests.conftest import ROOT
+from tests.conftest import CORPUS_DOCUMENTS, ROOT
 from tests.protocol import check_stream, parse_sse
 from tests.servers import free_port
 
@@ -67,7 +67,7 @@ def test_search_and_documents(corpus_kb_template: Path, tmp_path: Path) -> None:
     sheet = cli("search", "How much does the advanced audit log add-on cost?", "--limit", "1", data=data)
     assert "Kiteline Price List — Add-ons, rows 2-8" in sheet.stdout.splitlines()[0]  # a sheet's rows
     listing = cli("documents", data=data)
-    assert listing.stdout.splitlines()[-1] == "page 1 of 1 (17 documents)"
+    assert listing.stdout.splitlines()[-1] == f"page 1 of 1 ({CORPUS_DOCUMENTS} documents)"
     mismatch = cli("search", "x", "--embedder", "local:wordllama", data=data)
     assert mismatch.returncode == 1
     assert f"was built with embedder {DEFAULT_EMBEDDER!r}" in mismatch.stderr

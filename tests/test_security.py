@@ -52,6 +52,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 from rag_tools import ChatDeps, build_chat_toolkit
 from rag_tools.kb_toolsets import create_analysis_toolset
 from rag_tools.sandbox import SandboxLimits
+from tests.conftest import CORPUS_DOCUMENTS
 from tests.fuzzing.harness import assert_json_error
 from tests.fuzzing.rawhttp import RawResponse, raw_request
 from tests.fuzzing.server import ServerLog, serve_in_thread
@@ -743,7 +744,7 @@ def test_upload_names_are_kept_literally(server: Server, hostile_documents: list
     uris = {d["uri"] for d in hostile_documents}
     for name in [*(name for name, _ in HOSTILE_DOCS), NUL_NAME]:
         assert name in uris, name  # an upload is shown by its file name, never a server path
-    assert len(hostile_documents) == 12 + len(HOSTILE_DOCS) + 1
+    assert len(hostile_documents) == CORPUS_DOCUMENTS + len(HOSTILE_DOCS) + 1
 
 
 @pytest.mark.parametrize("term", SQL_TERMS)

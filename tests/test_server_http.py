@@ -12,7 +12,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from tests.conftest import scenario_app
+from tests.conftest import CORPUS_DOCUMENTS, scenario_app
 from tests.protocol import check_stream, parse_sse, run_body
 from tests.servers import serve
 from tests.test_documents_api import finished_job
@@ -226,7 +226,7 @@ async def test_thread_routes(scenario_config: Any) -> None:
 async def test_documents_routes(scenario_config: Any) -> None:
     async with server(scenario_config, max_upload_bytes=2048) as client:
         listing = (await client.get("/documents")).json()
-        assert listing["total"] == 12
+        assert listing["total"] == CORPUS_DOCUMENTS
         assert (await client.get("/documents", params={"page_size": 5, "page": 3})).json()["documents"][0][
             "title"
         ]
