@@ -403,4 +403,4 @@ async def test_a_format_2_knowledge_base_gains_locators_when_opened(tmp_path: Pa
         r["key"]: r["value"]
         for r in lancedb.connect(tmp_path / "kb").open_table("meta").to_arrow().to_pylist()
     }
-    assert versions["format_version"] == "3"
+    assert versions["format_version"] == "4"

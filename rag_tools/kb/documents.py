@@ -1,15 +1,17 @@
 """Documents in the knowledge base: listing, lookup, a document's chunks and file, deletion.
 
-Every query here selects the public columns only: a document's ``origin`` (the path it was read
+Every lookup takes the ``Reader`` it answers for: a document it may not read is not there (its
+predicate is part of the query). Every query here selects the public columns only: a document's ``origin`` (the path it was read
 from on the server) is used for matching but never returned.
 """
 
 from __future__ import annotations
 
+from .access import ALL, Reader, stored_groups
 from .filters import FilterLike, as_filter, sql_literal
 from .models import Document, DocumentFile, DocumentPage, SearchHit
 from .search import hit_from_row
-from .tables import DOC_COLUMNS, HIT_COLUMNS, Tables
+from .tables import DOC_COLUMNS, GROUPS, HIT_COLUMNS, Tables
 
 __all__ = [
     "delete_document",
@@ -18,16 +20,27 @@ __all__ = [
     "documents_where",
     "find_document",
     "list_documents",
+    "set_groups",
 ]
 
 
 async def documents_where(
-    tables: Tables, predicate: str | None, *, with_content: bool = False, limit: int | None = None
+    tables: Tables,
+    predicate: str | None,
+    *,
+    with_content: bool = False,
+    limit: int | None = None,
+    reader: Reader = ALL,
 ) -> list[Document]:
-    """Documents matching ``predicate`` (all when ``None``), without their text unless asked."""
+    """Documents matching ``predicate`` (all when ``None``) that ``reader`` may read, without their
+    text unless asked."""
     if tables.documents is None:
         return []
     query = tables.documents.query().select([*DOC_COLUMNS, "content"] if with_content else DOC_COLUMNS)
+    readable = reader.to_sql()
+    if predicate and readable:
+        predicate = f"({predicate}) AND {readable}"
+    predicate = predicate or readable
     if predicate:
         query = query.where(predicate)
     if limit:
@@ -35,22 +48,24 @@ async def documents_where(
     return [Document(**row) for row in await query.to_list()]
 
 
-async def document_by_id(tables: Tables, document_id: str, *, with_content: bool = False) -> Document | None:
-    """The document with this id, or ``None``."""
+async def document_by_id(
+    tables: Tables, document_id: str, *, with_content: bool = False, reader: Reader = ALL
+) -> Document | None:
+    """The document with this id, or ``None`` (also when ``reader`` may not read it)."""
     docs = await documents_where(
-        tables, f"document_id = {sql_literal(document_id)}", with_content=with_content, limit=1
+        tables, f"document_id = {sql_literal(document_id)}", with_content=with_content, limit=1, reader=reader
     )
     return docs[0] if docs else None
 
 
 async def list_documents(
-    tables: Tables, page: int, page_size: int, filter: FilterLike | None
+    tables: Tables, page: int, page_size: int, filter: FilterLike | None, reader: Reader = ALL
 ) -> DocumentPage:
-    """One page of documents ordered by title (case-insensitive), then uri."""
+    """One page of the documents ``reader`` may read, ordered by title (case-insensitive), then uri."""
     if page < 1 or page_size < 1:
         raise ValueError("page and page_size must be at least 1")
     restriction = as_filter(filter)
-    docs = await documents_where(tables, restriction.to_sql() if restriction else None)
+    docs = await documents_where(tables, restriction.to_sql() if restriction else None, reader=reader)
     docs.sort(key=lambda d: (d.title.casefold(), d.uri))
     start = (page - 1) * page_size
     return DocumentPage(
@@ -59,7 +74,7 @@ async def list_documents(
 
 
 async def find_document(
-    tables: Tables, query: str, filter: FilterLike | None, with_content: bool
+    tables: Tables, query: str, filter: FilterLike | None, with_content: bool, reader: Reader = ALL
 ) -> Document | None:
     """By exact uri, else partial uri, else partial title; the shortest match wins, then alphabetical."""
     if not query.strip():
@@ -73,20 +88,23 @@ async def find_document(
         (f"strpos(lower(title), {needle}) > 0", "title"),
     ):
         where = f"({predicate}) AND {restrict}" if restrict else predicate
-        docs = await documents_where(tables, where)
+        docs = await documents_where(tables, where, reader=reader)
         if docs:
             if key:
                 docs.sort(key=lambda d: (len(getattr(d, key)), getattr(d, key).casefold(), d.uri))
             doc = docs[0]
-            return await document_by_id(tables, doc.document_id, with_content=True) if with_content else doc
+            if with_content:
+                return await document_by_id(tables, doc.document_id, with_content=True, reader=reader)
+            return doc
     return None
 
 
-async def document_chunks(tables: Tables, document_id: str) -> list[SearchHit]:
-    """A document's chunks in document order (``score`` is 0)."""
-    prefix = (await tables.published({document_id})).get(document_id)
-    if tables.chunks is None or prefix is None:
+async def document_chunks(tables: Tables, document_id: str, reader: Reader = ALL) -> list[SearchHit]:
+    """A document's chunks in document order (``score`` is 0); none when ``reader`` may not read it."""
+    published = (await tables.published_access({document_id})).get(document_id)
+    if tables.chunks is None or published is None or not reader.may_read(published[1]):
         return []
+    prefix = published[0]
     rows = (
         await tables.chunks.query()
         .where(f"document_id = {sql_literal(document_id)} AND starts_with(chunk_id, {sql_literal(prefix)})")
@@ -97,9 +115,12 @@ async def document_chunks(tables: Tables, document_id: str) -> list[SearchHit]:
     return [hit_from_row(r, None) for r in rows]
 
 
-async def document_file(tables: Tables, document_id: str) -> DocumentFile | None:
-    """The original file of a document, or ``None`` (no such document, or none kept)."""
+async def document_file(tables: Tables, document_id: str, reader: Reader = ALL) -> DocumentFile | None:
+    """The original file of a document, or ``None`` (no such document, none kept, or ``reader`` may
+    not read it)."""
     if tables.files is None:
+        return None
+    if not reader.reads_all and await document_by_id(tables, document_id, reader=reader) is None:
         return None
     rows = (
         await tables.files.query()
@@ -126,3 +147,28 @@ async def delete_document(tables: Tables, key: str) -> bool:
             if table is not None:
                 await table.delete(predicate)
     return True
+
+
+async def set_groups(
+    tables: Tables, document_id: str, groups: tuple[str, ...], *, only_if_different: bool = False
+) -> Document | None:
+    """Make the document readable by ``groups`` (``()``: everyone); ``None`` when there is none.
+
+    The ``documents`` row is written first: it decides (searches check every hit against it), so
+    the change takes effect at that commit; the chunks' copy, which lets searches filter before
+    top-k, follows. An interruption in between is repaired by the next call or ingest of it.
+    """
+    if tables.documents is None:
+        return None
+    predicate = f"document_id = {sql_literal(document_id)}"
+    value = stored_groups(groups)
+    async with tables.write_lock:
+        found = await documents_where(tables, predicate, limit=1)
+        if not found:
+            return None
+        if only_if_different and tuple(found[0].groups) == groups:
+            return found[0]
+        await tables.documents.update(updates={GROUPS: value}, where=predicate)
+        if tables.chunks is not None:
+            await tables.chunks.update(updates={GROUPS: value}, where=predicate)
+    return await document_by_id(tables, document_id)

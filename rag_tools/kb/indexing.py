@@ -1,4 +1,5 @@
-"""Index maintenance on the chunks table: full-text and id indexes always, a vector index past a size.
+"""Index maintenance on the chunks table: full-text, id and groups indexes always, a vector index
+past a size.
 
 Indexes are created once; afterwards ``optimize`` folds new rows into them and compacts the small
 fragments that each write commit leaves behind. Another process refreshing the same knowledge base
@@ -22,10 +23,10 @@ import math
 from dataclasses import dataclass
 from datetime import timedelta
 
-from lancedb.index import FTS, BTree, HnswSq
+from lancedb.index import FTS, BTree, HnswSq, LabelList
 
 from .errors import is_commit_conflict
-from .tables import FTS_COLUMN, Tables
+from .tables import FTS_COLUMN, GROUPS, Tables
 
 __all__ = [
     "DEFAULT_ANN_INDEX_THRESHOLD",
@@ -137,6 +138,9 @@ async def _refresh(tables: Tables, *, ann_index_threshold: int) -> int:
             created = True
         if ("document_id",) not in indexed:
             await chunks.create_index("document_id", config=BTree(), replace=True)
+            created = True
+        if (GROUPS,) not in indexed:  # answers the readers' prefilter (access.Reader.to_sql)
+            await chunks.create_index(GROUPS, config=LabelList(), replace=True)
             created = True
         rows = await chunks.count_rows()
         plan = vector_index_plan(rows, ann_index_threshold=ann_index_threshold)

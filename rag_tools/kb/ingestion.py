@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .access import stored_groups
 from .chunking import ChunkDraft, chunk_document, chunk_sections
 from .filters import sql_literal
 from .models import IngestOutcome
@@ -36,6 +37,7 @@ from .sources import Source
 from .tables import (
     CHUNKING_VERSION,
     FTS_COLUMN,
+    GROUPS,
     WRITTEN_AT,
     Tables,
     chunks_schema,
@@ -254,19 +256,47 @@ def _pdf_rows(
     )
 
 
+async def _current_groups(tables: Tables, document_ids: list[str]) -> dict[str, list[str] | None]:
+    """The stored ``groups`` of those of ``document_ids`` that are listed (read under the write lock)."""
+    if tables.documents is None or not document_ids:
+        return {}
+    ids = ", ".join(sql_literal(i) for i in document_ids)
+    rows = (
+        await tables.documents.query()
+        .where(f"document_id IN ({ids})")
+        .select(["document_id", GROUPS])
+        .to_list()
+    )
+    return {row["document_id"]: row[GROUPS] for row in rows}
+
+
 async def write_batch(
     tables: Tables, batch: Sequence[PreparedDocument], probe_dimensions: Callable[[], Awaitable[int]]
 ) -> None:
-    """Store embedded documents and their files; one ``documents`` commit publishes the new versions."""
+    """Store embedded documents and their files; one ``documents`` commit publishes the new versions.
+
+    A source without ``groups`` keeps the stored document's (read under the write lock, so a
+    change of groups made while the document was being embedded is kept); a new one is everyone's.
+    """
     unique = {doc.doc_row["document_id"]: doc for doc in batch}
     written_at = datetime.now(UTC)
-    rows = [
-        {**row, "vector": vector, WRITTEN_AT: written_at}
-        for doc in unique.values()
-        for row, vector in zip(doc.chunk_rows, doc.vectors, strict=True)
-    ]
-    dimensions = len(rows[0]["vector"]) if rows else tables.dimensions
     async with tables.write_lock:
+        keep = [i for i, d in unique.items() if d.source.groups is None]
+        current = await _current_groups(tables, keep)
+        groups = {
+            i: stored_groups(d.source.groups)
+            if d.source.groups is not None
+            else current.get(i) or stored_groups(())
+            for i, d in unique.items()
+        }
+        for i, doc in unique.items():
+            doc.doc_row[GROUPS] = groups[i]
+        rows = [
+            {**row, "vector": vector, WRITTEN_AT: written_at, GROUPS: groups[doc.doc_row["document_id"]]}
+            for doc in unique.values()
+            for row, vector in zip(doc.chunk_rows, doc.vectors, strict=True)
+        ]
+        dimensions = len(rows[0]["vector"]) if rows else tables.dimensions
         if dimensions is None:  # only empty documents so far: anything can be recorded later
             dimensions = await probe_dimensions()
         chunks, documents, files = await tables.ensure(dimensions)

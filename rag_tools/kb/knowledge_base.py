@@ -10,8 +10,10 @@ failures into ``KnowledgeBaseUnavailable``.
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from pydantic_ai.embeddings import EmbeddingModel
 from ..config import RagConfig, SearchMode
 from ..embeddings import DEFAULT_EMBEDDER, embedder_name, resolve_embedding_model
 from . import documents as _documents
+from .access import ALL, Reader, check_groups
 from .errors import (
     EmbedderMismatchError,
     KnowledgeBaseError,
@@ -75,6 +78,10 @@ class KnowledgeBase:
     ``ann_ef``, ``ann_nprobes`` and ``ann_refine_factor`` override the settings chosen by size, and
     ``exact_vector_search`` makes every vector search an exact scan.
 
+    ``reader`` is who reads through this object (``access.Reader``; every document by default):
+    searches, listings and lookups show only the documents it may read, filtered inside each
+    query. ``restricted(reader)`` gives a view for one caller that shares the connection.
+
     ``uri`` is a folder or an object-store URI (``s3://bucket/prefix``, ``gs://``, ``az://``); the
     object store's credentials and endpoint come from its standard variables (``AWS_ENDPOINT_URL``,
     ``AWS_ACCESS_KEY_ID``, ...), which ``storage_options`` (LanceDB's keys) override.
@@ -104,6 +111,7 @@ class KnowledgeBase:
         self.ann_nprobes = ann_nprobes
         self.ann_refine_factor = ann_refine_factor
         self.exact_vector_search = False
+        self.reader: Reader = ALL
         self._rows: tuple[float, int] | None = None
         self._tables = Tables(
             self.uri,
@@ -123,6 +131,17 @@ class KnowledgeBase:
             read_consistency_interval=timedelta(seconds=config.kb_read_consistency_seconds),
             storage_options=config.kb_storage_options,
         )
+
+    def restricted(self, reader: Reader) -> KnowledgeBase:
+        """A view of this knowledge base for ``reader``: same connection, tables and embedder.
+
+        Every read through the view (search, listing, lookup, chunks, files) shows only the
+        documents ``reader`` may read. Writes are not restricted (who may change what is the
+        caller's rule). Close the knowledge base itself, not its views.
+        """
+        view = copy.copy(self)
+        view.reader = reader
+        return view
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -156,8 +175,13 @@ class KnowledgeBase:
         *,
         on_progress: Callable[[IngestProgress], None] | None = None,
         on_plan: Callable[[int], None] | None = None,
+        groups: Sequence[str] | None = None,
     ) -> IngestReport:
         """Ingest files, folders (recursively) and glob patterns.
+
+        ``groups`` makes every source readable by those groups only (``[]``: everyone); without it
+        a known document keeps its groups and a new one is everyone's. An unchanged document given
+        other groups is not re-embedded: only its groups change.
 
         Parsing, embedding and writing run as a pipeline. An unreadable, missing, unsupported or
         binary source becomes an ``error`` outcome with the reason, and the rest are still ingested.
@@ -165,10 +189,11 @@ class KnowledgeBase:
         embedded batch of chunks and with each file's outcome (problems found while planning first).
         """
         await self.open()
+        checked = None if groups is None else check_groups(groups)
         sources = expand_sources(paths)
         if on_plan:
             on_plan(len(sources))
-        outcomes = await self._ingest(sources, on_progress)
+        outcomes = await self._ingest(sources, on_progress, groups=checked)
         await self.refresh_indexes()
         return IngestReport(outcomes=outcomes)
 
@@ -187,17 +212,21 @@ class KnowledgeBase:
         title: str | None = None,
         on_progress: Callable[[IngestProgress], None] | None = None,
         stop: Stop | None = None,
+        groups: Sequence[str] | None = None,
     ) -> IngestOutcome:
         """Ingest an in-memory source (an upload); ``name``'s suffix gives the format.
+
+        ``groups`` as in ``ingest_paths``.
 
         The document is shown as ``uri`` when given (e.g. the URL it came from), else as ``name``;
         its original bytes are kept for ``get_document_file``. ``on_progress`` as in ``ingest_paths``.
         Once ``stop()`` is true before the document is written, it is not, and comes out ``cancelled``.
         """
         await self.open()
+        checked = None if groups is None else check_groups(groups)
         source = bytes_source(data, name=name, uri=uri, title=title)
-        (outcome,) = await self._ingest([source], on_progress, stop)
-        if outcome.status in ("added", "updated"):
+        (outcome,) = await self._ingest([source], on_progress, stop, groups=checked)
+        if outcome.status in ("added", "updated") or checked is not None:
             await self.refresh_indexes()
         return outcome
 
@@ -209,8 +238,11 @@ class KnowledgeBase:
         on_plan: Callable[[SyncPlan], None] | None = None,
         on_progress: Callable[[IngestProgress], None] | None = None,
         stop: Stop | None = None,
+        groups: Sequence[str] | None = None,
     ) -> IngestReport:
         """Mirror a folder or ``s3://bucket/prefix`` into the knowledge base (``rag_tools/kb/sync.py``).
+
+        ``groups`` as in ``ingest_paths``, for every file of the source.
 
         New and changed files are ingested, unchanged ones skipped by content hash, and documents
         of an earlier sync of the same source whose file is gone are deleted; a file that fails is
@@ -220,6 +252,7 @@ class KnowledgeBase:
         listed, or lists nothing, raises ``SyncSourceError`` and changes nothing.
         """
         await self.open()
+        checked = None if groups is None else check_groups(groups)
         src = open_sync_source(source) if isinstance(source, str) else source
         plan = await plan_sync(self._tables, src, await asyncio.to_thread(src.list))
         if on_plan:
@@ -232,7 +265,7 @@ class KnowledgeBase:
             if on_progress:
                 on_progress(last)
 
-        outcomes = await self._ingest(plan.files, progress, stop)
+        outcomes = await self._ingest(plan.files, progress, stop, groups=checked)
         for document in plan.removed:
             if stop is not None and stop():
                 outcome = IngestOutcome(source=document.uri, status="cancelled")
@@ -261,9 +294,13 @@ class KnowledgeBase:
         sources: list[Source | IngestOutcome] | list[Source],
         on_progress: Callable[[IngestProgress], None] | None,
         stop: Stop | None = None,
+        *,
+        groups: tuple[str, ...] | None = None,
     ) -> list[IngestOutcome]:
+        if groups is not None:
+            sources = [dataclasses.replace(s, groups=groups) if isinstance(s, Source) else s for s in sources]
         ids = [s.document_id for s in sources if isinstance(s, Source)]
-        return await run_pipeline(
+        outcomes = await run_pipeline(
             sources,
             known=await known_documents(self._tables, ids),
             max_chars=self.chunk_max_chars,
@@ -272,6 +309,13 @@ class KnowledgeBase:
             on_progress=on_progress,
             stop=stop,
         )
+        if groups is not None:  # unchanged documents are not rewritten: only their groups change
+            for outcome in outcomes:
+                if outcome.status == "unchanged" and outcome.document_id:
+                    await _documents.set_groups(
+                        self._tables, outcome.document_id, groups, only_if_different=True
+                    )
+        return outcomes
 
     async def _embed_documents(self, texts: list[str]) -> list[list[float]]:
         result = await self.embedding_model.embed(texts, input_type="document")
@@ -329,6 +373,17 @@ class KnowledgeBase:
         await self.open()
         return await _documents.delete_document(self._tables, document_id_or_uri)
 
+    @storage_errors
+    async def set_document_groups(self, document_id: str, groups: Sequence[str]) -> Document | None:
+        """Make a document readable by ``groups`` only (``[]``: everyone); ``None`` when there is no
+        such document. ``InvalidGroups`` for a bad name. Not restricted by ``reader``."""
+        checked = check_groups(groups)
+        await self.open()
+        document = await _documents.set_groups(self._tables, document_id, checked)
+        if document is not None:
+            await self.refresh_indexes()
+        return document
+
     # -- search ------------------------------------------------------------------------------
 
     @storage_errors
@@ -362,6 +417,7 @@ class KnowledgeBase:
             filter=filter,
             context_chars=context_chars,
             vector_search=self.vector_search_parameters(),
+            reader=self.reader,
         )
 
     # -- documents ---------------------------------------------------------------------------
@@ -372,7 +428,7 @@ class KnowledgeBase:
     ) -> DocumentPage:
         """Documents ordered by title (case-insensitive), then uri; ``page`` counts from 1."""
         await self.open()
-        return await _documents.list_documents(self._tables, page, page_size, filter)
+        return await _documents.list_documents(self._tables, page, page_size, filter, self.reader)
 
     @storage_errors
     async def get_document(
@@ -384,13 +440,15 @@ class KnowledgeBase:
         alphabetical order.
         """
         await self.open()
-        return await _documents.find_document(self._tables, query, filter, with_content)
+        return await _documents.find_document(self._tables, query, filter, with_content, self.reader)
 
     @storage_errors
     async def get_document_by_id(self, document_id: str, *, with_content: bool = False) -> Document | None:
-        """The document with this id, or ``None``."""
+        """The document with this id, or ``None`` (also when the reader may not read it)."""
         await self.open()
-        return await _documents.document_by_id(self._tables, document_id, with_content=with_content)
+        return await _documents.document_by_id(
+            self._tables, document_id, with_content=with_content, reader=self.reader
+        )
 
     @storage_errors
     async def get_document_file(self, document_id: str) -> DocumentFile | None:
@@ -399,13 +457,13 @@ class KnowledgeBase:
         Documents ingested before originals were kept (format 1 knowledge bases) have none.
         """
         await self.open()
-        return await _documents.document_file(self._tables, document_id)
+        return await _documents.document_file(self._tables, document_id, self.reader)
 
     @storage_errors
     async def get_chunks(self, document_id: str) -> list[SearchHit]:
         """A document's chunks in document order (``score`` is 0)."""
         await self.open()
-        return await _documents.document_chunks(self._tables, document_id)
+        return await _documents.document_chunks(self._tables, document_id, self.reader)
 
     @storage_errors
     async def count_documents(self) -> int:

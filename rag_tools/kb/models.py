@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+from .access import shown_groups
 
 __all__ = [
     "Document",
@@ -22,7 +24,8 @@ class Document(BaseModel):
     """A document in the knowledge base; ``content`` is filled only when asked for.
 
     ``uri`` is the display source (a path relative to the ingested folder, a file name, or the URL
-    the document was ingested from), never a path on the server.
+    the document was ingested from), never a path on the server. ``groups`` are who may read it
+    (``[]``: everyone).
     """
 
     document_id: str
@@ -33,7 +36,13 @@ class Document(BaseModel):
     chunk_count: int
     size_chars: int
     updated_at: datetime
+    groups: list[str] = Field(default_factory=list)
     content: str | None = None
+
+    @field_validator("groups", mode="before")
+    @classmethod
+    def _shown(cls, value: Any) -> list[str]:
+        return shown_groups(value)
 
 
 class DocumentPage(BaseModel):

@@ -1,5 +1,8 @@
 """Search over the chunks table: hybrid (vector + full-text, RRF), vector or text, with context.
 
+Only chunks the reader may read are searched (``access.Reader``: a predicate inside the query, so
+the top-k are the reader's own), and each hit is checked again against its document's row, which
+decides (a change of groups is published by the ``documents`` commit, before the chunks follow).
 Only chunks of a document's published version count (``Tables.published``): chunks of a version
 being written, or left by an interrupted write, are passed over. Context expansion grows each hit
 with neighbouring chunks of the same section (alternately after and before it) while they fit in
@@ -15,6 +18,7 @@ import lancedb
 from lancedb.rerankers import RRFReranker
 
 from ..config import SearchMode
+from .access import ALL, Reader
 from .filters import FilterLike, as_filter, sql_literal
 from .indexing import VectorSearchParameters
 from .models import SearchHit
@@ -39,13 +43,15 @@ async def search_chunks(
     filter: FilterLike | None,
     context_chars: int,
     vector_search: VectorSearchParameters | None,
+    reader: Reader = ALL,
 ) -> list[SearchHit]:
-    """The ``limit`` best chunks for ``query`` in ``mode``, expanded when ``context_chars`` > 0.
+    """The ``limit`` best chunks for ``query`` in ``mode`` that ``reader`` may read, expanded when
+    ``context_chars`` > 0.
 
     ``vector_search`` tunes the vector index's search; ``None`` scans every vector exactly.
     """
     restriction = as_filter(filter)
-    predicate = restriction.to_sql() if restriction is not None else None
+    predicate = _and(restriction.to_sql() if restriction is not None else None, reader.to_sql())
     if mode not in ("hybrid", "vector", "text"):
         raise ValueError(f"unknown search mode {mode!r}; use hybrid, vector or text")
     vector = None if mode == "text" else await embed_query(query)
@@ -64,8 +70,8 @@ async def search_chunks(
     fetch = limit
     for _ in range(_ROUNDS):  # unpublished chunks are rare: fetch more only when some were passed over
         rows = await build(fetch).to_list()
-        published = await tables.published({row["document_id"] for row in rows})
-        kept = [r for r in rows if r["chunk_id"].startswith(published.get(r["document_id"], "\0"))]
+        published = await tables.published_access({row["document_id"] for row in rows})
+        kept = [r for r in rows if _visible(r, published.get(r["document_id"]), reader)]
         if len(kept) >= limit or len(rows) < fetch:
             break
         fetch = fetch * 2 + len(rows) - len(kept)
@@ -73,6 +79,19 @@ async def search_chunks(
     if context_chars > 0 and hits:
         await _expand(chunks, hits, context_chars)
     return hits
+
+
+def _and(a: str | None, b: str | None) -> str | None:
+    if a and b:
+        return f"({a}) AND ({b})"
+    return a or b
+
+
+def _visible(row: dict[str, Any], published: tuple[str, list[str] | None] | None, reader: Reader) -> bool:
+    """The chunk belongs to its document's published version, which ``reader`` may read."""
+    return (
+        published is not None and row["chunk_id"].startswith(published[0]) and reader.may_read(published[1])
+    )
 
 
 def _vector_query(

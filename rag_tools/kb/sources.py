@@ -29,7 +29,11 @@ def document_id_for(uri: str) -> str:
 
 @dataclass(frozen=True)
 class Source:
-    """One thing to ingest: where its bytes come from, its identity and its display source."""
+    """One thing to ingest: where its bytes come from, its identity and its display source.
+
+    ``groups`` are who may read it (``()``: everyone); ``None`` keeps a known document's groups
+    (a new one is everyone's).
+    """
 
     label: str
     origin: str
@@ -37,6 +41,7 @@ class Source:
     name: str
     read: Callable[[], bytes]
     title: str | None = None
+    groups: tuple[str, ...] | None = None
 
     @property
     def document_id(self) -> str:

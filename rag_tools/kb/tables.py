@@ -9,6 +9,9 @@ Four tables live in the knowledge base's directory (or URI):
 - ``files``: the original bytes of each document, so that a client can download what it cited;
 - ``meta``: which embedder built the vectors, their dimension and the storage format version.
 
+``documents`` and ``chunks`` rows carry ``groups``, who may read the document (``access.py``; the
+chunks' copy lets a search filter before top-k, the documents row decides).
+
 ``chunks`` and ``files`` rows carry ``written_at``, when their write started: the orphan sweep
 (``sweep.py``) removes only rows of unpublished documents older than its age floor, so a write in
 flight is never touched. The column is nullable and added on open where missing (rows written
@@ -39,6 +42,7 @@ __all__ = [
     "DOC_COLUMNS",
     "FORMAT_VERSION",
     "FTS_COLUMN",
+    "GROUPS",
     "HIT_COLUMNS",
     "WRITTEN_AT",
     "Tables",
@@ -54,6 +58,7 @@ FILES = "files"
 META = "meta"
 FTS_COLUMN = "search_text"
 WRITTEN_AT = "written_at"
+GROUPS = "groups"
 HIT_COLUMNS = [
     "chunk_id",
     "document_id",
@@ -75,15 +80,20 @@ DOC_COLUMNS = [
     "chunk_count",
     "size_chars",
     "updated_at",
+    GROUPS,
 ]
 # The storage layout. 1: uri held the absolute source path. 2: uri is the display source, the
 # identity moved to documents.origin, originals are kept in files. 3: chunks have a locator.
-FORMAT_VERSION = "3"
+# 4: documents and chunks have groups (who may read them; ["*"] is everyone).
+FORMAT_VERSION = "4"
 # Part of every content hash: bump it when parsing or chunking changes, so re-ingestion redoes all.
 # 2: Markdown tables are split between rows, under their header row; chunks carry a locator.
 CHUNKING_VERSION = "2"
 # A format 2 chunk's locator: its PDF page, the only place format 2 knew.
 _PAGE_LOCATOR = "concat('page ', CAST(page AS STRING))"
+
+# A format 3 document's groups: everyone (there was no restriction before).
+_EVERYONE_SQL = "make_array('*')"
 
 _V1_LOCAL = "starts_with(uri, 'file://') OR starts_with(uri, 'upload://')"
 _V1_DISPLAY = "regexp_replace(uri, '^(file|upload)://(.*/)?', '')"
@@ -112,6 +122,7 @@ def documents_schema() -> pa.Schema:
             pa.field("updated_at", pa.timestamp("us", tz="UTC"), nullable=False),
             pa.field("content", pa.large_string(), nullable=False),
             pa.field("origin", pa.string(), nullable=True),
+            _groups(),
         ]
     )
 
@@ -134,6 +145,7 @@ def chunks_schema(dimensions: int) -> pa.Schema:
             # format 2 tables gain the locator as a new column, then written_at: the same order here
             pa.field("locator", pa.string(), nullable=False),
             _written_at(),
+            _groups(),
         ]
     )
 
@@ -149,6 +161,11 @@ def files_schema() -> pa.Schema:
             _written_at(),
         ]
     )
+
+
+def _groups() -> pa.Field:
+    """Who may read the row's document; nullable because format 3 tables gain it as a new column."""
+    return pa.field(GROUPS, pa.list_(pa.string()), nullable=True)
 
 
 def _written_at() -> pa.Field:
@@ -176,7 +193,7 @@ class Tables:
         self.files: lancedb.AsyncTable | None = None
         self.dimensions: int | None = None
         self.write_lock = asyncio.Lock()
-        self._published: dict[str, str | None] = {}
+        self._published: dict[str, tuple[str, list[str] | None] | None] = {}
         self._published_version: int | None = None
 
     async def open(self) -> None:
@@ -224,6 +241,9 @@ class Tables:
                 version = "2"
             if version == "2":
                 await self._migrate_from_2(names, meta)
+                version = "3"
+            if version == "3":
+                await self._migrate_from_3(names, meta)
             elif version != FORMAT_VERSION:
                 raise KnowledgeBaseFormatError(
                     f"the knowledge base at {self.uri} has storage format {version}, newer than this "
@@ -258,6 +278,10 @@ class Tables:
         Remembered per version of the ``documents`` table: a search repeats no lookup until a
         commit (of any process) changes the table.
         """
+        return {i: prefix for i, (prefix, _) in (await self.published_access(document_ids)).items()}
+
+    async def published_access(self, document_ids: set[str]) -> dict[str, tuple[str, list[str] | None]]:
+        """``published``, with each document's stored ``groups`` (who may read it, ``access.py``)."""
         if self.documents is None or not document_ids:
             return {}
         version = await self.documents.version()
@@ -269,14 +293,15 @@ class Tables:
             rows = (
                 await self.documents.query()
                 .where(f"document_id IN ({ids})")
-                .select(["document_id", "content_hash"])
+                .select(["document_id", "content_hash", GROUPS])
                 .to_list()
             )
             found = {
-                row["document_id"]: version_prefix(row["document_id"], row["content_hash"]) for row in rows
+                row["document_id"]: (version_prefix(row["document_id"], row["content_hash"]), row[GROUPS])
+                for row in rows
             }
             self._published.update({i: found.get(i) for i in missing})
-        return {i: prefix for i in document_ids if (prefix := self._published[i]) is not None}
+        return {i: found for i in document_ids if (found := self._published[i]) is not None}
 
     async def _read_meta(self) -> dict[str, str]:
         table = await self.require_open().open_table(META)
@@ -396,6 +421,27 @@ class Tables:
                 )
             finally:
                 chunks.close()
+        await self._write_meta({**meta, "format_version": "3"})
+
+    async def _migrate_from_3(self, names: set[str], meta: dict[str, str]) -> None:
+        """Format 3 had no access control: add ``groups`` to documents and chunks, everyone's.
+
+        The chunks are done first and the documents last (the documents row decides, see
+        ``access.py``); each step only touches rows still missing the value, and the version is
+        written last, so an interrupted migration finishes on the next open.
+        """
+        db = self.require_open()
+        for name in (CHUNKS, DOCUMENTS):
+            if name not in names:
+                continue
+            table = await db.open_table(name)
+            try:
+                if GROUPS not in (await table.schema()).names:
+                    await table.add_columns({GROUPS: _EVERYONE_SQL})
+                else:
+                    await table.update(updates_sql={GROUPS: _EVERYONE_SQL}, where=f"{GROUPS} IS NULL")
+            finally:
+                table.close()
         await self._write_meta({**meta, "format_version": FORMAT_VERSION})
 
 
