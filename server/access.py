@@ -6,19 +6,31 @@ ids cannot be probed. A thread that was never saved is free: a new run may claim
 their thread (``RunManager.find`` applies the same rule to run ids). Ingestion jobs follow the same
 rule: another principal's job does not exist.
 
-Changing the knowledge base (upload, delete) is for editors: the configured principals and the
-members of the configured groups, or the single local principal when nobody signs in. Reading and
-searching is for everyone.
+Changing the knowledge base (upload, delete, regrouping) is for editors: the configured principals and the
+members of the configured groups, or the single local principal when nobody signs in.
+
+Reading is per document (``rag_tools.kb.access``: a document names the groups that may read it,
+none meaning everyone). ``reader_of`` turns a caller into the ``Reader`` every knowledge-base
+query of that caller applies: the principals named in ``editors`` (the administrators) and the
+local principal read every document; everyone else reads the public ones and their groups'.
+``check_document_editor`` is the change rule: an administrator changes any document; a member of
+an editor group changes only documents whose groups are all among its own groups (a public
+document has none, so it qualifies), and may give a document only groups among its own (or none).
+A document the caller may not read does not exist for it (``DocumentNotFound``, as for a missing
+one); one it may read but not change is ``DocumentForbidden``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
+from rag_tools.kb.access import ALL, Reader
 from rag_tools.state import CacheEntry, ToolContextCache
 
 __all__ = [
     "LOCAL_PRINCIPAL",
+    "DocumentForbidden",
+    "DocumentNotFound",
     "JobFinished",
     "JobNotFound",
     "MessageNotFound",
@@ -26,10 +38,12 @@ __all__ = [
     "StateItemNotFound",
     "ThreadNotFound",
     "check_claimable",
+    "check_document_editor",
     "check_editor",
     "check_job_owner",
     "may_use",
     "owned_entry",
+    "reader_of",
 ]
 
 
@@ -97,6 +111,75 @@ def check_editor(
         return
     if not any(group in editor_groups for group in groups):
         raise NotAnEditor(principal)
+
+
+class DocumentNotFound(LookupError):
+    """No such document for this caller (absent, or one it may not read: existence is not revealed)."""
+
+    def __init__(self, document_id: str) -> None:
+        super().__init__(f"document {document_id!r} not found")
+        self.document_id = document_id
+
+
+class DocumentForbidden(PermissionError):
+    """An editor may read the document (or name the groups) but not change it (or give them)."""
+
+
+def is_administrator(principal: str, *, editors: Collection[str], sign_in_required: bool) -> bool:
+    """A principal named in ``editors`` (or the local principal when nobody signs in): it reads and
+    changes every document."""
+    return not sign_in_required or principal in editors
+
+
+def reader_of(
+    principal: str, groups: Collection[str], *, editors: Collection[str], sign_in_required: bool
+) -> Reader:
+    """Whose documents ``principal`` reads: every one for an administrator, else the public ones and
+    those of its ``groups``."""
+    if is_administrator(principal, editors=editors, sign_in_required=sign_in_required):
+        return ALL
+    return Reader.member_of(groups)
+
+
+def check_document_editor(
+    principal: str,
+    groups: Collection[str],
+    *,
+    document_id: str | None,
+    current: Sequence[str] | None,
+    new: Sequence[str] | None,
+    editors: Collection[str],
+    editor_groups: Collection[str],
+    sign_in_required: bool,
+) -> None:
+    """May ``principal`` (an editor: ``check_editor`` first) change a document whose groups are
+    ``current`` (``None``: a new document) into one readable by ``new`` (``None``: unchanged)?
+
+    An administrator may do anything. A group editor may change a document only when all of its
+    current groups are among the editor's (none, for a public one) and may give it only groups
+    among its own: ``DocumentNotFound`` for an existing document it may not read,
+    ``DocumentForbidden`` otherwise.
+    """
+    check_editor(
+        principal, groups, editors=editors, editor_groups=editor_groups, sign_in_required=sign_in_required
+    )
+    if is_administrator(principal, editors=editors, sign_in_required=sign_in_required):
+        return
+    own = frozenset(groups)
+    if current is not None and document_id is not None:
+        if current and own.isdisjoint(current):
+            raise DocumentNotFound(document_id)
+        outside = sorted(set(current) - own)
+        if outside:
+            raise DocumentForbidden(
+                f"{principal!r} may not change document {document_id!r}: it is also readable by "
+                f"{', '.join(outside)}, groups {principal!r} is not a member of"
+            )
+    outside = sorted(set(new or ()) - own)
+    if outside:
+        raise DocumentForbidden(
+            f"{principal!r} may only give documents groups it is a member of, not {', '.join(outside)}"
+        )
 
 
 def check_job_owner(job_id: str, owner: str | None, principal: str) -> None:

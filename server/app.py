@@ -32,12 +32,14 @@ from .observe import metrics, tracing
 from .oidc import OIDCScheme
 from .routes.agui import agui
 from .routes.documents import (
+    PATCH_BODY_LIMIT,
     cancel_job,
     delete_document,
     get_document,
     get_job,
     list_documents,
     list_jobs,
+    patch_document,
     upload_documents,
 )
 from .routes.meta import capabilities, health, metrics_page, ready
@@ -101,6 +103,7 @@ def create_app(
             metrics.mark_process_dead()
 
     upload = Route("/documents", upload_documents, methods=["POST"])
+    regroup = Route("/documents/{document_id}", patch_document, methods=["PATCH"])
     policy = Route("/threads/{thread_id}/approval-policy", put_approval_policy, methods=["PUT"])
     answers = Route("/threads/{thread_id}/runs/{run_id}/answers", answer_question, methods=["POST"])
     public: list[BaseRoute] = [
@@ -130,6 +133,7 @@ def create_app(
         Route("/documents/jobs/{job_id}", cancel_job, methods=["DELETE"]),
         Route("/documents/{document_id}", get_document, methods=["GET"]),
         Route("/documents/{document_id}", delete_document, methods=["DELETE"]),
+        regroup,
         # on its own listener instead when RAGSTREAM_METRICS_ADDRESS is set (``ragstream serve``)
         *(
             [Route("/metrics", metrics_page, methods=["GET"])]
@@ -144,7 +148,7 @@ def create_app(
             Middleware(
                 CORSMiddleware,
                 allow_origins=config.cors_origins,
-                allow_methods=["GET", "POST", "PUT", "DELETE"],
+                allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
                 allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
                 expose_headers=["Content-Type"],
             )
@@ -162,6 +166,7 @@ def create_app(
                 (upload, config.max_upload_bytes),
                 (policy, POLICY_BODY_LIMIT),
                 (answers, ANSWER_BODY_LIMIT),
+                (regroup, PATCH_BODY_LIMIT),
             ],
         ),
     ]

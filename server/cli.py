@@ -15,6 +15,21 @@ from .config import AppConfig, unreadable_setting
 
 __all__ = ["main"]
 
+_GROUPS_HELP = (
+    "only members of these groups (comma-separated) may read the documents; '' makes them everyone's; "
+    "without it a known document keeps its groups and a new one is everyone's"
+)
+
+
+def _groups(value: str) -> tuple[str, ...]:
+    """``--groups a,b``: checked group names (``''``: everyone)."""
+    from rag_tools.kb.access import InvalidGroups, check_groups
+
+    try:
+        return check_groups([name.strip() for name in value.split(",") if name.strip()])
+    except InvalidGroups as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", dest="data_dir", help="data directory (RAGSTREAM_DATA_DIR)")
@@ -54,6 +69,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _common(ingest)
     ingest.add_argument("paths", nargs="+", metavar="PATH")
     ingest.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ingest.add_argument("--groups", type=_groups, metavar="A,B", help=_GROUPS_HELP)
 
     sync = commands.add_parser(
         "sync", help="mirror a folder or an S3 prefix: ingest new and changed files, delete removed ones"
@@ -61,6 +77,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _common(sync)
     sync.add_argument("source", metavar="PATH|s3://bucket/prefix")
     sync.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sync.add_argument("--groups", type=_groups, metavar="A,B", help=_GROUPS_HELP)
 
     search = commands.add_parser("search", help="search the knowledge base")
     _common(search)

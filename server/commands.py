@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import uvicorn
@@ -61,14 +62,18 @@ class _Progress:
 WORKER_HEALTHCHECK_SECONDS = 60
 
 
-async def ingest_with_progress(kb: KnowledgeBase, paths: list[str], *, progress: bool = True) -> int:
+async def ingest_with_progress(
+    kb: KnowledgeBase, paths: list[str], *, progress: bool = True, groups: Sequence[str] | None = None
+) -> int:
     """Ingest ``paths`` with a progress bar moving per embedded chunk and one line per failed source.
+
+    ``groups`` are who may read the documents (``KnowledgeBase.ingest_paths``).
 
     Each failure is printed as it happens (sources that do not exist before any work starts) as
     ``error: <path>: <reason>``; the summary goes to stdout. Returns the exit status.
     """
     bar = _Progress(enabled=progress, every_outcome=False)
-    report = await kb.ingest_paths(paths, on_progress=bar.advance)
+    report = await kb.ingest_paths(paths, on_progress=bar.advance, groups=groups)
     return bar.finish(report)
 
 
@@ -77,7 +82,7 @@ async def cmd_sync(config: AppConfig, args: argparse.Namespace) -> int:
     bar = _Progress(enabled=not args.no_progress, every_outcome=True)
     try:
         async with KnowledgeBase.from_config(config) as kb:
-            report = await kb.sync(args.source, on_progress=bar.advance)
+            report = await kb.sync(args.source, on_progress=bar.advance, groups=args.groups)
     except KnowledgeBaseError as exc:
         bar.bar.close()
         print(f"ragstream: {exc}", file=sys.stderr)
@@ -88,7 +93,9 @@ async def cmd_sync(config: AppConfig, args: argparse.Namespace) -> int:
 async def cmd_ingest(config: AppConfig, args: argparse.Namespace) -> int:
     try:
         async with KnowledgeBase.from_config(config) as kb:
-            return await ingest_with_progress(kb, args.paths, progress=not args.no_progress)
+            return await ingest_with_progress(
+                kb, args.paths, progress=not args.no_progress, groups=args.groups
+            )
     except KnowledgeBaseError as exc:
         print(f"ragstream: {exc}", file=sys.stderr)
         return 1

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from rag_tools.config import RagConfig
+from rag_tools.kb.access import check_groups
 
 __all__ = ["WORKER_CONFIG_ENV", "AppConfig", "StaticToken", "SyncEntry", "unreadable_setting"]
 
@@ -41,7 +42,8 @@ class SyncEntry(BaseModel):
     """A source to mirror on a schedule (``RAGSTREAM_SYNC``): a folder or ``s3://bucket/prefix``.
 
     Each run is a job of ``owner`` (a token principal; without tokens the local principal), who
-    sees it in ``GET /documents/jobs`` and may cancel it.
+    sees it in ``GET /documents/jobs`` and may cancel it. ``groups``, when given, are who may read
+    the synced documents (``[]``: everyone); without them a document keeps its groups.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -49,6 +51,12 @@ class SyncEntry(BaseModel):
     source: str = Field(min_length=1)
     interval_seconds: float = Field(default=300.0, ge=10)
     owner: str | None = None
+    groups: tuple[str, ...] | None = None
+
+    @field_validator("groups")
+    @classmethod
+    def _valid_groups(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if value is None else check_groups(value)
 
     @field_validator("source")
     @classmethod

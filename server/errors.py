@@ -21,9 +21,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from rag_tools.kb import KnowledgeBaseError
+from rag_tools.kb.access import InvalidGroups
 from rag_tools.state import StoreError
 
 from .access import (
+    DocumentForbidden,
+    DocumentNotFound,
     JobFinished,
     JobNotFound,
     MessageNotFound,
@@ -91,6 +94,9 @@ ERROR_TABLE: tuple[tuple[type[Exception], _Answer], ...] = (
     (JobFinished, _Answer(409)),
     (InvalidCursor, _Answer(422)),
     (NotAnEditor, _Answer(403)),
+    (DocumentNotFound, _Answer(404)),
+    (DocumentForbidden, _Answer(403)),
+    (InvalidGroups, _Answer(422, "invalid_groups")),
     (RunNotFound, _Answer(404)),
     (QuestionNotFound, _Answer(404)),
     (StateItemNotFound, _Answer(404)),

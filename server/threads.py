@@ -17,6 +17,8 @@ from typing import Any
 import orjson
 from ag_ui.core import Interrupt
 
+from rag_tools.kb.access import ALL, Reader
+from rag_tools.readable import drop_unreadable
 from rag_tools.state import ThreadRecord, ToolContext
 from rag_tools.tools import (
     APPROVAL_NAMESPACE,
@@ -55,8 +57,21 @@ async def list_threads(services: Services, principal: str, limit: int) -> list[d
     ]
 
 
-async def thread_view(services: Services, thread_id: str, principal: str) -> dict[str, Any]:
+async def _readable_state(services: Services, context: ToolContext, reader: Reader) -> ToolContext:
+    """The thread's state as ``reader`` may see it now (a copy without what it may not read)."""
+    if reader.reads_all:
+        return context
+    view = context.view()
+    await drop_unreadable(view, services.kb.restricted(reader))
+    return view
+
+
+async def thread_view(
+    services: Services, thread_id: str, principal: str, reader: Reader = ALL
+) -> dict[str, Any]:
+    """What a reloaded page needs; the state holds only what ``reader`` may read now."""
     entry = await owned_entry(services.cache, thread_id, principal)
+    state = (await _readable_state(services, entry.context, reader)).build_state_snapshot()
     conversation = stored_record(entry.record.extras, thread_id)
     messages, branches = thread_messages(entry.record.extras)
     interrupts: list[Interrupt] = []
@@ -72,7 +87,7 @@ async def thread_view(services: Services, thread_id: str, principal: str) -> dic
         "version": entry.record.version,
         "messages": [m.model_dump(mode="json", by_alias=True) for m in messages],
         "branches": branches,
-        "state": entry.context.build_state_snapshot(),
+        "state": state,
         "interrupts": [i.model_dump(mode="json", by_alias=True) for i in interrupts],
         "pendingToolCallIds": pending_calls,
         "activeRunId": await services.runs.locks.holder(thread_id),
@@ -80,7 +95,12 @@ async def thread_view(services: Services, thread_id: str, principal: str) -> dic
 
 
 async def state_item(
-    services: Services, thread_id: str, principal: str, field: str, key: str | None = None
+    services: Services,
+    thread_id: str,
+    principal: str,
+    field: str,
+    key: str | None = None,
+    reader: Reader = ALL,
 ) -> Any:
     """A state field in full (beyond what runs emit of it), or one of its items by key.
 
@@ -88,8 +108,9 @@ async def state_item(
     stays with the thread and is read here, e.g. the card of an old answer's ``[n]``.
     """
     entry = await owned_entry(services.cache, thread_id, principal)
+    context = await _readable_state(services, entry.context, reader)
     try:
-        return entry.context.read_field(field) if key is None else entry.context.read_item(field, key)
+        return context.read_field(field) if key is None else context.read_item(field, key)
     except KeyError:
         what = f"{field!r}" if key is None else f"{field}[{key!r}]"
         raise StateItemNotFound(f"thread {thread_id!r} has no state item {what}") from None
@@ -132,7 +153,7 @@ async def set_approval_policy(
 
 
 async def switch_branch(
-    services: Services, thread_id: str, principal: str, message_id: str
+    services: Services, thread_id: str, principal: str, message_id: str, reader: Reader = ALL
 ) -> dict[str, Any]:
     """Show the branch ``message_id`` is on: the path through it, as it was last shown below it.
 
@@ -150,10 +171,12 @@ async def switch_branch(
         if head != tree.head:
             restore_state_at(entry.context, tree.data, head)
             tree.move_head(head, str(uuid.uuid4()))
-    return await thread_view(services, thread_id, principal)
+    return await thread_view(services, thread_id, principal, reader)
 
 
-async def fork_thread(services: Services, thread_id: str, principal: str, message_id: str) -> dict[str, Any]:
+async def fork_thread(
+    services: Services, thread_id: str, principal: str, message_id: str, reader: Reader = ALL
+) -> dict[str, Any]:
     """A new thread of ``principal``'s holding the path up to ``message_id`` and the state it had there.
 
     The thread's settings (approval policy, kept tool outputs and attachments) come along; the
@@ -195,4 +218,4 @@ async def fork_thread(services: Services, thread_id: str, principal: str, messag
             extras={"conversation": conversation},
         )
     )
-    return await thread_view(services, new_id, principal)
+    return await thread_view(services, new_id, principal, reader)

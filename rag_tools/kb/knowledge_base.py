@@ -31,7 +31,7 @@ from .errors import (
     KnowledgeBaseUnavailable,
     storage_errors,
 )
-from .filters import FilterLike
+from .filters import FilterLike, sql_literal
 from .indexing import (
     DEFAULT_ANN_INDEX_THRESHOLD,
     VectorSearchParameters,
@@ -449,6 +449,16 @@ class KnowledgeBase:
         return await _documents.document_by_id(
             self._tables, document_id, with_content=with_content, reader=self.reader
         )
+
+    @storage_errors
+    async def readable_document_ids(self, document_ids: set[str]) -> set[str]:
+        """Those of ``document_ids`` that exist and the reader may read."""
+        if not document_ids:
+            return set()
+        await self.open()
+        ids = ", ".join(sql_literal(i) for i in sorted(document_ids))
+        found = await _documents.documents_where(self._tables, f"document_id IN ({ids})", reader=self.reader)
+        return {d.document_id for d in found}
 
     @storage_errors
     async def get_document_file(self, document_id: str) -> DocumentFile | None:

@@ -92,6 +92,15 @@ class ToolContext:
         context._pending = {ns: dict(values) for ns, values in data.items()}
         return context
 
+    def view(self) -> ToolContext:
+        """A copy to change for one reader without touching this context: each namespace's model is
+        copied shallowly, so a change must replace a field's value, never mutate it in place."""
+        clone = type(self)(self.state_key, self._emit_limits)
+        for namespace, model in self._namespaces.items():
+            clone.register(namespace, model.model_copy())
+        clone._pending = dict(self._pending)
+        return clone
+
     # -- namespaces --------------------------------------------------------------------------
 
     def register(self, namespace: str, model: BaseModel) -> None:

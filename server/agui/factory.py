@@ -8,7 +8,8 @@ system parts, settings). ``start`` reads top to bottom:
 2. take the thread's cache transaction and check, under the lock, that the caller may use it;
 3. lay the client's messages over the thread's conversation tree: where they leave the stored
    path the run branches, with the state the conversation had there (``tree``,
-   ``branch_state``); what follows is the new turn;
+   ``branch_state``); what follows is the new turn; then drop the cached results of documents
+   the caller may not read now (``rag_tools.readable``);
 4. apply the client's state proposal, once (client-owned fields only; invalid values refuse the
    request with their field errors); the result is the run's baseline;
 5. check messages the adapter could otherwise only reject mid-stream;
@@ -41,6 +42,8 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 
 from rag_tools import ChatDeps, RagConfig
 from rag_tools.kb import KnowledgeBase
+from rag_tools.kb.access import ALL, Reader
+from rag_tools.readable import drop_unreadable
 from rag_tools.state import ToolContext, ToolContextCache, Transaction
 
 from ..access import ThreadNotFound, check_claimable, may_use
@@ -81,8 +84,11 @@ class AGUIRunFactory:
     count_metrics: bool = False
     question_timeout: float = 120.0
 
-    async def start(self, run_input: RunAgentInput, principal: str) -> RunInfo:
-        """Start the run; ``RunConflict``, ``ThreadNotFound`` or ``InvalidRequest`` when it cannot."""
+    async def start(self, run_input: RunAgentInput, principal: str, reader: Reader = ALL) -> RunInfo:
+        """Start the run; ``RunConflict``, ``ThreadNotFound`` or ``InvalidRequest`` when it cannot.
+
+        The run's tools read the knowledge base as ``reader`` (the caller's groups).
+        """
         thread_id = run_input.thread_id
 
         async def answer_busy_as_missing() -> None:
@@ -93,7 +99,7 @@ class AGUIRunFactory:
         ) as slot:
             txn = await self.cache.begin(thread_id)
             try:
-                run = await self._build(run_input, principal, txn)
+                run = await self._build(run_input, principal, txn, reader)
             except BaseException:
                 txn.rollback()
                 txn.close()
@@ -101,13 +107,17 @@ class AGUIRunFactory:
             await slot.launch(run)
         return slot.info
 
-    async def _build(self, run_input: RunAgentInput, principal: str, txn: Transaction) -> AGUIRun:
+    async def _build(
+        self, run_input: RunAgentInput, principal: str, txn: Transaction, reader: Reader = ALL
+    ) -> AGUIRun:
         entry = txn.entry
         if not may_use(entry.record.owner, principal):
             raise ThreadNotFound(run_input.thread_id)
         context = entry.context
         tree = ConversationTree(conversation_of(entry.record.extras))
         new_turn = self._follow_client(tree, context, run_input.messages)
+        kb = self.kb.restricted(reader)
+        await drop_unreadable(context, kb)  # cached results the caller may not read (any more)
         try:
             context.apply_client_proposal(run_input.state if run_input.state is not None else {})
         except ValidationError as exc:
@@ -117,7 +127,7 @@ class AGUIRunFactory:
                 f"state is invalid: {exc}", [{"loc": ["state"], "message": str(exc)}]
             ) from exc
         baseline = context.build_state_snapshot()
-        deps = ChatDeps(client=self.kb, tool_context=context, config=self.config, tasks=entry)
+        deps = ChatDeps(client=kb, tool_context=context, config=self.config, tasks=entry)
         deps.begin_run(baseline)
         run = AGUIRun(
             run_input,

@@ -92,7 +92,8 @@ class IngestJob(_Camel):
 
     A sync job lists its files once it has listed its source. ``target`` is what the job works
     on (a sync's folder or ``s3://`` prefix) and stays on the server; ``source`` is what its owner
-    sees of it.
+    sees of it. ``groups``, when set, are who may read what the job ingests (``[]``: everyone);
+    ``None`` keeps a known document's groups.
     """
 
     id: str
@@ -106,6 +107,7 @@ class IngestJob(_Camel):
     error: str | None = None
     attempts: int = 0
     created_at: float = Field(default_factory=time.time)
+    groups: list[str] | None = None
 
     @classmethod
     def new(cls, job_id: str, owner: str, names: list[str]) -> IngestJob:
@@ -262,7 +264,7 @@ async def _run_upload(kb: KnowledgeBase, job: IngestJob, ctx: JobContext) -> Ing
             try:
                 data = await ctx.read(index)
                 outcome = await kb.ingest_bytes(
-                    data, name=entry.name, on_progress=progress, stop=lambda: ctx.stopped
+                    data, name=entry.name, on_progress=progress, stop=lambda: ctx.stopped, groups=job.groups
                 )
             except IngestFailed:
                 raise
@@ -316,7 +318,13 @@ async def _run_sync(kb: KnowledgeBase, job: IngestJob, ctx: JobContext) -> Inges
     try:
         async with _pulse(job, ctx, lambda: ctx.leases.renew(lease, job.id, SYNC_LEASE_SECONDS)):
             try:
-                await kb.sync(job.target, on_plan=plan, on_progress=progress, stop=lambda: ctx.stopped)
+                await kb.sync(
+                    job.target,
+                    on_plan=plan,
+                    on_progress=progress,
+                    stop=lambda: ctx.stopped,
+                    groups=job.groups,
+                )
             except SyncSourceError as exc:
                 job.state = "failed"
                 job.error = str(exc)

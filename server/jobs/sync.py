@@ -78,6 +78,7 @@ class SyncScheduler:
             return None
         owner = entry.owner or LOCAL_PRINCIPAL
         job = IngestJob.new_sync(uuid.uuid4().hex, owner, entry.source, shown_source(entry.source))
+        job.groups = None if entry.groups is None else list(entry.groups)
         await self.jobs.submit(job, {})
         await self.jobs.record_slot_job(name, job.id)
         logger.info("sync of %s queued as job %s", entry.source, job.id)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from starlette.requests import ClientDisconnect, Request
 
-from ..auth import principal_of
+from rag_tools.kb.access import Reader
+
+from ..access import reader_of
+from ..auth import groups_of, principal_of
 from ..errors import ApiError
 from ..observe import logs
 from ..services import Services
 from ..validation import check_id
 
-__all__ = ["caller", "int_param", "path_id", "read_body", "services_of"]
+__all__ = ["caller", "int_param", "path_id", "read_body", "reader", "services_of"]
 
 
 def services_of(request: Request) -> Services:
@@ -26,6 +29,14 @@ def caller(request: Request) -> str:
         principal=principal, thread=request.path_params.get("thread_id")
     )  # for this request's log lines
     return principal
+
+
+def reader(request: Request) -> Reader:
+    """Whose documents the caller reads (``access.reader_of``): what every read of the KB applies."""
+    config = services_of(request).config
+    return reader_of(
+        caller(request), groups_of(request), editors=config.editors, sign_in_required=config.sign_in_required
+    )
 
 
 def path_id(request: Request, name: str, what: str) -> str:

@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from ..agui.request import parse_run_input
 from ..errors import ApiError
-from ._common import caller, read_body, services_of
+from ._common import caller, read_body, reader, services_of
 from .sse import sse_response
 
 __all__ = ["agui"]
@@ -24,5 +24,5 @@ async def agui(request: Request) -> Response:
         raise ApiError(415, f"Content-Type must be application/json, got {content_type or 'nothing'!r}")
     services = services_of(request)
     run_input = parse_run_input(await read_body(request))
-    info = await services.agui.start(run_input, caller(request))
+    info = await services.agui.start(run_input, caller(request), reader(request))
     return sse_response(services.runs.subscribe(info), keepalive=services.config.keepalive_seconds)

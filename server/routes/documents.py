@@ -1,27 +1,40 @@
-"""Document routes: list, read and delete knowledge-base documents; upload files as ingestion jobs.
+"""Document routes: list, read, regroup and delete knowledge-base documents; upload files as
+ingestion jobs.
 
 An upload is stored with its job and answered ``202`` at once; any worker or host runs the job and
-reports on it (``server.jobs``). Changing the knowledge base is for editors (``access.check_editor``).
+reports on it (``server.jobs``). Changing the knowledge base is for editors (``access.check_editor``),
+and a group editor changes only its groups' documents (``access.check_document_editor``). Every
+read goes through the caller's view of the knowledge base (``access.reader_of``): a document the
+caller may not read is a 404, exactly as a missing one.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from urllib.parse import quote
 
+import orjson
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from rag_tools.kb import SUPPORTED_SUFFIXES
+from rag_tools.kb import SUPPORTED_SUFFIXES, KnowledgeBase, document_id_for
+from rag_tools.kb.access import InvalidGroups, check_groups
 
-from ..access import JobFinished, check_editor, check_job_owner
+from ..access import (
+    DocumentNotFound,
+    JobFinished,
+    check_document_editor,
+    check_editor,
+    check_job_owner,
+)
 from ..auth import groups_of
 from ..errors import ApiError
 from ..jobs import FINISHED, IngestJob
 from ..observe import metrics
 from ..services import Services
-from ._common import caller, int_param, path_id, read_body, services_of
+from ._common import caller, int_param, path_id, read_body, reader, services_of
 
 __all__ = [
     "cancel_job",
@@ -30,10 +43,12 @@ __all__ = [
     "get_job",
     "list_documents",
     "list_jobs",
+    "patch_document",
     "upload_documents",
 ]
 
 MAX_FILES = 20
+PATCH_BODY_LIMIT = 16 * 1024
 
 #: Original files a browser may show in place; every other format is offered as a download, so an
 #: uploaded HTML page never runs as a page of this origin.
@@ -54,11 +69,53 @@ def _editor(request: Request) -> tuple[str, Services]:
     return principal, services
 
 
+def readable_kb(request: Request) -> KnowledgeBase:
+    """The knowledge base as the caller may read it (``access.reader_of``)."""
+    return services_of(request).kb.restricted(reader(request))
+
+
+async def _check_change(
+    request: Request,
+    principal: str,
+    services: Services,
+    document_id: str,
+    *,
+    new: Sequence[str] | None,
+    must_exist: bool,
+) -> None:
+    """``check_document_editor`` for one document (a new one when ``must_exist`` is false)."""
+    document = await services.kb.get_document_by_id(document_id)
+    if document is None and must_exist:
+        raise DocumentNotFound(document_id)
+    config = services.config
+    check_document_editor(
+        principal,
+        groups_of(request),
+        document_id=document_id,
+        current=document.groups if document is not None else None,
+        new=new,
+        editors=config.editors,
+        editor_groups=config.editor_groups,
+        sign_in_required=config.sign_in_required,
+    )
+
+
+def _form_groups(values: list[str]) -> tuple[str, ...] | None:
+    """The upload's ``groups`` field: absent keeps groups (``None``); each value is a name or a
+    comma-separated list; one empty value means everyone."""
+    if not values:
+        return None
+    names = [name.strip() for value in values for name in value.split(",")]
+    try:
+        return check_groups([name for name in names if name])
+    except InvalidGroups as exc:
+        raise ApiError(422, str(exc), code="invalid_groups", details=[{"loc": ["groups"]}]) from None
+
+
 async def list_documents(request: Request) -> Response:
-    caller(request)
     page = int_param(request, "page", 1, low=1, high=10**6)
     page_size = int_param(request, "page_size", 50, low=1, high=500)
-    listing = await services_of(request).kb.list_documents(page=page, page_size=page_size)
+    listing = await readable_kb(request).list_documents(page=page, page_size=page_size)
     return JSONResponse(
         {
             "documents": [d.model_dump(mode="json", exclude={"content"}) for d in listing.documents],
@@ -71,7 +128,11 @@ async def list_documents(request: Request) -> Response:
 
 
 async def upload_documents(request: Request) -> Response:
-    """Queue the files of a ``multipart/form-data`` body (field ``file``, repeatable) for ingestion."""
+    """Queue the files of a ``multipart/form-data`` body (field ``file``, repeatable) for ingestion.
+
+    The optional field ``groups`` (``hr,finance``, or repeated) makes the files readable by those
+    groups only; empty, by everyone; absent, a file replacing a document keeps its groups.
+    """
     principal, services = _editor(request)
     if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
         raise ApiError(415, "upload files as multipart/form-data in a field named 'file'")
@@ -88,8 +149,19 @@ async def upload_documents(request: Request) -> Response:
         files = [f for f in form.getlist("file") if isinstance(f, UploadFile)]
         if not files:
             raise ApiError(422, "no file in the 'file' field", details=[{"loc": ["file"]}])
+        groups = _form_groups([v for v in form.getlist("groups") if isinstance(v, str)])
         names = [(f.filename or "").replace("\\", "/").rsplit("/", 1)[-1] for f in files]
+        for name in dict.fromkeys(n for n in names if n):  # what the job will create or replace
+            await _check_change(
+                request,
+                principal,
+                services,
+                document_id_for(f"upload://{name}"),
+                new=groups,
+                must_exist=False,
+            )
         job = IngestJob.new(uuid.uuid4().hex, principal, names)
+        job.groups = None if groups is None else list(groups)
         uploads: dict[int, bytes] = {}
         for index, (upload, name) in enumerate(zip(files, names, strict=True)):
             if not name or "." + name.rsplit(".", 1)[-1].lower() not in SUPPORTED_SUFFIXES:
@@ -162,9 +234,8 @@ def _wants_file(request: Request) -> bool:
 
 async def get_document(request: Request) -> Response:
     """The document as JSON (metadata and text), or its original file (``?format=file``)."""
-    caller(request)
     document_id = path_id(request, "document_id", "document id")
-    kb = services_of(request).kb
+    kb = readable_kb(request)
     if _wants_file(request):
         original = await kb.get_document_file(document_id)
         if original is None:
@@ -187,9 +258,33 @@ async def get_document(request: Request) -> Response:
 
 async def delete_document(request: Request) -> Response:
     """Remove a document from the knowledge base: chunks, original file and listing."""
-    _, services = _editor(request)
+    principal, services = _editor(request)
     document_id = path_id(request, "document_id", "document id")
-    if await services.kb.get_document_by_id(document_id) is None:
-        raise ApiError(404, f"document {document_id!r} not found")
+    await _check_change(request, principal, services, document_id, new=None, must_exist=True)
     await services.kb.delete_document(document_id)
     return Response(status_code=204)
+
+
+async def patch_document(request: Request) -> Response:
+    """Change who may read a document: ``{"groups": ["hr", ...]}`` (``[]``: everyone)."""
+    principal, services = _editor(request)
+    document_id = path_id(request, "document_id", "document id")
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        raise ApiError(415, 'send {"groups": [...]} as application/json')
+    try:
+        body = orjson.loads(await read_body(request))
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(422, f"the body is not JSON: {exc}") from None
+    if not isinstance(body, dict) or set(body) != {"groups"} or not isinstance(body["groups"], list):
+        raise ApiError(
+            422, 'the body must be {"groups": [...]}, a list of group names', details=[{"loc": ["groups"]}]
+        )
+    try:
+        groups = check_groups(body["groups"])
+    except InvalidGroups as exc:
+        raise ApiError(422, str(exc), code="invalid_groups", details=[{"loc": ["groups"]}]) from None
+    await _check_change(request, principal, services, document_id, new=groups, must_exist=True)
+    document = await services.kb.set_document_groups(document_id, groups)
+    if document is None:  # deleted meanwhile
+        raise DocumentNotFound(document_id)
+    return JSONResponse(document.model_dump(mode="json", exclude={"content"}))

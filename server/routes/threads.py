@@ -23,7 +23,7 @@ from ..threads import (
     thread_view,
 )
 from ..validation import InvalidRequest, field_errors
-from ._common import caller, int_param, path_id, read_body, services_of
+from ._common import caller, int_param, path_id, read_body, reader, services_of
 from .sse import sse_response
 
 __all__ = [
@@ -54,7 +54,7 @@ async def list_all(request: Request) -> Response:
 
 async def get_thread(request: Request) -> Response:
     thread_id = path_id(request, "thread_id", "threadId")
-    return JSONResponse(await thread_view(services_of(request), thread_id, caller(request)))
+    return JSONResponse(await thread_view(services_of(request), thread_id, caller(request), reader(request)))
 
 
 async def get_state_item(request: Request) -> Response:
@@ -68,6 +68,7 @@ async def get_state_item(request: Request) -> Response:
         caller(request),
         field,
         None if key is None else path_id(request, "key", "key"),
+        reader(request),
     )
     return JSONResponse(
         {"threadId": thread_id, "field": field, **({} if key is None else {"key": key}), "value": value}
@@ -180,14 +181,16 @@ async def switch(request: Request) -> Response:
     """Show another branch: ``{"messageId": ...}`` names a message on it (a sibling of one shown)."""
     thread_id = path_id(request, "thread_id", "threadId")
     message_id = await _message_id(request)
-    return JSONResponse(await switch_branch(services_of(request), thread_id, caller(request), message_id))
+    return JSONResponse(
+        await switch_branch(services_of(request), thread_id, caller(request), message_id, reader(request))
+    )
 
 
 async def fork(request: Request) -> Response:
     """A new thread holding the path up to ``{"messageId": ...}``; answers its view (201)."""
     thread_id = path_id(request, "thread_id", "threadId")
     message_id = await _message_id(request)
-    view = await fork_thread(services_of(request), thread_id, caller(request), message_id)
+    view = await fork_thread(services_of(request), thread_id, caller(request), message_id, reader(request))
     return JSONResponse(view, status_code=201)
 
 
