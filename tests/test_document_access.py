@@ -1,0 +1,321 @@
+"""Per-document access: a document is everyone's or its groups'; every read applies the rule.
+
+KB level: restricted search filters inside the query (k results of the reader's own even when
+they are a minority), groups on ingest and regrouping, the format 3 migration. Server level, over
+real HTTP with static tokens: two principals in different groups ask the same question and see
+only their own documents across search, QA, citations, the documents list, ``GET
+/documents/{id}``, originals and thread state; editors change only their groups' documents; a
+thread's cached results go once its owner may not read them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import lancedb
+import pytest
+from pydantic import SecretStr
+
+from rag_tools.kb import KnowledgeBase
+from rag_tools.kb.access import ALL, InvalidGroups, Reader
+from server.config import StaticToken
+from tests.conftest import scenario_app
+from tests.embedders import HashingEmbeddingModel
+from tests.servers import serve
+from tests.test_documents_api import finished_job
+
+# -- knowledge base --------------------------------------------------------------------------
+
+
+def _notes(topic: str, n: int) -> str:
+    return "\n\n".join(
+        f"# {topic} note {i}\n\nThe {topic} rota covers shift {i} of the week." for i in range(n)
+    )
+
+
+async def test_restricted_search_returns_k_of_the_readers_own_documents(tmp_path: Path) -> None:
+    """The reader's documents are 2 of 42 and rank below the others: still k hits, all theirs."""
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel(), chunk_max_chars=80) as kb:
+        for i in range(40):
+            await kb.ingest_bytes(_notes("rota", 6).encode(), name=f"big-{i}.md", groups=["big"])
+        await kb.ingest_bytes(_notes("duty", 6).encode(), name="small-1.md", groups=["small"])
+        await kb.ingest_bytes(_notes("duty", 6).encode(), name="small-2.md", groups=["small", "other"])
+        small = kb.restricted(Reader.member_of(["small"]))
+        for mode in ("hybrid", "vector", "text"):
+            hits = await small.search("rota covers shift of the week", limit=8, mode=mode)
+            assert len(hits) == 8, mode
+            assert {h.uri for h in hits} <= {"small-1.md", "small-2.md"}, mode
+        everyone = await kb.search("rota covers shift of the week", limit=8)
+        assert all(h.uri.startswith("big-") for h in everyone)  # unrestricted: the majority wins
+        nobody = kb.restricted(Reader.member_of(["elsewhere"]))
+        assert await nobody.search("rota shift", limit=5) == []
+        assert (await nobody.list_documents()).total == 0
+        assert (await small.list_documents()).total == 2
+
+
+async def test_groups_on_ingest_regrouping_and_lookups(tmp_path: Path) -> None:
+    source = tmp_path / "pay.md"
+    source.write_text("# Pay\n\nSalaries are paid on the 25th.")
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
+        (outcome,) = (await kb.ingest_paths([source], groups=["hr"])).outcomes
+        doc_id = outcome.document_id
+        assert doc_id is not None
+        hr, eng = kb.restricted(Reader.member_of(["hr"])), kb.restricted(Reader.member_of(["eng"]))
+        assert (await hr.get_document_by_id(doc_id)).groups == ["hr"]  # type: ignore[union-attr]
+        for view, visible in ((hr, True), (eng, False)):
+            assert (await view.get_document_by_id(doc_id) is not None) is visible
+            assert (await view.get_document("pay") is not None) is visible
+            assert (await view.get_document_file(doc_id) is not None) is visible
+            assert bool(await view.get_chunks(doc_id)) is visible
+            assert bool(await view.search("salaries paid", limit=3)) is visible
+        # unchanged content, other groups: nothing re-embedded, only the groups change
+        again = await kb.ingest_paths([source], groups=["eng"])
+        assert again.outcomes[0].status == "unchanged"
+        assert await hr.search("salaries paid", limit=3) == []
+        assert len(await eng.search("salaries paid", limit=3)) == 1
+        # without groups a known document keeps its own, also when its content changes
+        source.write_text("# Pay\n\nSalaries are paid on the 28th.")
+        assert (await kb.ingest_paths([source])).outcomes[0].status == "updated"
+        assert (await kb.get_document_by_id(doc_id)).groups == ["eng"]  # type: ignore[union-attr]
+        assert await hr.search("salaries paid", limit=3) == []
+        # regrouped to everyone
+        assert (await kb.set_document_groups(doc_id, [])).groups == []  # type: ignore[union-attr]
+        assert len(await hr.search("salaries paid", limit=3)) == 1
+        assert await kb.set_document_groups("nope", ["hr"]) is None
+        with pytest.raises(InvalidGroups):
+            await kb.set_document_groups(doc_id, ["has space"])
+        with pytest.raises(InvalidGroups):
+            await kb.ingest_bytes(b"x", name="x.md", groups=["*"])
+
+
+async def test_a_format_3_knowledge_base_gains_groups_when_opened(tmp_path: Path) -> None:
+    embedder = HashingEmbeddingModel()
+    async with KnowledgeBase(tmp_path / "kb", embedder=embedder) as kb:
+        await kb.ingest_bytes(b"# Old\n\nOld backups were kept for 7 days.", name="old.md")
+    db = lancedb.connect(tmp_path / "kb")  # as format 3 left it: no groups anywhere
+    for name in ("chunks", "documents"):
+        db.open_table(name).drop_columns(["groups"])
+    db.open_table("meta").update(where="key = 'format_version'", values={"value": "3"})
+    async with KnowledgeBase(tmp_path / "kb", embedder=embedder) as kb:
+        reader = kb.restricted(Reader.member_of(["anyone"]))
+        (hit,) = await reader.search("old backups kept", limit=5)
+        assert hit.uri == "old.md"
+        (doc,) = (await reader.list_documents()).documents
+        assert doc.groups == []
+        await kb.set_document_groups(doc.document_id, ["ops"])  # writes into the migrated tables
+        assert await reader.search("old backups kept", limit=5) == []
+        await kb.ingest_bytes(b"# New\n\nNew backups are kept for 30 days.", name="new.md")
+        assert [h.uri for h in await reader.search("new backups kept", limit=5)] == ["new.md"]
+    meta = {r["key"]: r["value"] for r in db.open_table("meta").to_arrow().to_pylist()}
+    assert meta["format_version"] == "4"
+
+
+def test_the_read_rule() -> None:
+    assert ALL.may_read(["hr"]) and ALL.to_sql() is None
+    hr = Reader.member_of(["hr", "o'brien"])
+    assert hr.may_read(["*"]) and hr.may_read(["hr", "eng"]) and not hr.may_read(["eng"])
+    assert not hr.may_read(None)  # a row without the column is nobody's but an administrator's
+    assert hr.to_sql() == "array_has_any(groups, ['*', 'hr', 'o''brien'])"
+
+
+# -- server --------------------------------------------------------------------------------
+
+HR_DOC = b"# Travel policy\n\nThe travel allowance is 40 euros per day (code HRQUOKKA).\n"
+ENG_DOC = b"# Travel policy\n\nThe travel allowance is 65 euros per day (code ENGWOMBAT).\n"
+QUESTION = "What is the travel allowance per day?"
+TOKENS = {
+    "root": StaticToken(token=SecretStr("t-root")),
+    "alice": StaticToken(token=SecretStr("t-alice"), groups=("hr",)),
+    "bob": StaticToken(token=SecretStr("t-bob"), groups=("eng",)),
+    "carol": StaticToken(token=SecretStr("t-carol"), groups=("kb-editors", "hr")),
+}
+
+
+def _as(name: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer t-{name}"}
+
+
+def _run(thread: str, text: str, run: str = "r1", message: str = "m1") -> dict[str, Any]:
+    return {
+        "threadId": thread,
+        "runId": run,
+        "state": {},
+        "messages": [{"id": message, "role": "user", "content": text}],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+
+
+@asynccontextmanager
+async def _server(config: Any, *, scenario: bool) -> AsyncIterator[httpx.AsyncClient]:
+    from server.app import create_app
+
+    config.tokens = TOKENS
+    config.editors = ["root"]
+    config.editor_groups = ["kb-editors"]
+    app = scenario_app(config) if scenario else create_app(config)  # no model: the offline one
+    async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=60) as client:
+        yield client
+
+
+async def _upload(client: httpx.AsyncClient, who: str, name: str, data: bytes, groups: str | None) -> str:
+    response = await client.post(
+        "/documents",
+        files={"file": (name, data, "text/markdown")},
+        data={} if groups is None else {"groups": groups},
+        headers=_as(who),
+    )
+    assert response.status_code == 202, response.text
+    client.headers.update(_as(who))
+    try:
+        job = await finished_job(client, response.json()["jobId"])
+    finally:
+        del client.headers["Authorization"]
+    assert job["files"][0]["status"] in ("added", "updated", "unchanged"), job
+    return str(job["files"][0]["documentId"])
+
+
+async def test_two_principals_see_only_their_own_documents(scenario_config: Any) -> None:
+    async with _server(scenario_config, scenario=False) as client:
+        hr_id = await _upload(client, "root", "travel-hr.md", HR_DOC, "hr")
+        eng_id = await _upload(client, "root", "travel-eng.md", ENG_DOC, "eng")
+        mine = {"alice": ("HRQUOKKA", hr_id), "bob": ("ENGWOMBAT", eng_id)}
+        for who, (marker, own_id) in mine.items():
+            other_marker, other_id = next(v for k, v in mine.items() if k != who)
+            headers = _as(who)
+            # chat with the offline model: search, answer, citations, state events
+            run = await client.post("/agui", json=_run(f"t-{who}", QUESTION), headers=headers)
+            assert run.status_code == 200
+            assert marker in run.text and other_marker not in run.text
+            thread = (await client.get(f"/threads/t-{who}", headers=headers)).json()
+            dumped = json.dumps(thread)
+            assert marker in dumped and other_marker not in dumped
+            cards = thread["state"]["citations"]
+            assert own_id in {c["document_id"] for c in cards.values()}
+            assert other_id not in {c["document_id"] for c in cards.values()}
+            listing = (await client.get("/documents", params={"page_size": 500}, headers=headers)).json()
+            ids = {d["document_id"] for d in listing["documents"]}
+            assert own_id in ids and other_id not in ids
+            assert listing["total"] == len(ids)
+            own = await client.get(f"/documents/{own_id}", headers=headers)
+            assert own.status_code == 200 and own.json()["groups"] == [{"alice": "hr", "bob": "eng"}[who]]
+            assert (await client.get(f"/documents/{own_id}?format=file", headers=headers)).status_code == 200
+            hidden = await client.get(f"/documents/{other_id}", headers=headers)
+            missing = await client.get("/documents/0123456789abcdef01234567", headers=headers)
+            assert hidden.status_code == missing.status_code == 404
+            assert hidden.json()["error"]["message"] == f"document {other_id!r} not found"
+            file = await client.get(f"/documents/{other_id}?format=file", headers=headers)
+            assert file.status_code == 404
+        # the administrator reads both
+        listing = (await client.get("/documents", params={"page_size": 500}, headers=_as("root"))).json()
+        assert {hr_id, eng_id} <= {d["document_id"] for d in listing["documents"]}
+
+
+async def test_qa_and_document_tools_answer_only_from_the_callers_documents(scenario_config: Any) -> None:
+    async with _server(scenario_config, scenario=True) as client:
+        hr_id = await _upload(client, "root", "travel-hr.md", HR_DOC, "hr")
+        eng_id = await _upload(client, "root", "travel-eng.md", ENG_DOC, "eng")
+        for who, marker, other in (("alice", "HRQUOKKA", "ENGWOMBAT"), ("bob", "ENGWOMBAT", "HRQUOKKA")):
+            headers = _as(who)
+            calls = [
+                f"call ask {json.dumps({'question': QUESTION})}",
+                f"call get_document {json.dumps({'query': 'travel'})}",
+                f"call list_documents {json.dumps({'page': 1})}",
+            ]
+            for n, text in enumerate(calls):
+                run = await client.post(
+                    "/agui", json=_run(f"qa-{who}-{n}", text), headers=headers, timeout=120
+                )
+                assert run.status_code == 200, run.text
+                assert other not in run.text, text
+                assert (hr_id if who == "bob" else eng_id) not in run.text, text
+            assert marker in run.text or "travel" in run.text
+            state = await client.get(f"/threads/qa-{who}-0/state/qa_history", headers=headers)
+            assert marker in json.dumps(state.json()) and other not in json.dumps(state.json())
+
+
+async def test_cached_results_go_once_the_owner_may_not_read_them(scenario_config: Any) -> None:
+    async with _server(scenario_config, scenario=True) as client:
+        hr_id = await _upload(client, "root", "travel-hr.md", HR_DOC, "hr")
+        ask = f"call ask {json.dumps({'question': QUESTION})}"
+        first = await client.post("/agui", json=_run("cache", ask), headers=_as("alice"), timeout=120)
+        assert "HRQUOKKA" in first.text
+        state = (await client.get("/threads/cache", headers=_as("alice"))).json()["state"]
+        assert "HRQUOKKA" in json.dumps(state)
+        # the document moves to another group: the thread's cards, searches and answers are not shown
+        moved = await client.patch(f"/documents/{hr_id}", json={"groups": ["finance"]}, headers=_as("root"))
+        assert moved.status_code == 200 and moved.json()["groups"] == ["finance"]
+        state = (await client.get("/threads/cache", headers=_as("alice"))).json()["state"]
+        assert "HRQUOKKA" not in json.dumps(state)
+        for field in ("citations", "qa_history", "searches"):
+            item = await client.get(f"/threads/cache/state/{field}", headers=_as("alice"))
+            assert item.status_code == 200 and "HRQUOKKA" not in item.text
+        # the same question is not recalled from the cached answer: it searches, and finds nothing
+        again = await client.post(
+            "/agui", json=_run("cache", ask, "r2", "m2"), headers=_as("alice"), timeout=120
+        )
+        assert again.status_code == 200
+        tail = again.text[again.text.index('"runId":"r2"') :]
+        assert "HRQUOKKA" not in tail and 'recalled_from\\":null' in tail
+
+
+async def test_editors_change_only_their_groups_documents(scenario_config: Any) -> None:
+    async with _server(scenario_config, scenario=True) as client:
+        hr_id = await _upload(client, "carol", "hr-only.md", b"# HR\n\nHR only.\n", "hr")
+        eng_id = await _upload(client, "root", "eng-only.md", b"# Eng\n\nEng only.\n", "eng")
+        both_id = await _upload(client, "root", "both.md", b"# Both\n\nHR and eng.\n", "hr,eng")
+        public_id = await _upload(client, "carol", "public.md", b"# Public\n\nFor all.\n", None)
+
+        async def patch(who: str, doc: str, body: Any) -> httpx.Response:
+            return await client.patch(f"/documents/{doc}", json=body, headers=_as(who))
+
+        assert (await patch("carol", hr_id, {"groups": ["hr"]})).status_code == 200
+        assert (await patch("carol", public_id, {"groups": ["hr"]})).status_code == 200
+        assert (await patch("carol", public_id, {"groups": []})).status_code == 200
+        assert (await patch("carol", eng_id, {"groups": ["hr"]})).status_code == 404  # not hers to see
+        refused = await patch("carol", both_id, {"groups": ["hr"]})
+        assert refused.status_code == 403 and "eng" in refused.json()["error"]["message"]
+        outside = await patch("carol", hr_id, {"groups": ["finance"]})
+        assert outside.status_code == 403 and "finance" in outside.json()["error"]["message"]
+        assert (await client.delete(f"/documents/{both_id}", headers=_as("carol"))).status_code == 403
+        assert (await client.delete(f"/documents/{eng_id}", headers=_as("carol"))).status_code == 404
+        # an upload replacing a document is a change of it; groups outside the editor's are refused
+        replace = await client.post(
+            "/documents",
+            files={"file": ("both.md", b"# Both\n\nchanged", "text/markdown")},
+            headers=_as("carol"),
+        )
+        assert replace.status_code == 403
+        foreign = await client.post(
+            "/documents",
+            files={"file": ("new.md", b"# New\n\nnew", "text/markdown")},
+            data={"groups": "eng"},
+            headers=_as("carol"),
+        )
+        assert foreign.status_code == 403
+        # readers are not editors; bad input is a clear 4xx
+        assert (await patch("alice", hr_id, {"groups": []})).status_code == 403
+        for body in ({"groups": ["has space"]}, {"groups": "hr"}, {"group": ["hr"]}, ["hr"]):
+            bad = await patch("root", hr_id, body)
+            assert bad.status_code == 422, body
+        assert (
+            "invalid group name"
+            in (await patch("root", hr_id, {"groups": ["a,b"]})).json()["error"]["message"]
+        )
+        bad_upload = await client.post(
+            "/documents",
+            files={"file": ("x.md", b"# X", "text/markdown")},
+            data={"groups": "*"},
+            headers=_as("root"),
+        )
+        assert bad_upload.status_code == 422 and bad_upload.json()["error"]["code"] == "invalid_groups"
+        assert (await patch("root", "0123456789abcdef01234567", {"groups": []})).status_code == 404
+        # the administrator changes anything
+        assert (await patch("root", both_id, {"groups": ["eng"]})).json()["groups"] == ["eng"]
+        assert (await client.delete(f"/documents/{hr_id}", headers=_as("carol"))).status_code == 204
