@@ -1,6 +1,7 @@
 """Knowledge base scale curve: ingestion, index build, search latency and recall, memory and disk.
 
     python -m bench.kb [--sizes 10000,100000,500000] [--queries 200] [--sweep]
+    python -m bench.kb --restricted [--sizes 100000] [--groups 20]
 
 For each size, synthetic documents (one paragraph of 80 words per chunk, words drawn from a
 Zipf-like vocabulary of 5,000 pseudo-words, 100 chunks per text file) are ingested through
@@ -19,6 +20,13 @@ against the same hybrid query with the vector index bypassed (exact; first 50 qu
 fresh process that opened the knowledge base and served the queries (the server's share), and the
 knowledge base's size on disk. Searches run in that fresh process. ``--sweep`` adds recall and
 latency for other query settings. Everything lives in a temporary directory, removed at the end.
+
+``--restricted`` measures per-document access instead: the documents are spread over ``--groups``
+groups (document i in group i mod groups, ingested with ``groups=[...]``), and the same queries run
+unrestricted and as readers of one and of two groups (``KnowledgeBase.restricted``). Figures: p50
+and p95 per mode and reader, the restricted/unrestricted p50 ratio, vector recall@10 against an
+exact numpy scan of the reader's own chunks, hybrid recall@10 against the reader's hybrid query
+with the vector index bypassed.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from pydantic_ai.embeddings.result import EmbedInputType
 
 from rag_tools.embeddings import VectorEmbeddingModel, resolve_embedding_model
 from rag_tools.kb import KnowledgeBase
+from rag_tools.kb.access import ALL, Reader
 from rag_tools.kb.indexing import vector_index_plan
 
 from ._util import median, percentile, table
@@ -271,6 +280,95 @@ async def _one_size(n: int, args: argparse.Namespace, root: Path) -> dict[str, A
     return row
 
 
+# -- restricted search (per-document access) --------------------------------------------------
+
+
+def _group_of(doc: int, groups: int) -> str:
+    return f"g{doc % groups:02d}"
+
+
+async def _restricted(n: int, args: argparse.Namespace, root: Path) -> list[tuple[Any, ...]]:
+    """Unrestricted vs restricted search over ``n`` chunks in ``args.groups`` groups; table rows."""
+    work = root / f"r{n}"
+    paragraphs = _paragraphs(n, args.seed)
+    docs = n // PER_DOC
+    for d in range(docs):
+        folder = work / "corpus" / _group_of(d, args.groups)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"doc{d:05d}.txt").write_text("\n\n".join(paragraphs[d * PER_DOC : (d + 1) * PER_DOC]))
+    rng = random.Random(args.seed + 1)
+    picked = rng.sample(range(n), args.queries)
+    queries = [" ".join(rng.sample(paragraphs[i].split(), QUERY_WORDS)) for i in picked]
+    matrix = clustered_vectors(n, args.seed)
+    noise = np.random.default_rng(args.seed + 2).standard_normal((len(picked), DIMENSIONS), dtype=np.float32)
+    qmatrix = matrix[picked] + 0.3 * noise / np.linalg.norm(noise, axis=1, keepdims=True)
+    qmatrix /= np.linalg.norm(qmatrix, axis=1, keepdims=True)
+    texts = {p: i for i, p in enumerate(paragraphs)}
+    texts.update({q: n + i for i, q in enumerate(queries)})
+    model = _Precomputed(texts, np.concatenate([matrix, qmatrix]))
+    kb = KnowledgeBase(work / "kb", embedder=model, ann_index_threshold=0)
+    start = time.perf_counter()
+    async with kb:
+        for g in range(args.groups):
+            report = await kb.ingest_paths([work / "corpus" / f"g{g:02d}"], groups=[f"g{g:02d}"])
+            assert not report.errors, report.errors[:3]
+        ingest_s = time.perf_counter() - start
+        kb.ann_index_threshold = args.ann_index_threshold
+        start = time.perf_counter()
+        await kb.refresh_indexes()
+        index_s = time.perf_counter() - start
+    shutil.rmtree(work / "corpus")
+    print(
+        f"-- ingested {n:,} chunks in {ingest_s:.0f} s, indexes {index_s:.0f} s", file=sys.stderr, flush=True
+    )
+
+    readers = {"all": ALL, "1 group": Reader.member_of(["g03"]), "2 groups": Reader.member_of(["g03", "g11"])}
+    doc_of = np.arange(n) // PER_DOC
+
+    def exact(reader: Reader) -> list[list[str]]:
+        rows = (
+            np.arange(n)
+            if reader.groups is None
+            else np.flatnonzero(np.isin(doc_of % args.groups, [int(g[1:]) for g in reader.groups]))
+        )
+        top = _exact_top10(matrix[rows], qmatrix)
+        return [[f"doc{rows[i] // PER_DOC:05d}:{rows[i] % PER_DOC}" for i in t] for t in top]
+
+    async with KnowledgeBase(work / "kb", embedder=model, ann_index_threshold=args.ann_index_threshold) as kb:
+
+        async def run(view: KnowledgeBase, mode: str, count: int) -> tuple[list[float], list[list[str]]]:
+            for q in queries[:5]:
+                await view.search(q, limit=10, mode=mode)  # type: ignore[arg-type]
+            times, hits = [], []
+            for q in queries[:count]:
+                start = time.perf_counter()
+                found = await view.search(q, limit=10, mode=mode)  # type: ignore[arg-type]
+                times.append((time.perf_counter() - start) * 1000)
+                hits.append([f"{h.title}:{h.position}" for h in found])
+            return times, hits
+
+        results: dict[tuple[str, str], tuple[list[float], list[list[str]]]] = {}
+        for _ in range(2):  # interleaved twice: the machine's load moves, every reader sees it
+            for mode in ("vector", "hybrid"):
+                for label, reader in readers.items():
+                    times, hits = await run(kb.restricted(reader), mode, len(queries))
+                    results[mode, label] = (results.get((mode, label), ([], []))[0] + times, hits)
+        kb.exact_vector_search = True
+        exact_hybrid = {
+            label: (await run(kb.restricted(r), "hybrid", EXACT_QUERIES))[1] for label, r in readers.items()
+        }
+    shutil.rmtree(work)
+    rows: list[tuple[Any, ...]] = []
+    for mode in ("vector", "hybrid"):
+        base = median(results[mode, "all"][0])
+        for label, reader in readers.items():
+            times, hits = results[mode, label]
+            truth = exact(reader) if mode == "vector" else exact_hybrid[label]
+            p50 = median(times)
+            rows.append((f"{n:,}", mode, label, p50, percentile(times, 95), p50 / base, _recall(hits, truth)))
+    return rows
+
+
 def _print(rows: list[dict[str, Any]]) -> None:
     print(
         table(
@@ -361,6 +459,8 @@ async def main() -> None:
         default=[],
         help='a JSON query setting for --sweep, e.g. \'{"ef": 100, "refine": 2}\' (repeatable)',
     )
+    parser.add_argument("--restricted", action="store_true", help="measure search restricted to groups")
+    parser.add_argument("--groups", type=int, default=20, help="groups the documents are spread over")
     parser.add_argument("--search-process", help=argparse.SUPPRESS)
     parser.add_argument("--settings", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -372,6 +472,22 @@ async def main() -> None:
         return
 
     root = Path(tempfile.mkdtemp(prefix="ragstream-bench-kb-"))
+    if args.restricted:
+        try:
+            restricted = [
+                row
+                for n in (int(s) for s in args.sizes.split(","))
+                for row in await _restricted(n, args, root)
+            ]
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        print(
+            table(
+                ["chunks", "mode", "reader", "p50 ms", "p95 ms", "p50 / unrestricted", "recall@10"],
+                restricted,
+            )
+        )
+        return
     rows = []
     try:
         for n in (int(s) for s in args.sizes.split(",")):

@@ -54,7 +54,13 @@ RAG_TOOLS_LAYERS: list[tuple[str, ...]] = [
     ),
     ("rag_tools.kb",),  # the knowledge base (LanceDB)
     # what a tool call runs with
-    ("rag_tools.deps", "rag_tools.filters", "rag_tools.progress", "rag_tools.questions"),
+    (
+        "rag_tools.deps",
+        "rag_tools.filters",
+        "rag_tools.progress",
+        "rag_tools.questions",
+        "rag_tools.readable",
+    ),
     ("rag_tools.tools", "rag_tools.kb_toolsets"),  # the tool system; the RAG toolsets
     ("rag_tools.toolkit", "rag_tools.agent"),  # assembly
 ]
