@@ -2,7 +2,8 @@
 
 A ``QuestionChannel`` is what a run offers its tools when someone can answer live: deps with a
 ``questions`` attribute holding one (``AgentDeps.questions``; the server sets it per run for
-clients that opt in). ``rag_tools.tools.ask`` sends the question to the client and awaits
+clients that opt in). ``rag_tools.tools.ask`` opens the question (``channel.open``: from then on
+an answer can arrive, from any worker), only then sends it to the client, and awaits
 ``channel.wait(question_id, seconds)``:
 
 - a ``LiveAnswer`` (``answer`` text, or ``answer=None`` when the person declined, with an optional
@@ -46,6 +47,12 @@ class QuestionChannel(ABC):
         """Whether someone follows the run who can answer live."""
 
     @abstractmethod
+    async def open(self, question_id: str, seconds: float) -> None:
+        """Be ready for the answer to ``question_id`` for ``seconds`` before the client hears of it
+        (a fast answer must not find the question unknown); ``Unattended`` when nobody can answer
+        live."""
+
+    @abstractmethod
     async def wait(self, question_id: str, seconds: float) -> LiveAnswer | None:
-        """The answer to ``question_id``; ``None`` after ``seconds``; ``Unattended`` when nobody
-        can answer live (any more)."""
+        """The answer to the opened ``question_id``; ``None`` after ``seconds``; ``Unattended``
+        when nobody can answer live any more."""

@@ -180,7 +180,7 @@ class Services:
             run_timeout=config.run_timeout,
             # given to every run, so an injected agent gets the tool system too
             toolsets=tools.toolsets(),
-            capabilities=[tools.capability(), *run_capabilities(count_metrics=config.metrics)],
+            capabilities=run_capabilities(tools.capability(), count_metrics=config.metrics),
             count_metrics=config.metrics,
             quotas=quotas,
             question_timeout=config.question_timeout_seconds,

@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from pydantic import SecretStr
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import ModelMessage, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
+from rag_tools import AgentDeps, ToolContext
+from rag_tools.tools import ask
+from server.agui.questions import RunQuestions
+from server.runs.questions import MemoryQuestionBus
 from tests.protocol import check_stream, parse_sse, run_body
 from tests.test_tool_results import seed_chat, seed_server, seed_workers
 
@@ -284,3 +291,42 @@ async def test_the_chat_page_answers_live_and_after_leaving_through_the_interrup
         assert len(bergen) == 2 and bergen[0] == bergen[1]  # the same call, started again
         await chat.screenshot("after-interrupt")
         chat.assert_clean_console()
+
+
+async def test_a_question_is_open_before_the_client_hears_of_it() -> None:
+    """An answer sent the moment the question event arrives must find the question open, even when
+    opening it takes a round trip (a Redis bus on another host): here the bus waits 0.2 s first."""
+
+    class SlowToOpen(MemoryQuestionBus):
+        async def open(self, key: str, question_id: str, ttl: float) -> asyncio.Future[dict[str, Any]]:
+            await asyncio.sleep(0.2)
+            return await super().open(key, question_id, ttl)
+
+    bus = SlowToOpen()
+    key = "thread/run"
+    statuses: list[str] = []
+
+    async def model(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        last = messages[-1].parts[-1]
+        if isinstance(last, ToolReturnPart):
+            yield str(last.content)
+        else:
+            yield {0: DeltaToolCall(name="when", json_args="{}")}
+
+    agent = Agent(FunctionModel(stream_function=model), deps_type=AgentDeps)
+
+    @agent.tool
+    async def when(ctx: RunContext[AgentDeps]) -> str:
+        return await ask(ctx, "When?")
+
+    async def on_events(ctx: RunContext[AgentDeps], stream: Any) -> None:
+        async for event in stream:
+            value = getattr(getattr(event, "event", None), "value", None)
+            if isinstance(value, dict) and "question" in value:
+                statuses.append(await bus.answer(key, value["questionId"], {"answer": "at once"}))
+
+    deps = AgentDeps(client=None, tool_context=ToolContext())
+    deps.questions = RunQuestions(bus, key, timeout=5)
+    result = await agent.run("go", deps=deps, event_stream_handler=on_events)
+    assert statuses == ["delivered"]
+    assert result.output == "at once"

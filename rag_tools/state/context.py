@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from copy import copy
+from functools import cache
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -58,9 +59,15 @@ def _server_only(model: BaseModel) -> frozenset[str]:
     return getattr(type(model), "server_only_fields", frozenset())
 
 
-def _emitted_fields(model: BaseModel) -> list[str]:
-    hidden = _server_only(model)
-    return [name for name in type(model).model_fields if name not in hidden]
+def _emitted_fields(model: BaseModel) -> tuple[str, ...]:
+    return _emitted_names(type(model))
+
+
+@cache
+def _emitted_names(model_type: type[BaseModel]) -> tuple[str, ...]:
+    """A model class's emitted fields, worked out once per class: every snapshot asks."""
+    hidden = getattr(model_type, "server_only_fields", frozenset())
+    return tuple(name for name in model_type.model_fields if name not in hidden)
 
 
 class ToolContext:
@@ -341,9 +348,10 @@ class ToolContext:
         """
         proposal = self._unwrap(state or {})
         snapshot = self.build_state_snapshot()
-        # The server's own snapshot coming back (the adapter hands every run the state it was given)
-        # has nothing to take; the comparison is cheap since it shares the cached dumps' objects.
-        if proposal != self._unwrap(snapshot):
+        # No proposal, or the server's own snapshot coming back (the adapter hands every run the
+        # state it was given), has nothing to take; the comparison is cheap since it shares the
+        # cached dumps' objects.
+        if proposal and proposal != self._unwrap(snapshot):
             self._apply(proposal, client_only=True)
             snapshot = self.build_state_snapshot()
         if self.state_key is None:

@@ -126,6 +126,10 @@ async def _ask_live(
     async def tell(name: str, value: dict[str, Any]) -> None:
         await ctx.emit(AGUIEvent(event=AGUICustomEvent(name=name, value={**about, **value})))
 
+    try:
+        await channel.open(question_id, limit)
+    except Unattended:
+        return None
     await tell(QUESTION_EVENT, {"question": question, "timeoutSeconds": limit})
     try:
         got = await channel.wait(question_id, limit)

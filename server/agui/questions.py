@@ -3,7 +3,8 @@
 A run gets a ``RunQuestions`` when its client says it answers live (``wants_live_questions``:
 ``forwardedProps.ragstream.liveQuestions`` is ``true``; the chat page sends it). A tool's ``ask``
 then opens a question on the bus and waits; the answer comes back through
-``POST /threads/{id}/runs/{run}/answers`` on any worker. When nobody follows the run any more
+``POST /threads/{id}/runs/{run}/answers`` on any worker. The question is open in the bus before
+the client is told of it, so an answer as fast as the client can send it finds it. When nobody follows the run any more
 (``leave``, called by the engine once the last client has gone), a waiting question ends with
 ``Unattended`` and later ones are not asked live: the tool's ``ask`` turns them into an interrupt,
 the run finishes with it, and the thread keeps the question for the client's next visit.
@@ -46,6 +47,7 @@ class RunQuestions(QuestionChannel):
         self.timeout = timeout
         self._left = asyncio.Event()
         self._waiting = 0
+        self._answers: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
     @property
     def attended(self) -> bool:
@@ -56,14 +58,17 @@ class RunQuestions(QuestionChannel):
         self._left.set()
         return self._waiting > 0
 
-    async def wait(self, question_id: str, seconds: float) -> LiveAnswer | None:
+    async def open(self, question_id: str, seconds: float) -> None:
         if self._left.is_set():
             raise Unattended
         try:
-            answer = await self.bus.open(self.key, question_id, seconds + TTL_MARGIN)
+            self._answers[question_id] = await self.bus.open(self.key, question_id, seconds + TTL_MARGIN)
         except BackendUnavailable as exc:
             logger.warning("run %s: cannot ask live (%s); asking with an interrupt", self.key, exc)
             raise Unattended from exc
+
+    async def wait(self, question_id: str, seconds: float) -> LiveAnswer | None:
+        answer = self._answers.pop(question_id)
         left = asyncio.ensure_future(self._left.wait())
         self._waiting += 1
         try:

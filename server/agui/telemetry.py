@@ -2,9 +2,15 @@
 
 ``run_capabilities`` gives what a run needs for what is on: pydantic-ai's own ``Instrumentation``
 (spans for the agent run, every model request and every tool call, in the OpenTelemetry GenAI
-conventions) when tracing is on, and a ``Hooks`` capability counting tool calls (by tool and
-outcome, with their duration) and model tokens (by model, from each response's usage) when metrics
-are on. Neither is given to a run otherwise, so with both off a run is exactly what it was.
+conventions) when tracing is on, and, when metrics are on, hook functions counting tool calls (by
+tool and outcome, with their duration) and model tokens (by model, from each response's usage).
+Neither is given to a run otherwise, so with both off a run is exactly what it was.
+
+The metric hooks join the tool system's ``Hooks`` (``ToolSystem.capability()``) rather than forming
+a capability of their own: every capability costs a run pydantic-ai's per-capability work on each
+hook point and one more wrapper around its event stream (about 1,300 Python calls of a short run,
+``bench/run_start.py``), for two small functions. Added after the tool system's own, the tool-call
+counter sits inside its hook chain, where a separate capability listed after it sat too.
 
 Prompts, completions and tool arguments stay out of spans unless
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` (the OpenTelemetry GenAI variable):
@@ -69,20 +75,15 @@ async def _count_tokens(
     return response
 
 
-def run_capabilities(*, count_metrics: bool) -> list[AbstractCapability[Any]]:
-    """The capabilities that report a run, for what is switched on (none when nothing is)."""
-    found: list[AbstractCapability[Any]] = []
+def run_capabilities(tool_hooks: Hooks[Any], *, count_metrics: bool) -> list[AbstractCapability[Any]]:
+    """The capabilities a run gets: ``tool_hooks`` (the tool system's), with the metric hooks added
+    to it when metrics are on, and pydantic-ai's instrumentation when tracing is on."""
+    found: list[AbstractCapability[Any]] = [tool_hooks]
+    if count_metrics:
+        tool_hooks.on.tool_execute(_count_tool_call)
+        tool_hooks.on.after_model_request(_count_tokens)
     if tracing.enabled():
         capture = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
         settings = InstrumentationSettings(include_content=capture, include_binary_content=capture)
         found.append(Instrumentation(settings=settings))
-    if count_metrics:
-        found.append(
-            Hooks(
-                tool_execute=_count_tool_call,
-                after_model_request=_count_tokens,
-                id="ragstream-metrics",
-                description="tool-call and model-token metrics",
-            )
-        )
     return found
