@@ -144,8 +144,11 @@ class KnowledgeBase:
 
         Every read through the view (search, listing, lookup, chunks, files) shows only the
         documents ``reader`` may read. Writes are not restricted (who may change what is the
-        caller's rule). Close the knowledge base itself, not its views.
+        caller's rule). Close the knowledge base itself, not its views. Asked for its own reader,
+        the knowledge base is its own view (the common case of every run of an administrator).
         """
+        if reader == self.reader:
+            return self
         view = copy.copy(self)
         view.reader = reader
         return view
