@@ -8,7 +8,9 @@ sockets, on the same short run (one tool call, three tokens). Each trial times, 
 when the response's first ``RUN_STARTED`` frame and first text token are handed to ``send``, and
 counts the Python calls made up to each point (``sys.setprofile``): calls do not depend on what
 else the machine is doing, so they say where the work is even when the times are noisy. Trials
-alternate between the two apps. ``--profile`` prints, for ragstream, the functions that take the
+alternate between the two apps. ``--per-event`` counts the calls per streamed token on one long
+run of each (what a feature costs per event, which wall-clock events/s cannot resolve below a few
+per cent on these machines). ``--profile`` prints, for ragstream, the functions that take the
 most calls before ``RUN_STARTED`` and between it and the first token (cProfile, cumulative).
 
 This is the instrument of issue 29.4; ``bench/stream.py`` gives the figures over HTTP.
@@ -83,7 +85,7 @@ class _CallCounter:
         self.marks.append(Counter(self.by_package))
 
 
-def _body(trial: str) -> bytes:
+def _body(trial: str, tokens: int = 3) -> bytes:
     return json.dumps(
         {
             "threadId": f"t-{trial}",
@@ -92,7 +94,7 @@ def _body(trial: str) -> bytes:
             "tools": [],
             "context": [],
             "forwardedProps": {},
-            "messages": [{"id": f"u-{trial}", "role": "user", "content": "3 0"}],
+            "messages": [{"id": f"u-{trial}", "role": "user", "content": f"{tokens} 0"}],
         }
     ).encode()
 
@@ -103,8 +105,9 @@ async def _one(
     *,
     counter: _CallCounter | None = None,
     profile: list[cProfile.Profile] | None = None,
+    tokens: int = 3,
 ) -> Marks:
-    body = _body(trial)
+    body = _body(trial, tokens)
     marks = Marks()
     done = asyncio.Event()
     received = False
@@ -137,6 +140,8 @@ async def _one(
             if profile:
                 profile[1].disable()
         if b'"RUN_FINISHED"' in chunk or not message.get("more_body", False):
+            if counter is not None and not done.is_set():
+                counter.mark()
             done.set()
 
     scope = {
@@ -208,6 +213,13 @@ async def main() -> None:
     )
     parser.add_argument("--trials", type=int, default=300)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--per-event",
+        type=int,
+        default=2000,
+        metavar="TOKENS",
+        help="also count the calls per streamed token on one run of TOKENS tokens (0: skip)",
+    )
     args = parser.parse_args()
 
     from .stream_servers import bare_app, ragstream_app
@@ -252,6 +264,17 @@ async def main() -> None:
             rows,
         )
     )
+    if args.per_event:
+        rows = []
+        for name, app in apps.items():
+            counter = _CallCounter()
+            await _one(app, f"per-event-{name}", counter=counter, tokens=args.per_event)
+            streamed = sum(counter.marks[2].values()) - sum(counter.marks[1].values())
+            rows.append([name, f"{streamed / args.per_event:.1f}"])
+        print(
+            f"\nPython calls per streamed token, first token to RUN_FINISHED ({args.per_event:,} tokens):\n"
+        )
+        print(table(["app", "calls per token"], rows))
     if args.profile:
         profiles = [cProfile.Profile(), cProfile.Profile()]
         await _one(apps["ragstream"], "profiled", profile=profiles)
