@@ -138,6 +138,21 @@ def _rss_mb() -> tuple[float, float]:
 # -- the search process -----------------------------------------------------------------------
 
 
+async def _timed_searches(
+    kb: KnowledgeBase, queries: list[str], mode: str
+) -> tuple[list[float], list[list[str]]]:
+    """Each query's top 10 in ``mode`` and its time in ms, after five warm-up queries."""
+    for q in queries[:5]:
+        await kb.search(q, limit=10, mode=mode)  # type: ignore[arg-type]
+    times, hits = [], []
+    for q in queries:
+        start = time.perf_counter()
+        found = await kb.search(q, limit=10, mode=mode)  # type: ignore[arg-type]
+        times.append((time.perf_counter() - start) * 1000)
+        hits.append([f"{h.title}:{h.position}" for h in found])
+    return times, hits
+
+
 async def _search_process(work: Path, settings: list[dict[str, Any]], threshold: int) -> dict[str, Any]:
     """Open the knowledge base fresh, run the queries in every mode; timings, hits and memory."""
     queries: list[str] = json.loads((work / "queries.json").read_text())
@@ -149,15 +164,7 @@ async def _search_process(work: Path, settings: list[dict[str, Any]], threshold:
     out: dict[str, Any] = {"rss_open_mb": rss_open}
 
     async def run(mode: str, count: int = len(queries)) -> tuple[list[float], list[list[str]]]:
-        for q in queries[:5]:
-            await kb.search(q, limit=10, mode=mode)  # type: ignore[arg-type]
-        times, hits = [], []
-        for q in queries[:count]:
-            start = time.perf_counter()
-            found = await kb.search(q, limit=10, mode=mode)  # type: ignore[arg-type]
-            times.append((time.perf_counter() - start) * 1000)
-            hits.append([f"{h.title}:{h.position}" for h in found])
-        return times, hits
+        return await _timed_searches(kb, queries[:count], mode)
 
     for mode in ("vector", "text", "hybrid"):
         out[mode] = await run(mode)
@@ -337,15 +344,7 @@ async def _restricted(n: int, args: argparse.Namespace, root: Path) -> list[tupl
     async with KnowledgeBase(work / "kb", embedder=model, ann_index_threshold=args.ann_index_threshold) as kb:
 
         async def run(view: KnowledgeBase, mode: str, count: int) -> tuple[list[float], list[list[str]]]:
-            for q in queries[:5]:
-                await view.search(q, limit=10, mode=mode)  # type: ignore[arg-type]
-            times, hits = [], []
-            for q in queries[:count]:
-                start = time.perf_counter()
-                found = await view.search(q, limit=10, mode=mode)  # type: ignore[arg-type]
-                times.append((time.perf_counter() - start) * 1000)
-                hits.append([f"{h.title}:{h.position}" for h in found])
-            return times, hits
+            return await _timed_searches(view, queries[:count], mode)
 
         results: dict[tuple[str, str], tuple[list[float], list[list[str]]]] = {}
         for _ in range(2):  # interleaved twice: the machine's load moves, every reader sees it
