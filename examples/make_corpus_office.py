@@ -1,8 +1,9 @@
 """Generate the office files of the sample corpus: a .docx, a .pptx, a .xlsx, a .csv and an .epub.
 
-The document and the deck belong to a second fictional product, Tessel Maps (Kiteline-branded
-ones outranked the release notes on questions about Kiteline's releases); the rest to the
-fictional Kiteline service, like ``release-notes.txt`` and the PDF handbook
+The document and the deck belong to a second fictional product, Tessel Maps, and the book to a
+third, Driftwood Files (Kiteline-branded ones outranked the release notes on questions about
+Kiteline's releases); the rest to the fictional Kiteline service, like ``release-notes.txt`` and
+the PDF handbook
 (``make_corpus_pdf.py``). Each holds facts the tests and ``bench/rag_eval.py`` ask about, at a known
 place, so that answers can be checked for their locator:
 
@@ -18,7 +19,7 @@ place, so that answers can be checked for their locator:
 Only well-kept writer libraries are used (python-docx, python-pptx, openpyxl, EbookLib, the
 standard library's csv). The output is deterministic: fixed document dates, and every zip member
 rewritten with one fixed timestamp, so running the script again produces byte-identical files
-(``tests/test_office_corpus.py`` checks it).
+(``tests/test_office.py`` checks it).
 
 Usage: ``python examples/make_corpus_office.py [OUTPUT_DIR]`` (needs the ``test`` extra).
 """
@@ -173,12 +174,12 @@ INCIDENTS = [
 
 ADMIN_CHAPTERS: list[tuple[str, list[tuple[str, str]]]] = [
     (
-        "Installing Kiteline",
+        "Installing Driftwood",
         [
             ("h2", "Requirements"),
             (
                 "p",
-                "Kiteline Sync Server runs on Linux with PostgreSQL 14 or newer and an S3-compatible "
+                "Driftwood Files Server runs on Linux with PostgreSQL 14 or newer and an S3-compatible "
                 "object store. A server for up to 200 users needs 4 CPU cores and 8 GB of memory.",
             ),
             ("h2", "First start"),
@@ -210,7 +211,7 @@ ADMIN_CHAPTERS: list[tuple[str, list[tuple[str, str]]]] = [
         [
             (
                 "p",
-                "Kiteline sends its email through the SMTP relay set in the admin console. "
+                "Driftwood sends its email through the SMTP relay set in the admin console. "
                 "Notifications about shared folders are collected and sent as one digest every "
                 "30 minutes, so a busy folder does not flood anyone's inbox.",
             ),
@@ -327,10 +328,10 @@ def build_epub() -> bytes:
     from ebooklib import epub
 
     book = epub.EpubBook()
-    book.set_identifier("urn:uuid:6f1d2a8e-kiteline-admin-guide")
-    book.set_title("Kiteline Administrator's Guide")
+    book.set_identifier("urn:uuid:6f1d2a8e-driftwood-admin-guide")
+    book.set_title("Driftwood Files Administrator's Guide")
     book.set_language("en")
-    book.add_author("Kiteline Documentation Team")
+    book.add_author("Driftwood Documentation Team")
     chapters = []
     for number, (title, blocks) in enumerate(ADMIN_CHAPTERS, 1):
         body = [f"<h1>{title}</h1>"]

@@ -113,10 +113,10 @@ def test_csv_rows_are_located_by_number_and_the_dialect_is_sniffed() -> None:
 
 def test_epub_reads_the_spine_in_reading_order_without_the_table_of_contents() -> None:
     doc = parsed("admin-guide.epub")
-    assert doc.title == "Kiteline Administrator's Guide"
+    assert doc.title == "Driftwood Files Administrator's Guide"
     assert [s.headings for s in doc.sections] == [
-        ["Installing Kiteline", "Requirements"],
-        ["Installing Kiteline", "First start"],
+        ["Installing Driftwood", "Requirements"],
+        ["Installing Driftwood", "First start"],
         ["User quotas"],
         ["User quotas", "When a quota is full"],
         ["Email notifications"],
