@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .containers import check_container
-from .readers import DocumentFormat, ParsedDocument, Section, decode_text, html_to_markdown, parse_markdown
+from .parsed import DocumentFormat, ParsedDocument, Section, decode_text, html_to_markdown, parse_markdown
 
 __all__ = ["MAX_SHEET_CELLS", "MAX_SHEET_COLUMNS", "MAX_SHEET_ROWS", "markdown_table", "parse_office"]
 

@@ -15,8 +15,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .sources import is_ingestible
-from .sync import SyncFile, SyncSource, SyncSourceError
+from .sources import SyncFile, SyncSource, SyncSourceError, is_ingestible
 
 __all__ = ["S3Prefix", "s3_client"]
 

@@ -4,20 +4,37 @@ Each source has two names. Its ``origin`` (the absolute ``file://`` URI of a fil
 for an upload, or the URI the caller gave) identifies the document across re-ingestions and never
 leaves the knowledge base. Its ``display`` is what clients see as ``uri``: the path relative to
 the ingested folder (or glob base), the file name of a single file or upload, or the caller's URI.
+
+A sync mirrors a ``SyncSource`` (a ``LocalFolder`` here; an S3 prefix in ``s3``), whose files
+become sources the same way (``sync`` plans what to ingest and delete).
 """
 
 from __future__ import annotations
 
 import glob
 import hashlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from urllib.parse import quote
 
+from .errors import KnowledgeBaseError
 from .models import IngestOutcome
 from .readers import SUPPORTED_SUFFIXES
 
-__all__ = ["Source", "bytes_source", "document_id_for", "expand_sources", "folder_files", "is_ingestible"]
+__all__ = [
+    "LocalFolder",
+    "Source",
+    "SyncFile",
+    "SyncSource",
+    "SyncSourceError",
+    "bytes_source",
+    "document_id_for",
+    "expand_sources",
+    "folder_files",
+    "is_ingestible",
+]
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -134,3 +151,65 @@ def expand_sources(paths: Iterable[str | Path]) -> list[Source | IngestOutcome]:
 
 def _error(source: str, message: str) -> IngestOutcome:
     return IngestOutcome(source=source, status="error", error=message)
+
+
+# -- what a sync mirrors ---------------------------------------------------------------------
+
+
+class SyncSourceError(KnowledgeBaseError):
+    """The source of a sync cannot be listed (missing, unreachable, refused, empty); nothing changed."""
+
+
+@dataclass(frozen=True)
+class SyncFile:
+    """A file of a sync source: its path relative to the root, and how to read it (blocking)."""
+
+    path: str
+    read: Callable[[], bytes]
+
+
+class SyncSource(ABC):
+    """A folder or a prefix to mirror. ``root`` names it as a URI (``file:///...``, ``s3://b/p``)."""
+
+    root: str
+
+    @abstractmethod
+    def list(self) -> list[SyncFile]:
+        """Every ingestible file under the root, in a stable order (blocking).
+
+        Raises ``SyncSourceError`` when the source cannot be listed.
+        """
+
+    @property
+    def namespace(self) -> str:
+        """How the origin of every document of this source starts."""
+        return f"sync:{quote(self.root, safe='')}/"
+
+    def source(self, file: SyncFile) -> Source:
+        """The ingestion source of one of its files: shown as its relative path."""
+        return Source(
+            label=file.path,
+            origin=self.namespace + file.path,
+            display=file.path,
+            name=PurePosixPath(file.path).name,
+            read=file.read,
+        )
+
+
+class LocalFolder(SyncSource):
+    """A folder on this machine (recursively; hidden and unsupported files are left out)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).expanduser().resolve()
+        self.root = self.path.as_uri()
+
+    def list(self) -> list[SyncFile]:
+        if not self.path.is_dir():
+            reason = "not a folder" if self.path.exists() else "no such folder"
+            raise SyncSourceError(f"cannot sync {self.path}: {reason}")
+        try:
+            return [
+                SyncFile(p.relative_to(self.path).as_posix(), p.read_bytes) for p in folder_files(self.path)
+            ]
+        except OSError as exc:
+            raise SyncSourceError(f"cannot list {self.path}: {exc.strerror or exc}") from exc

@@ -11,16 +11,11 @@ Clients see the relative path as the document's ``uri``, as for a folder ingeste
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
-from urllib.parse import quote
 
-from .errors import KnowledgeBaseError
 from .filters import sql_literal
 from .models import Document
-from .sources import Source, folder_files
+from .sources import LocalFolder, Source, SyncFile, SyncSource, SyncSourceError
 from .tables import DOC_COLUMNS, Tables
 
 __all__ = [
@@ -32,65 +27,6 @@ __all__ = [
     "open_sync_source",
     "synced_documents",
 ]
-
-
-class SyncSourceError(KnowledgeBaseError):
-    """The source of a sync cannot be listed (missing, unreachable, refused, empty); nothing changed."""
-
-
-@dataclass(frozen=True)
-class SyncFile:
-    """A file of a sync source: its path relative to the root, and how to read it (blocking)."""
-
-    path: str
-    read: Callable[[], bytes]
-
-
-class SyncSource(ABC):
-    """A folder or a prefix to mirror. ``root`` names it as a URI (``file:///...``, ``s3://b/p``)."""
-
-    root: str
-
-    @abstractmethod
-    def list(self) -> list[SyncFile]:
-        """Every ingestible file under the root, in a stable order (blocking).
-
-        Raises ``SyncSourceError`` when the source cannot be listed.
-        """
-
-    @property
-    def namespace(self) -> str:
-        """How the origin of every document of this source starts."""
-        return f"sync:{quote(self.root, safe='')}/"
-
-    def source(self, file: SyncFile) -> Source:
-        """The ingestion source of one of its files: shown as its relative path."""
-        return Source(
-            label=file.path,
-            origin=self.namespace + file.path,
-            display=file.path,
-            name=PurePosixPath(file.path).name,
-            read=file.read,
-        )
-
-
-class LocalFolder(SyncSource):
-    """A folder on this machine (recursively; hidden and unsupported files are left out)."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path).expanduser().resolve()
-        self.root = self.path.as_uri()
-
-    def list(self) -> list[SyncFile]:
-        if not self.path.is_dir():
-            reason = "not a folder" if self.path.exists() else "no such folder"
-            raise SyncSourceError(f"cannot sync {self.path}: {reason}")
-        try:
-            return [
-                SyncFile(p.relative_to(self.path).as_posix(), p.read_bytes) for p in folder_files(self.path)
-            ]
-        except OSError as exc:
-            raise SyncSourceError(f"cannot list {self.path}: {exc.strerror or exc}") from exc
 
 
 def open_sync_source(spec: str) -> SyncSource:
