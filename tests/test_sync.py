@@ -15,6 +15,7 @@ import boto3
 import pytest
 
 from rag_tools.kb import IngestProgress, KnowledgeBase, SyncPlan, SyncSourceError
+from rag_tools.kb.access import Reader
 from tests.conftest import ROOT
 from tests.embedders import HashingEmbeddingModel
 from tests.s3_helpers import S3Location
@@ -252,3 +253,31 @@ def test_the_sync_command_prints_one_line_per_file(tmp_path: Path) -> None:
     )
     assert missing.returncode == 1
     assert missing.stderr.strip().endswith(f"cannot sync {tmp_path / 'nope'}: no such folder")
+
+
+async def test_a_sync_with_groups_makes_its_documents_readable_by_those_groups_only(tmp_path: Path) -> None:
+    """``sync --groups``: every synced document gets the groups; a later sync without them keeps
+    them, one with other groups changes them without re-embedding the unchanged files."""
+    folder = Folder(tmp_path / "hr")
+    folder.put("pay.md", b"# Pay\n\nSalaries are paid on the 25th.")
+    folder.put("leave.md", b"# Leave\n\nThirty days of leave a year.")
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
+        assert outcomes(await kb.sync(str(folder.root), groups=["hr"])) == {
+            "pay.md": "added",
+            "leave.md": "added",
+        }
+        page = await kb.list_documents(page_size=50)
+        assert {d.uri: d.groups for d in page.documents} == {"pay.md": ["hr"], "leave.md": ["hr"]}
+        hr, eng = kb.restricted(Reader.member_of(["hr"])), kb.restricted(Reader.member_of(["eng"]))
+        assert [h.uri for h in await hr.search("When are salaries paid?", limit=5)][:1] == ["pay.md"]
+        assert await eng.search("When are salaries paid?", limit=5) == []
+        assert (await eng.list_documents(page_size=50)).documents == []
+
+        assert set(outcomes(await kb.sync(str(folder.root))).values()) == {"unchanged"}
+        page = await kb.list_documents(page_size=50)
+        assert {d.groups[0] for d in page.documents} == {"hr"}  # kept without --groups
+
+        await kb.sync(str(folder.root), groups=[])  # everyone's again, nothing re-embedded
+        page = await kb.list_documents(page_size=50)
+        assert {tuple(d.groups) for d in page.documents} == {()}
+        assert [h.uri for h in await eng.search("When are salaries paid?", limit=5)][:1] == ["pay.md"]
