@@ -107,7 +107,7 @@ def check_editor(
 ) -> None:
     """``NotAnEditor`` unless ``principal`` may upload and delete documents: it is named in
     ``editors`` or belongs to one of ``editor_groups`` (anyone, when nobody signs in)."""
-    if not sign_in_required or principal in editors:
+    if is_administrator(principal, editors=editors, sign_in_required=sign_in_required):
         return
     if not any(group in editor_groups for group in groups):
         raise NotAnEditor(principal)

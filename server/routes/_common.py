@@ -13,7 +13,7 @@ from ..observe import logs
 from ..services import Services
 from ..validation import check_id
 
-__all__ = ["caller", "int_param", "path_id", "read_body", "reader", "services_of"]
+__all__ = ["caller", "int_param", "media_type", "path_id", "read_body", "reader", "services_of"]
 
 
 def services_of(request: Request) -> Services:
@@ -29,6 +29,11 @@ def caller(request: Request) -> str:
         principal=principal, thread=request.path_params.get("thread_id")
     )  # for this request's log lines
     return principal
+
+
+def media_type(request: Request) -> str:
+    """The request body's media type, lower case, without parameters (``""`` when not given)."""
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
 def reader(request: Request) -> Reader:

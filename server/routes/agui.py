@@ -12,14 +12,14 @@ from starlette.responses import Response
 
 from ..agui.request import parse_run_input
 from ..errors import ApiError
-from ._common import caller, read_body, reader, services_of
+from ._common import caller, media_type, read_body, reader, services_of
 from .sse import sse_response
 
 __all__ = ["agui"]
 
 
 async def agui(request: Request) -> Response:
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    content_type = media_type(request)
     if content_type != "application/json":
         raise ApiError(415, f"Content-Type must be application/json, got {content_type or 'nothing'!r}")
     services = services_of(request)

@@ -34,7 +34,7 @@ from ..errors import ApiError
 from ..jobs import FINISHED, IngestJob
 from ..observe import metrics
 from ..services import Services
-from ._common import caller, int_param, path_id, read_body, reader, services_of
+from ._common import caller, int_param, media_type, path_id, read_body, reader, services_of
 
 __all__ = [
     "cancel_job",
@@ -106,8 +106,13 @@ def _form_groups(values: list[str]) -> tuple[str, ...] | None:
     if not values:
         return None
     names = [name.strip() for value in values for name in value.split(",")]
+    return _checked_groups([name for name in names if name])
+
+
+def _checked_groups(names: list[str]) -> tuple[str, ...]:
+    """``check_groups``, answered as a 422 on the request's ``groups`` field."""
     try:
-        return check_groups([name for name in names if name])
+        return check_groups(names)
     except InvalidGroups as exc:
         raise ApiError(422, str(exc), code="invalid_groups", details=[{"loc": ["groups"]}]) from None
 
@@ -269,7 +274,7 @@ async def patch_document(request: Request) -> Response:
     """Change who may read a document: ``{"groups": ["hr", ...]}`` (``[]``: everyone)."""
     principal, services = _editor(request)
     document_id = path_id(request, "document_id", "document id")
-    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+    if media_type(request) != "application/json":
         raise ApiError(415, 'send {"groups": [...]} as application/json')
     try:
         body = orjson.loads(await read_body(request))
@@ -279,10 +284,7 @@ async def patch_document(request: Request) -> Response:
         raise ApiError(
             422, 'the body must be {"groups": [...]}, a list of group names', details=[{"loc": ["groups"]}]
         )
-    try:
-        groups = check_groups(body["groups"])
-    except InvalidGroups as exc:
-        raise ApiError(422, str(exc), code="invalid_groups", details=[{"loc": ["groups"]}]) from None
+    groups = _checked_groups(body["groups"])
     await _check_change(request, principal, services, document_id, new=groups, must_exist=True)
     document = await services.kb.set_document_groups(document_id, groups)
     if document is None:  # deleted meanwhile
