@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from rag_tools.config import RagConfig
+from rag_tools.kb import SyncSourceError, open_sync_source
 from rag_tools.kb.access import check_groups
 
 __all__ = ["WORKER_CONFIG_ENV", "AppConfig", "StaticToken", "SyncEntry", "unreadable_setting"]
@@ -61,8 +62,10 @@ class SyncEntry(BaseModel):
     @field_validator("source")
     @classmethod
     def _folder_or_s3(cls, value: str) -> str:
-        if "://" in value and not value.startswith("s3://"):
-            raise ValueError("a sync source is a folder or s3://bucket/prefix")
+        try:  # the sync's own reading of the spec (no I/O: a folder is resolved, a bucket named)
+            open_sync_source(value)
+        except SyncSourceError as exc:
+            raise ValueError(f"a sync source is a folder or s3://bucket/prefix: {exc}") from None
         return value
 
 

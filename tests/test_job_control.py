@@ -325,6 +325,8 @@ def test_the_sync_setting_is_checked_at_start() -> None:
         AppConfig(tokens=tokens, sync=[{"source": "s3://kb/docs", "owner": "mallory"}])
     with pytest.raises(ValidationError, match="a folder or s3://bucket/prefix"):
         AppConfig(sync=[{"source": "ftp://example.org/docs"}])
+    with pytest.raises(ValidationError, match="name a bucket"):  # refused at start, not at every tick
+        AppConfig(sync=[{"source": "s3:///docs"}])
     with pytest.raises(ValidationError, match="names a source twice"):
         AppConfig(sync=[{"source": "/srv/a"}, {"source": "/srv/a", "interval_seconds": 60}])
     with pytest.raises(ValidationError, match="greater than or equal to 10"):
