@@ -281,3 +281,12 @@ async def test_a_sync_with_groups_makes_its_documents_readable_by_those_groups_o
         page = await kb.list_documents(page_size=50)
         assert {tuple(d.groups) for d in page.documents} == {()}
         assert [h.uri for h in await eng.search("When are salaries paid?", limit=5)][:1] == ["pay.md"]
+
+
+def test_a_file_is_ingestible_by_its_suffix_only() -> None:
+    """A file named like a suffix (``txt``, ``md``) has none: a folder's ingestion and a sync pass it by."""
+    from rag_tools.kb.sources import is_ingestible
+
+    assert is_ingestible("guide.MD") and is_ingestible("docs/notes.txt")
+    assert not is_ingestible("txt") and not is_ingestible("docs/md") and not is_ingestible("docs/pdf")
+    assert not is_ingestible(".hidden/guide.md") and not is_ingestible("docs/.draft.md")

@@ -100,7 +100,7 @@ def _glob_base(pattern: str) -> Path:
 def is_ingestible(relative: str) -> bool:
     """A file a folder's ingestion takes: a supported suffix, and no hidden part in its relative path."""
     parts = relative.split("/")
-    return "." + parts[-1].rsplit(".", 1)[-1].lower() in SUPPORTED_SUFFIXES and not any(
+    return PurePosixPath(parts[-1]).suffix.lower() in SUPPORTED_SUFFIXES and not any(
         p.startswith(".") for p in parts
     )
 
