@@ -31,7 +31,7 @@ from .errors import (
     KnowledgeBaseUnavailable,
     storage_errors,
 )
-from .filters import FilterLike, sql_literal
+from .filters import FilterLike
 from .indexing import (
     DEFAULT_ANN_INDEX_THRESHOLD,
     VectorSearchParameters,
@@ -488,9 +488,8 @@ class KnowledgeBase:
         if not document_ids:
             return set()
         await self.open()
-        ids = ", ".join(sql_literal(i) for i in sorted(document_ids))
-        found = await _documents.documents_where(self._tables, f"document_id IN ({ids})", reader=self.reader)
-        return {d.document_id for d in found}
+        published = await self._tables.published_access(document_ids)
+        return {i for i, (_, groups) in published.items() if self.reader.may_read(groups)}
 
     @storage_errors
     async def get_document_file(self, document_id: str) -> DocumentFile | None:
