@@ -36,8 +36,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from opentelemetry import context as otel_context
-
 from ..observe import logs, metrics, tracing
 from .errors import BackendUnavailable, QuestionNotFound, RunConflict, RunNotFound
 from .eventlog import EventLog, RunInfo, RunStatus, run_key
@@ -106,8 +104,6 @@ class ActiveRun:
     subscribers: int = 0
     stop_requested: bool = False
     grace: asyncio.TimerHandle | None = field(default=None, repr=False)
-    #: The trace the run continues (the request's), carried into the run's task explicitly.
-    trace_context: otel_context.Context | None = field(default=None, repr=False)
 
     @property
     def key(self) -> str:
@@ -211,24 +207,16 @@ class RunManager:
             source.close()
             raise
         active = ActiveRun(info, source)
-        if tracing.enabled():
-            active.trace_context = otel_context.get_current()
         self._runs[info.key] = active
+        # The task runs in a copy of this (the request's) context: its log ids and its trace.
         active.task = asyncio.create_task(self._run(active), name=f"run-{info.key}")
         return active
 
     # -- running -----------------------------------------------------------------------------
 
     async def _run(self, active: ActiveRun) -> None:
-        info = active.info
-        logs.bind(principal=info.owner, thread=info.thread_id, run=info.run_id)
-        if active.trace_context is None:
-            await self._execute(active)
-            return
-        attributes = {"ragstream.thread_id": info.thread_id, "ragstream.run_id": info.run_id}
-        with tracing.tracer().start_as_current_span(
-            "ragstream.run", context=active.trace_context, attributes=attributes
-        ):
+        attributes = {"ragstream.thread_id": active.info.thread_id, "ragstream.run_id": active.info.run_id}
+        with tracing.span("ragstream.run", **attributes):
             await self._execute(active)
 
     async def _execute(self, active: ActiveRun) -> None:
@@ -285,7 +273,7 @@ class RunManager:
                 metrics.ACTIVE_RUNS.dec()
                 metrics.RUNS.labels(outcome, code or "").inc()
                 metrics.RUN_DURATION.labels(outcome).observe(elapsed)
-            if active.trace_context is not None:
+            if tracing.enabled():
                 tracing.end_run(outcome, code)
             heartbeat.cancel()
             source.close()
