@@ -349,27 +349,12 @@ class RedisStopBus(StopBus):
         await _redis(self.redis.publish(self.channel, key))
 
     def listen(self, on_stop: Callable[[str], None]) -> None:
-
-        async def loop() -> None:
-            while True:
-                try:
-                    async with self.redis.pubsub() as pubsub:
-                        await pubsub.subscribe(self.channel)
-                        async for message in pubsub.listen():
-                            if message.get("type") == "message":
-                                on_stop(message["data"].decode())
-                except RedisError:
-                    metrics.REDIS_ERRORS.inc()
-                    logger.warning("stop channel lost; resubscribing", exc_info=True)
-                    await asyncio.sleep(1.0)
-
-        self._task = asyncio.create_task(loop())
+        self._task = asyncio.create_task(
+            _subscribe(self.redis, self.channel, lambda data: on_stop(data.decode()), what="stop")
+        )
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        await _stop_task(self._task)
 
 
 class RedisQuestionBus(QuestionBus):
@@ -420,18 +405,14 @@ class RedisQuestionBus(QuestionBus):
         return json.loads(late) if late else None
 
     async def _listen(self) -> None:
-        while True:
-            try:
-                async with self.redis.pubsub() as pubsub:
-                    await pubsub.subscribe(self.channel)
-                    self._listening.set()
-                    async for message in pubsub.listen():
-                        if message.get("type") == "message":
-                            self._deliver(message["data"])
-            except RedisError:
-                self._listening.clear()
-                logger.warning("answers channel lost; resubscribing", exc_info=True)
-                await asyncio.sleep(1.0)
+        await _subscribe(
+            self.redis,
+            self.channel,
+            self._deliver,
+            what="answers",
+            on_subscribed=self._listening.set,
+            on_lost=self._listening.clear,
+        )
 
     def _deliver(self, data: bytes) -> None:
         try:
@@ -444,10 +425,43 @@ class RedisQuestionBus(QuestionBus):
             future.set_result(message["payload"])
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        await _stop_task(self._task)
+
+
+async def _subscribe(
+    client: redis.Redis,
+    channel: str,
+    on_message: Callable[[bytes], None],
+    *,
+    what: str,
+    on_subscribed: Callable[[], None] | None = None,
+    on_lost: Callable[[], None] | None = None,
+) -> None:
+    """Hand every message of ``channel`` to ``on_message``, for ever; a lost connection is counted
+    and the channel subscribed again a second later."""
+    while True:
+        try:
+            async with client.pubsub() as pubsub:
+                await pubsub.subscribe(channel)
+                if on_subscribed is not None:
+                    on_subscribed()
+                async for message in pubsub.listen():
+                    if message.get("type") == "message":
+                        on_message(message["data"])
+        except RedisError:
+            metrics.REDIS_ERRORS.inc()
+            if on_lost is not None:
+                on_lost()
+            logger.warning("%s channel lost; resubscribing", what, exc_info=True)
+            await asyncio.sleep(1.0)
+
+
+async def _stop_task(task: asyncio.Task[None] | None) -> None:
+    """Cancel a listener task and wait for it to end."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
 
 
 def redis_client(url: str) -> redis.Redis:
