@@ -7,8 +7,10 @@ from on the server) is used for matching but never returned.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .access import ALL, Reader, stored_groups
-from .filters import FilterLike, as_filter, sql_literal
+from .filters import FilterLike, all_of, as_filter, in_list, sql_literal
 from .models import Document, DocumentFile, DocumentPage, SearchHit
 from .search import hit_from_row
 from .tables import DOC_COLUMNS, GROUPS, HIT_COLUMNS, Tables
@@ -20,8 +22,11 @@ __all__ = [
     "documents_where",
     "find_document",
     "list_documents",
+    "regroup",
     "set_groups",
 ]
+
+_BATCH = 500
 
 
 async def documents_where(
@@ -37,10 +42,7 @@ async def documents_where(
     if tables.documents is None:
         return []
     query = tables.documents.query().select([*DOC_COLUMNS, "content"] if with_content else DOC_COLUMNS)
-    readable = reader.to_sql()
-    if predicate and readable:
-        predicate = f"({predicate}) AND {readable}"
-    predicate = predicate or readable
+    predicate = all_of(predicate, reader.to_sql())
     if predicate:
         query = query.where(predicate)
     if limit:
@@ -87,8 +89,7 @@ async def find_document(
         (f"strpos(lower(uri), {needle}) > 0", "uri"),
         (f"strpos(lower(title), {needle}) > 0", "title"),
     ):
-        where = f"({predicate}) AND {restrict}" if restrict else predicate
-        docs = await documents_where(tables, where, reader=reader)
+        docs = await documents_where(tables, all_of(predicate, restrict), reader=reader)
         if docs:
             if key:
                 docs.sort(key=lambda d: (len(getattr(d, key)), getattr(d, key).casefold(), d.uri))
@@ -149,9 +150,7 @@ async def delete_document(tables: Tables, key: str) -> bool:
     return True
 
 
-async def set_groups(
-    tables: Tables, document_id: str, groups: tuple[str, ...], *, only_if_different: bool = False
-) -> Document | None:
+async def set_groups(tables: Tables, document_id: str, groups: tuple[str, ...]) -> Document | None:
     """Make the document readable by ``groups`` (``()``: everyone); ``None`` when there is none.
 
     The ``documents`` row is written first: it decides (searches check every hit against it), so
@@ -166,9 +165,33 @@ async def set_groups(
         found = await documents_where(tables, predicate, limit=1)
         if not found:
             return None
-        if only_if_different and tuple(found[0].groups) == groups:
-            return found[0]
         await tables.documents.update(updates={GROUPS: value}, where=predicate)
         if tables.chunks is not None:
             await tables.chunks.update(updates={GROUPS: value}, where=predicate)
     return await document_by_id(tables, document_id)
+
+
+async def regroup(tables: Tables, document_ids: Sequence[str], groups: tuple[str, ...]) -> list[str]:
+    """Make those of ``document_ids`` not readable by exactly ``groups`` so; the ids changed.
+
+    ``set_groups`` for many documents at once (a sync that gives a folder new groups): one read and
+    one update per table for each batch of ids, in one hold of the write lock, in the same order
+    (``documents`` rows first).
+    """
+    if tables.documents is None or not document_ids:
+        return []
+    value = stored_groups(groups)
+    changed: list[str] = []
+    async with tables.write_lock:
+        for start in range(0, len(document_ids), _BATCH):
+            batch = document_ids[start : start + _BATCH]
+            found = await documents_where(tables, in_list("document_id", batch))
+            ids = [d.document_id for d in found if tuple(d.groups) != groups]
+            if not ids:
+                continue
+            predicate = in_list("document_id", ids)
+            await tables.documents.update(updates={GROUPS: value}, where=predicate)
+            if tables.chunks is not None:
+                await tables.chunks.update(updates={GROUPS: value}, where=predicate)
+            changed += ids
+    return changed

@@ -25,8 +25,10 @@ __all__ = [
     "Filter",
     "FilterLike",
     "SqlFilter",
+    "all_of",
     "as_filter",
     "combine_filters",
+    "in_list",
     "sql_literal",
 ]
 
@@ -36,6 +38,19 @@ _Term = Annotated[str, StringConstraints(min_length=1, max_length=500)]
 def sql_literal(value: str) -> str:
     """``value`` as a SQL string literal that always parses and always means exactly ``value``."""
     return "'" + value.replace("'", "''") + "'"
+
+
+def in_list(column: str, values: Iterable[str]) -> str:
+    """``column IN (...)`` over ``values`` as literals (callers batch long lists)."""
+    return f"{column} IN ({', '.join(sql_literal(v) for v in values)})"
+
+
+def all_of(*predicates: str | None) -> str | None:
+    """The predicates that are given, each parenthesised, joined with ``AND``; ``None`` when none is."""
+    given = [p for p in predicates if p]
+    if len(given) < 2:
+        return given[0] if given else None
+    return " AND ".join(f"({p})" for p in given)
 
 
 def _name_predicate(name: str) -> str:
@@ -70,7 +85,7 @@ class DocumentFilter(BaseModel):
         """The LanceDB predicate, or ``None`` when the filter matches everything."""
         terms = [_name_predicate(n) for n in self.names]
         if self.document_ids:
-            terms.append(f"document_id IN ({', '.join(sql_literal(i) for i in self.document_ids)})")
+            terms.append(in_list("document_id", self.document_ids))
         terms.extend(f"starts_with(uri, {sql_literal(p)})" for p in self.uri_prefixes)
         if not terms:
             return None

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from .access import stored_groups
 from .chunking import ChunkDraft, chunk_document, chunk_sections
-from .filters import sql_literal
+from .filters import in_list, sql_literal
 from .models import IngestOutcome
 from .readers import (
     MEDIA_TYPES,
@@ -136,10 +136,9 @@ async def known_documents(tables: Tables, document_ids: Sequence[str]) -> dict[s
         return {}
     known: dict[str, Known] = {}
     for start in range(0, len(document_ids), _LOOKUP_BATCH):
-        ids = ", ".join(sql_literal(i) for i in document_ids[start : start + _LOOKUP_BATCH])
         rows = (
             await tables.documents.query()
-            .where(f"document_id IN ({ids})")
+            .where(in_list("document_id", document_ids[start : start + _LOOKUP_BATCH]))
             .select(["document_id", "content_hash", "title", "chunk_count"])
             .to_list()
         )
@@ -260,10 +259,9 @@ async def _current_groups(tables: Tables, document_ids: list[str]) -> dict[str, 
     """The stored ``groups`` of those of ``document_ids`` that are listed (read under the write lock)."""
     if tables.documents is None or not document_ids:
         return {}
-    ids = ", ".join(sql_literal(i) for i in document_ids)
     rows = (
         await tables.documents.query()
-        .where(f"document_id IN ({ids})")
+        .where(in_list("document_id", document_ids))
         .select(["document_id", GROUPS])
         .to_list()
     )

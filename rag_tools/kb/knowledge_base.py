@@ -320,11 +320,8 @@ class KnowledgeBase:
             stop=stop,
         )
         if groups is not None:  # unchanged documents are not rewritten: only their groups change
-            for outcome in outcomes:
-                if outcome.status == "unchanged" and outcome.document_id:
-                    await _documents.set_groups(
-                        self._tables, outcome.document_id, groups, only_if_different=True
-                    )
+            unchanged = [o.document_id for o in outcomes if o.status == "unchanged" and o.document_id]
+            await _documents.regroup(self._tables, unchanged, groups)
         return outcomes
 
     async def _embed_documents(self, texts: list[str]) -> list[list[float]]:

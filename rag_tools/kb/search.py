@@ -19,7 +19,7 @@ from lancedb.rerankers import RRFReranker
 
 from ..config import SearchMode
 from .access import ALL, Reader
-from .filters import FilterLike, as_filter, sql_literal
+from .filters import FilterLike, all_of, as_filter, sql_literal
 from .indexing import VectorSearchParameters
 from .models import SearchHit
 from .tables import FTS_COLUMN, HIT_COLUMNS, Tables
@@ -51,7 +51,7 @@ async def search_chunks(
     ``vector_search`` tunes the vector index's search; ``None`` scans every vector exactly.
     """
     restriction = as_filter(filter)
-    predicate = _and(restriction.to_sql() if restriction is not None else None, reader.to_sql())
+    predicate = all_of(restriction.to_sql() if restriction is not None else None, reader.to_sql())
     if mode not in ("hybrid", "vector", "text"):
         raise ValueError(f"unknown search mode {mode!r}; use hybrid, vector or text")
     vector = None if mode == "text" else await embed_query(query)
@@ -79,12 +79,6 @@ async def search_chunks(
     if context_chars > 0 and hits:
         await _expand(chunks, hits, context_chars)
     return hits
-
-
-def _and(a: str | None, b: str | None) -> str | None:
-    if a and b:
-        return f"({a}) AND ({b})"
-    return a or b
 
 
 def _visible(row: dict[str, Any], published: tuple[str, list[str] | None] | None, reader: Reader) -> bool:

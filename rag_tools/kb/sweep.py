@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from .filters import sql_literal
+from .filters import in_list, sql_literal
 from .tables import WRITTEN_AT, Tables
 
 __all__ = ["sweep_orphans"]
@@ -39,14 +39,12 @@ async def sweep_orphans(tables: Tables, min_age_seconds: float) -> list[str]:
         batch = candidates[start : start + _BATCH]
         published: set[str] = set()
         if tables.documents is not None:
-            ids = ", ".join(sql_literal(i) for i in batch)
-            query = tables.documents.query().where(f"document_id IN ({ids})").select(["document_id"])
+            query = tables.documents.query().where(in_list("document_id", batch)).select(["document_id"])
             published = {row["document_id"] for row in await query.to_list()}
         orphans += [i for i in batch if i not in published]
     async with tables.write_lock:  # no write of this process interleaves; others are younger
         for start in range(0, len(orphans), _BATCH):
-            ids = ", ".join(sql_literal(i) for i in orphans[start : start + _BATCH])
-            predicate = f"document_id IN ({ids}) AND {old}"
+            predicate = f"{in_list('document_id', orphans[start : start + _BATCH])} AND {old}"
             if tables.chunks is not None:  # chunks first: an interrupted sweep finds the file again
                 await tables.chunks.delete(predicate)
             await tables.files.delete(predicate)

@@ -35,7 +35,7 @@ from .errors import (
     is_commit_conflict,
     unavailable,
 )
-from .filters import sql_literal
+from .filters import in_list, sql_literal
 
 __all__ = [
     "CHUNKING_VERSION",
@@ -289,10 +289,9 @@ class Tables:
             self._published_version, self._published = version, {}
         missing = document_ids - self._published.keys()
         if missing:
-            ids = ", ".join(sql_literal(i) for i in sorted(missing))
             rows = (
                 await self.documents.query()
-                .where(f"document_id IN ({ids})")
+                .where(in_list("document_id", sorted(missing)))
                 .select(["document_id", "content_hash", GROUPS])
                 .to_list()
             )
