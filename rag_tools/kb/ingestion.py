@@ -26,7 +26,6 @@ from .filters import in_list, sql_literal
 from .models import IngestOutcome
 from .readers import (
     MEDIA_TYPES,
-    NO_TEXT_LAYER,
     PdfPages,
     Section,
     detect_format,
@@ -247,8 +246,7 @@ def _pdf_rows(
         chunked, position = len(sections), position + len(drafts)
         if drafts:
             yield _rows(doc_row, title, drafts)
-    if not sections:  # nothing to index is a failure, not an empty success
-        raise ValueError(NO_TEXT_LAYER if pages.count else "the PDF has no pages")
+    pages.require_text(sections)
     content = pdf_content(sections)
     doc_row.update(
         title=title or fallback_title, chunk_count=position, content=content, size_chars=len(content)

@@ -111,8 +111,7 @@ def parse_document(data: bytes, *, name: str, format: DocumentFormat | None = No
 def _parse_pdf(data: bytes, fallback_title: str) -> ParsedDocument:
     pages = PdfPages(data)
     sections = pages.sections(0, pages.count)
-    if not sections:
-        raise ValueError(NO_TEXT_LAYER if pages.count else "the PDF has no pages")
+    pages.require_text(sections)
     return ParsedDocument(pages.title(sections, fallback_title), "pdf", pdf_content(sections), sections)
 
 
@@ -142,6 +141,12 @@ class PdfPages:
             for k, text in enumerate(texts)
             if text.strip()
         ]
+
+    def require_text(self, sections: list[Section]) -> None:
+        """Fail with the one-line reason when ``sections``, all the pages', hold no text: nothing to
+        index is a failure, not an empty success."""
+        if not sections:
+            raise ValueError(NO_TEXT_LAYER if self.count else "the PDF has no pages")
 
     def title(self, sections: list[Section], fallback: str) -> str:
         """The metadata title, else the first line of the first page with text, else ``fallback``."""
