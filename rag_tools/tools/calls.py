@@ -73,8 +73,7 @@ class QuestionDeclined(ToolFailed):
 
 async def race(ctx: RunContext[Any], awaitable: Awaitable[T], timeout: float) -> T:  # noqa: ASYNC109 (the seed API)
     """``awaitable``'s result, unless ``timeout`` or the run's end comes first (see the module doc)."""
-    remaining = ctx.remaining_time()
-    limit = timeout if remaining is None else min(timeout, max(0.0, remaining))
+    limit = _within_run(ctx, timeout)
     task = asyncio.ensure_future(awaitable)
     try:
         done, _ = await asyncio.wait({task}, timeout=limit)
@@ -87,6 +86,12 @@ async def race(ctx: RunContext[Any], awaitable: Awaitable[T], timeout: float) ->
         await asyncio.gather(task, return_exceptions=True)
         raise RaceTimeout(f"{ctx.tool_name or 'the tool'} gave up after {limit:g} s without a result.")
     return task.result()
+
+
+def _within_run(ctx: RunContext[Any], seconds: float) -> float:
+    """``seconds``, cut to what is left of the run's time when it has a limit."""
+    remaining = ctx.remaining_time()
+    return seconds if remaining is None else min(seconds, max(0.0, remaining))
 
 
 def answer_of(ctx: RunContext[Any]) -> str | None:
@@ -118,9 +123,7 @@ async def _ask_live(
 ) -> str | None:
     """The live answer, or ``None`` when the question must become an interrupt after all."""
     question_id = uuid.uuid4().hex
-    remaining = ctx.remaining_time()
-    if remaining is not None:
-        limit = min(limit, max(0.0, remaining))
+    limit = _within_run(ctx, limit)
     about = {"questionId": question_id, "toolCallId": ctx.tool_call_id, "tool": ctx.tool_name}
 
     async def tell(name: str, value: dict[str, Any]) -> None:
