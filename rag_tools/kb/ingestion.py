@@ -46,9 +46,11 @@ from .tables import (
 )
 
 __all__ = [
+    "FILE_ERRORS",
     "PDF_PAGES_PER_STEP",
     "Known",
     "PreparedDocument",
+    "file_failure",
     "known_documents",
     "prepare",
     "search_text",
@@ -129,6 +131,16 @@ def search_text(title: str, headings: Sequence[str], text: str) -> str:
     return "\n".join(part for part in (title, " / ".join(headings), text) if part)
 
 
+FILE_ERRORS = (OSError, ValueError, UnicodeError)
+"""What reading or parsing one file raises: that file fails, the rest of its batch goes on."""
+
+
+def file_failure(exc: BaseException) -> str:
+    """The one-line reason a file failed, as its outcome and the job show it."""
+    message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return " ".join(message.split())
+
+
 async def known_documents(tables: Tables, document_ids: Sequence[str]) -> dict[str, Known]:
     """The stored state of those of ``document_ids`` that the knowledge base holds."""
     if tables.documents is None or not document_ids:
@@ -169,9 +181,8 @@ def prepare(source: Source, known: Known | None, *, max_chars: int) -> IngestOut
             pages = PdfPages(data)
         else:
             parsed = parse_document(data, name=source.name, format=fmt)
-    except (OSError, ValueError, UnicodeError) as exc:
-        message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return IngestOutcome(source=source.label, status="error", error=" ".join(message.split()))
+    except FILE_ERRORS as exc:
+        return IngestOutcome(source=source.label, status="error", error=file_failure(exc))
     doc_row = {
         "document_id": source.document_id,
         "uri": source.display,

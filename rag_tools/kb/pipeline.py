@@ -27,7 +27,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from .ingestion import Known, PreparedDocument, prepare
+from .ingestion import FILE_ERRORS, Known, PreparedDocument, file_failure, prepare
 from .models import IngestOutcome, IngestProgress
 from .sources import Source
 
@@ -160,8 +160,8 @@ async def _prepare_stage(
                 break
             try:
                 more = await asyncio.to_thread(doc.next_rows)
-            except (OSError, ValueError, UnicodeError) as exc:
-                doc.rest, doc.error = None, " ".join(str(exc).split())
+            except FILE_ERRORS as exc:
+                doc.rest, doc.error = None, file_failure(exc)
                 await out.put((index, doc))
                 break
             if more is None or doc.dropped:
