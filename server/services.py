@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,7 @@ from .runs import (
     RunLocks,
     RunManager,
     StopBus,
+    lease_name,
 )
 from .runs.redis import RedisEventLog, RedisQuestionBus, RedisRunLocks, RedisStopBus, redis_client
 from .tool_locks import LeasedToolLocks
@@ -54,6 +56,7 @@ logger = logging.getLogger("ragstream.server")
 
 EVICTION_INTERVAL = 60.0
 ORPHAN_SWEEP_INTERVAL = 3600.0
+ORPHAN_SWEEP_LEASE = lease_name("sweep", "orphans")
 
 
 def _thread_store(config: AppConfig, redis: Redis | None) -> ThreadStore:
@@ -204,12 +207,18 @@ class Services:
 
     async def _sweep_orphans(self) -> None:
         """At start, then every hour: remove what interrupted writes left in the knowledge base
-        (rag_tools/kb/sweep.py), once older than ``orphan_min_age_seconds``."""
+        (rag_tools/kb/sweep.py), once older than ``orphan_min_age_seconds``.
+
+        One worker sweeps per round: the first to take the round's lease in the run-lock backend
+        (shared through Redis) keeps it until half the interval has passed, so the others skip.
+        """
+        holder = uuid.uuid4().hex
         while True:
             try:
-                swept = await self.kb.sweep_orphans(self.config.orphan_min_age_seconds)
-                if swept:
-                    logger.info("swept %d unpublished documents' originals and chunks", len(swept))
+                if await self.runs.locks.acquire(ORPHAN_SWEEP_LEASE, holder, ORPHAN_SWEEP_INTERVAL / 2):
+                    swept = await self.kb.sweep_orphans(self.config.orphan_min_age_seconds)
+                    if swept:
+                        logger.info("swept %d unpublished documents' originals and chunks", len(swept))
             except Exception:
                 logger.warning("sweeping unpublished documents failed", exc_info=True)
             await asyncio.sleep(ORPHAN_SWEEP_INTERVAL)

@@ -2,7 +2,7 @@
 
 ``LeasedToolLocks`` is the server's ``rag_tools.tools.ToolLocks`` when Redis is configured. A call
 first queues behind the calls of its own process (``LocalToolLocks``, no polling), then takes a
-lease on ``tool:<name>`` in the run-lock backend (``RedisRunLocks``: ``SET NX PX``), polling while
+lease on ``tool/<name>`` in the run-lock backend (``RedisRunLocks``: ``SET NX PX``), polling while
 another worker holds it, and renews the lease while the tool runs, so a worker that dies frees the
 tool after ``ttl_seconds``. ``on_wait`` is called once, whichever of the two it waits for.
 """
@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from rag_tools.tools import LocalToolLocks, ToolLocks
 from rag_tools.tools.locks import OnWait
 
-from .runs import RunLocks
+from .runs import RunLocks, lease_name
 
 __all__ = ["LeasedToolLocks"]
 
@@ -47,7 +47,7 @@ class LeasedToolLocks(ToolLocks):
                 await on_wait()
 
         async with self._local.hold(name, waiting):
-            key, holder = f"tool:{name}", uuid.uuid4().hex
+            key, holder = lease_name("tool", name), uuid.uuid4().hex
             polls = 0
             while not await self.leases.acquire(key, holder, self.ttl_seconds):
                 await waiting()

@@ -109,3 +109,55 @@ async def test_the_server_sweeps_at_start(s3_location: S3Location, proxy: StoreP
             raise AssertionError("the server did not sweep the unpublished original")
         listing = (await client.get("/documents")).json()["documents"]
         assert sorted(d["uri"] for d in listing) == ["keeper.md", "warm.md"]
+
+
+async def test_one_worker_sweeps_per_round(
+    s3_location: S3Location, proxy: StoreProxy, tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    """Workers sharing a Redis take the round's sweep lease: while another worker holds it, a
+    starting server leaves the knowledge base alone; once it is free, the next server sweeps."""
+    from server.runs.redis import RedisRunLocks, redis_client
+    from server.services import ORPHAN_SWEEP_LEASE
+
+    lost = await crash_between_original_and_publication(s3_location, proxy)
+    await asyncio.sleep(1.1)
+    config = AppConfig(
+        data_dir=tmp_path / "data",
+        kb_uri=s3_location.uri,
+        kb_storage_options=s3_location.storage_options,
+        orphan_min_age_seconds=1,
+        redis_url=redis_url,
+        redis_prefix=redis_prefix,
+    )
+    client = redis_client(redis_url)
+    leases = RedisRunLocks(client, redis_prefix)
+    try:
+        assert await leases.acquire(ORPHAN_SWEEP_LEASE, "another-worker", 60)
+        async with serve(create_app(config)) as url, httpx.AsyncClient(base_url=url) as http:
+            assert (await http.get("/health")).status_code == 200
+            await asyncio.sleep(2.0)  # the start's round has been and gone
+            assert await rows(s3_location, "files", lost) == 1  # the other worker's round: left alone
+        await leases.release(ORPHAN_SWEEP_LEASE, "another-worker")
+        async with serve(create_app(config)):
+            for _ in range(200):
+                if await rows(s3_location, "files", lost) == 0:
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError("the server did not sweep once the lease was free")
+        assert await leases.holder(ORPHAN_SWEEP_LEASE) is not None  # held for the rest of the round
+    finally:
+        await client.aclose()
+
+
+def test_a_lease_is_never_a_thread() -> None:
+    """Lease names (a locked tool, a sync source, the sweep) are not valid thread ids, so no thread
+    can share a lock with one."""
+    from server.runs import lease_name
+    from server.services import ORPHAN_SWEEP_LEASE
+    from server.validation import InvalidRequest, check_id
+
+    assert check_id("tool:search", "threadId") == "tool:search"  # a thread may be named like this
+    for name in (lease_name("tool", "search"), ORPHAN_SWEEP_LEASE):
+        with pytest.raises(InvalidRequest):
+            check_id(name, "threadId")

@@ -208,6 +208,7 @@ async def test_a_locked_tool_never_runs_twice_at_once_across_runs_and_waiting_sh
 async def test_a_locked_tool_never_runs_twice_at_once_across_two_workers_sharing_redis(
     scenario_config: Any, tmp_path: Path, tool_log: Path, redis_url: str, redis_prefix: str
 ) -> None:
+    from server.runs import lease_name
     from server.runs.redis import RedisRunLocks, redis_client
 
     a, b = seed_workers(scenario_config, redis_url, redis_prefix, tool_log)
@@ -215,7 +216,9 @@ async def test_a_locked_tool_never_runs_twice_at_once_across_two_workers_sharing
     leases = RedisRunLocks(client, redis_prefix)
     try:
         await asyncio.gather(a.ready(timeout=240), b.ready(timeout=240))  # slow on a loaded machine
-        assert await leases.acquire("tool:exclusive_step", "the-test", 30)  # both workers must wait
+        assert await leases.acquire(
+            lease_name("tool", "exclusive_step"), "the-test", 30
+        )  # both workers must wait
         runs = [
             asyncio.create_task(
                 drive(tmp_path, w.url, f"lock-{n}", call("exclusive_step", label=f"w{n}") * 2)
@@ -224,7 +227,7 @@ async def test_a_locked_tool_never_runs_twice_at_once_across_two_workers_sharing
         ]
         await asyncio.sleep(1.0)  # let them queue (correctness does not depend on it)
         released = time.time()
-        await leases.release("tool:exclusive_step", "the-test")
+        await leases.release(lease_name("tool", "exclusive_step"), "the-test")
         reports = await asyncio.gather(*runs)
     finally:
         a.stop()

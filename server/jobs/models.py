@@ -33,7 +33,7 @@ from rag_tools.kb import (
 )
 
 from ..observe import metrics, tracing
-from ..runs import RunLocks
+from ..runs import RunLocks, lease_name
 
 __all__ = [
     "FINISHED",
@@ -282,7 +282,7 @@ async def _run_upload(kb: KnowledgeBase, job: IngestJob, ctx: JobContext) -> Ing
 
 def sync_lease(target: str) -> str:
     """The name every worker uses for its hold on a sync source (the source's normalised root)."""
-    return "sync:" + open_sync_source(target).root
+    return lease_name("sync", open_sync_source(target).root)
 
 
 async def _run_sync(kb: KnowledgeBase, job: IngestJob, ctx: JobContext) -> IngestJob:

@@ -10,7 +10,7 @@ hosts.
 from .errors import BackendUnavailable, QuestionNotFound, RunConflict, RunError, RunNotFound
 from .eventlog import EventLog, MemoryEventLog, RunInfo, RunStatus, run_key
 from .failures import FailureCode, RunFailure
-from .locks import MemoryRunLocks, RunLocks
+from .locks import MemoryRunLocks, RunLocks, lease_name
 from .manager import ActiveRun, DisconnectPolicy, RunEvent, RunManager, RunSlot, RunSource
 from .questions import AnswerStatus, MemoryQuestionBus, QuestionBus
 from .stopbus import StopBus
@@ -39,5 +39,6 @@ __all__ = [
     "RunSource",
     "RunStatus",
     "StopBus",
+    "lease_name",
     "run_key",
 ]

@@ -5,6 +5,10 @@ A lock names the run holding it. ``acquire`` fails while another live run holds 
 lock (its worker died) is free again. ``MemoryRunLocks`` serves one process; ``RedisRunLocks``
 (``runs.redis``) shares locks between workers and hosts. A backend that cannot be reached raises
 ``BackendUnavailable``.
+
+The same backends hold leases on other things (a locked tool, a sync source, the orphan sweep):
+those are named by ``lease_name``, with a ``/`` that no thread id may hold, so a thread can never
+be named like a lease and take it (or be refused by it).
 """
 
 from __future__ import annotations
@@ -12,7 +16,12 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 
-__all__ = ["MemoryRunLocks", "RunLocks"]
+__all__ = ["MemoryRunLocks", "RunLocks", "lease_name"]
+
+
+def lease_name(kind: str, name: str) -> str:
+    """The lock name of a lease that is not a thread's (``kind/name``; thread ids hold no ``/``)."""
+    return f"{kind}/{name}"
 
 
 class RunLocks(ABC):
