@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import httpx
 import lancedb
@@ -91,22 +92,32 @@ async def test_an_unpublished_original_is_swept_once_older_than_the_floor(
         assert await rows(s3_location, "files", lost) == 1
 
 
+def server_config(location: S3Location, tmp_path: Path, **settings: Any) -> AppConfig:
+    """A server on the knowledge base at ``location`` that sweeps what is older than a second."""
+    return AppConfig(
+        data_dir=tmp_path / "data",
+        kb_uri=location.uri,
+        kb_storage_options=location.storage_options,
+        orphan_min_age_seconds=1,
+        **settings,
+    )
+
+
+async def wait_swept(location: S3Location, document_id: str) -> None:
+    """Until the document's original is gone (at most 20 s)."""
+    for _ in range(200):
+        if await rows(location, "files", document_id) == 0:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the server did not sweep the unpublished original")
+
+
 async def test_the_server_sweeps_at_start(s3_location: S3Location, proxy: StoreProxy, tmp_path: Path) -> None:
     lost = await crash_between_original_and_publication(s3_location, proxy)
     await asyncio.sleep(1.1)
-    config = AppConfig(
-        data_dir=tmp_path / "data",
-        kb_uri=s3_location.uri,
-        kb_storage_options=s3_location.storage_options,
-        orphan_min_age_seconds=1,
-    )
+    config = server_config(s3_location, tmp_path)
     async with serve(create_app(config)) as url, httpx.AsyncClient(base_url=url) as client:
-        for _ in range(200):
-            if await rows(s3_location, "files", lost) == 0:
-                break
-            await asyncio.sleep(0.1)
-        else:
-            raise AssertionError("the server did not sweep the unpublished original")
+        await wait_swept(s3_location, lost)
         listing = (await client.get("/documents")).json()["documents"]
         assert sorted(d["uri"] for d in listing) == ["keeper.md", "warm.md"]
 
@@ -121,14 +132,7 @@ async def test_one_worker_sweeps_per_round(
 
     lost = await crash_between_original_and_publication(s3_location, proxy)
     await asyncio.sleep(1.1)
-    config = AppConfig(
-        data_dir=tmp_path / "data",
-        kb_uri=s3_location.uri,
-        kb_storage_options=s3_location.storage_options,
-        orphan_min_age_seconds=1,
-        redis_url=redis_url,
-        redis_prefix=redis_prefix,
-    )
+    config = server_config(s3_location, tmp_path, redis_url=redis_url, redis_prefix=redis_prefix)
     client = redis_client(redis_url)
     leases = RedisRunLocks(client, redis_prefix)
     try:
@@ -139,12 +143,7 @@ async def test_one_worker_sweeps_per_round(
             assert await rows(s3_location, "files", lost) == 1  # the other worker's round: left alone
         await leases.release(ORPHAN_SWEEP_LEASE, "another-worker")
         async with serve(create_app(config)):
-            for _ in range(200):
-                if await rows(s3_location, "files", lost) == 0:
-                    break
-                await asyncio.sleep(0.1)
-            else:
-                raise AssertionError("the server did not sweep once the lease was free")
+            await wait_swept(s3_location, lost)
         assert await leases.holder(ORPHAN_SWEEP_LEASE) is not None  # held for the rest of the round
     finally:
         await client.aclose()
