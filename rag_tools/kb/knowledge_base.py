@@ -117,9 +117,9 @@ class KnowledgeBase:
         self.ann_refine_factor = ann_refine_factor
         self.exact_vector_search = False
         self.reader: Reader = ALL
-        self._rows: tuple[float, int] | None = None
-        # chunks each reader may read, with when it was counted; shared with the views
-        self._reader_rows: dict[frozenset[str], tuple[float, int]] = {}
+        # chunks in all (key None) and chunks each reader may read (key: its groups), with when they
+        # were counted; the views share the dict, so a view made per request finds the counts made
+        self._counts: dict[frozenset[str] | None, tuple[float, int]] = {}
         self._tables = Tables(
             self.uri,
             embedder=self.embedder,
@@ -353,13 +353,13 @@ class KnowledgeBase:
         """Keep indexes current: full-text and id indexes always, the vector index past the threshold."""
         rows = await refresh_indexes(self._tables, ann_index_threshold=self.ann_index_threshold)
         if rows is not None:
-            self._rows = (time.monotonic(), rows)
+            self._counts[None] = (time.monotonic(), rows)
 
     def vector_search_parameters(self) -> VectorSearchParameters | None:
         """The vector query settings for the current size and overrides; ``None`` for an exact scan."""
         if self.exact_vector_search:
             return None
-        rows = self._rows[1] if self._rows else 0
+        rows = self._counts[None][1] if None in self._counts else 0
         chosen = vector_search_parameters(rows, ann_index_threshold=self.ann_index_threshold)
         if chosen is None:
             return None
@@ -371,18 +371,19 @@ class KnowledgeBase:
 
     async def _count_for_search(self, chunks: lancedb.AsyncTable) -> None:
         """Refresh the cached chunk count that picks the query settings (another worker may write)."""
-        if self._rows is None or time.monotonic() - self._rows[0] > _ROWS_TTL_SECONDS:
-            self._rows = (time.monotonic(), await chunks.count_rows())
+        cached = self._counts.get(None)
+        if cached is None or time.monotonic() - cached[0] > _ROWS_TTL_SECONDS:
+            self._counts[None] = (time.monotonic(), await chunks.count_rows())
 
     async def _reader_count(self, chunks: lancedb.AsyncTable) -> int:
         """How many chunks a restricted reader may read (counted at most every 30 s per reader)."""
         groups = self.reader.groups
         assert groups is not None, "only restricted readers are counted"
-        cached = self._reader_rows.get(groups)
+        cached = self._counts.get(groups)
         if cached is None or time.monotonic() - cached[0] > _ROWS_TTL_SECONDS:
-            if len(self._reader_rows) >= _READER_COUNTS_KEPT:
-                self._reader_rows.clear()
-            cached = self._reader_rows[groups] = (
+            if len(self._counts) > _READER_COUNTS_KEPT:
+                self._counts.clear()
+            cached = self._counts[groups] = (
                 time.monotonic(),
                 await chunks.count_rows(self.reader.to_sql()),
             )
