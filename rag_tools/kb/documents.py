@@ -172,7 +172,8 @@ async def set_groups(tables: Tables, document_id: str, groups: tuple[str, ...]) 
 
 
 async def regroup(tables: Tables, document_ids: Sequence[str], groups: tuple[str, ...]) -> list[str]:
-    """Make those of ``document_ids`` not readable by exactly ``groups`` so; the ids changed.
+    """Make each of ``document_ids`` readable by ``groups`` (``()``: everyone), writing only those
+    whose groups differ; the ids changed.
 
     ``set_groups`` for many documents at once (a sync that gives a folder new groups): one read and
     one update per table for each batch of ids, in one hold of the write lock, in the same order
