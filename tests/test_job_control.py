@@ -230,7 +230,8 @@ async def test_a_scheduled_sync_runs_as_a_job_with_per_file_outcomes(backend: An
             await asyncio.sleep(0.1)
         raise AssertionError("no sync picked up the change")
 
-    async with server(backend) as client:
+    app = scenario_app(backend)
+    async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
         first = await next_sync(client, set())
         assert first["state"] == "done" and first["source"] == "team-share"
         outcomes = {f["name"]: f["status"] for f in first["files"]}
@@ -244,11 +245,16 @@ async def test_a_scheduled_sync_runs_as_a_job_with_per_file_outcomes(backend: An
         assert (await record(client, first["id"], ALICE)) == first  # the same record as every job
         assert (await client.get("/documents/jobs", **BOB)).json()["jobs"] == []  # alice's, not bob's
 
+        # the schedule does not wait for this test: the three changes are made while the test holds
+        # the source as a sync would (none is reading the folder then; one that starts fails), so a
+        # sync sees all of them or none; the first that sees them picks them up, once
+        leases, lease = app.state.services.jobs.leases, sync_lease(str(shared))
+        while not await leases.acquire(lease, "the-test", 60):
+            await asyncio.sleep(0.05)
         (shared / "guides" / "ports.md").write_text("# Ports\n\nThe gateway moved to port 9443.")
         (shared / "old.md").unlink()
         (shared / "new.md").write_text("# New\n\nThe numbat is the mascot.")
-        # the schedule does not wait for this test: syncs that listed the folder before the change
-        # find nothing to do; the first one after it picks up all three changes, once
+        await leases.release(lease, "the-test")
         second = await first_change(client, first["id"])
         assert {f["name"]: f["status"] for f in second["files"]} == {
             "backups.md": "unchanged",
