@@ -185,9 +185,8 @@ async def regroup(tables: Tables, document_ids: Sequence[str], groups: tuple[str
     changed: list[str] = []
     async with tables.write_lock:
         for start in range(0, len(document_ids), _BATCH):
-            batch = document_ids[start : start + _BATCH]
-            found = await documents_where(tables, in_list("document_id", batch))
-            ids = [d.document_id for d in found if tuple(d.groups) != groups]
+            stored = await tables.groups_of(document_ids[start : start + _BATCH])
+            ids = [i for i, current in stored.items() if current != value]
             if not ids:
                 continue
             predicate = in_list("document_id", ids)

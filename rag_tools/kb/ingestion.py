@@ -264,19 +264,6 @@ def _pdf_rows(
     )
 
 
-async def _current_groups(tables: Tables, document_ids: list[str]) -> dict[str, list[str] | None]:
-    """The stored ``groups`` of those of ``document_ids`` that are listed (read under the write lock)."""
-    if tables.documents is None or not document_ids:
-        return {}
-    rows = (
-        await tables.documents.query()
-        .where(in_list("document_id", document_ids))
-        .select(["document_id", GROUPS])
-        .to_list()
-    )
-    return {row["document_id"]: row[GROUPS] for row in rows}
-
-
 async def write_batch(
     tables: Tables, batch: Sequence[PreparedDocument], probe_dimensions: Callable[[], Awaitable[int]]
 ) -> None:
@@ -289,7 +276,7 @@ async def write_batch(
     written_at = datetime.now(UTC)
     async with tables.write_lock:
         keep = [i for i, d in unique.items() if d.source.groups is None]
-        current = await _current_groups(tables, keep)
+        current = await tables.groups_of(keep)
         groups = {
             i: stored_groups(d.source.groups)
             if d.source.groups is not None

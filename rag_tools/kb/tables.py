@@ -21,6 +21,7 @@ before, or by an older version, keep ``NULL`` and are never swept); older versio
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote
@@ -279,6 +280,19 @@ class Tables:
         commit (of any process) changes the table.
         """
         return {i: prefix for i, (prefix, _) in (await self.published_access(document_ids)).items()}
+
+    async def groups_of(self, document_ids: Sequence[str]) -> dict[str, list[str] | None]:
+        """The stored ``groups`` of those of ``document_ids`` that are listed, read now (uncached:
+        what writers read under the write lock)."""
+        if self.documents is None or not document_ids:
+            return {}
+        rows = (
+            await self.documents.query()
+            .where(in_list("document_id", document_ids))
+            .select(["document_id", GROUPS])
+            .to_list()
+        )
+        return {row["document_id"]: row[GROUPS] for row in rows}
 
     async def published_access(self, document_ids: set[str]) -> dict[str, tuple[str, list[str] | None]]:
         """``published``, with each document's stored ``groups`` (who may read it, ``access.py``)."""
