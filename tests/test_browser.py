@@ -221,6 +221,48 @@ async def test_reload_restores_the_thread(browser: Browser, rag_server: str) -> 
     chat.assert_clean_console()
 
 
+async def test_a_reload_mid_answer_follows_the_run_to_its_end(browser: Browser, scenario_config: Any) -> None:
+    """A reload while an answer streams loses nothing: the reloaded page picks the run up (AG-UI's
+    connect, over the run's event log), shows the answer forming, then the thread as saved, with
+    the turn's question; a run it picked up can be stopped like its own."""
+    scenario_config.disconnect_grace_seconds = 10  # one process: the reload reconnects within it
+    async with serve(scenario_app(scenario_config)) as url:
+        chat = await open_chat(browser, url, "reload-mid-run")
+        page = chat.page
+        await chat.ask("nightly backups")  # saved: the thread's id is in the URL from here on
+        streaming = page.locator("#log article.message-assistant").last
+
+        await chat.type_question("slow answer please")
+        await expect(streaming).to_contain_text("tok3")
+        await chat.reload()
+        await expect(page.locator("#stop")).to_be_visible()
+        await expect(page.locator("#log")).to_have_attribute("aria-busy", "true")
+        await expect(streaming).to_contain_text("tok150")  # forming on the reloaded page
+        await chat.screenshot("following")
+        await chat.wait_idle()
+        view = await chat.server_view()
+        assert view["activeRunId"] is None
+        users = [m["content"] for m in view["messages"] if m["role"] == "user"]
+        assert users == ["nightly backups", "slow answer please"]
+        assert "tok299" in view["messages"][-1]["content"]
+        assert await chat.shown_messages() == thread_messages(view)
+        await expect(page.locator("#log .notice")).to_have_count(0)
+
+        await chat.type_question("slow again")
+        await expect(streaming).to_contain_text("tok3")
+        await chat.reload()
+        await expect(streaming).to_contain_text("tok10")
+        await page.locator("#stop").click()
+        await expect(page.locator("#log .notice p").first).to_have_text(
+            "The run under way when this page opened was stopped; its turn was not saved."
+        )
+        await chat.wait_idle()
+        after = await chat.server_view()
+        assert after["messages"] == view["messages"]
+        assert after["activeRunId"] is None
+        chat.assert_clean_console()
+
+
 @pytest.fixture
 async def keyed_server(scenario_config: Any) -> AsyncIterator[str]:
     """The product app with its state under one key and a one-card emit window."""

@@ -1,7 +1,15 @@
 // One conversation thread: an @ag-ui/client HttpAgent plus what the page shows around its runs
 // (the run phase, live tool progress, pending approvals, notices). The rendering code reads a
 // ChatSession and listens to its changes; it never talks to the agent itself.
-import { HttpAgent, type Interrupt, type Message, type ResumeEntry } from "@ag-ui/client";
+import {
+  HttpAgent,
+  type Interrupt,
+  type Message,
+  type ResumeEntry,
+  type RunAgentInput,
+  runHttpRequest,
+  transformHttpEventStream,
+} from "@ag-ui/client";
 import { type Api, ApiError, errorMessage, newId } from "./api";
 import type {
   ApprovalPayload,
@@ -35,6 +43,21 @@ export interface RunResult {
   outcome: "success" | "interrupt" | "cancelled" | "error";
   /** The question the server did not keep (stopped or failed run), to offer it again. */
   unsavedQuestion?: string;
+}
+
+/**
+ * The page's agent: @ag-ui/client's HttpAgent, plus AG-UI's `connect` to a run already under way
+ * (`connectAgent`): the run's events from its start, read from `GET /threads/{id}/runs/{run}/events`.
+ */
+class ChatAgent extends HttpAgent {
+  protected override connect(input: RunAgentInput): ReturnType<HttpAgent["run"]> {
+    const url = `/threads/${encodeURIComponent(input.threadId)}/runs/${encodeURIComponent(input.runId)}/events`;
+    const init: RequestInit = {
+      headers: { ...this.headers, Accept: "text/event-stream" },
+      signal: this.abortController.signal,
+    };
+    return transformHttpEventStream(runHttpRequest(() => this.fetch(url, init)));
+  }
 }
 
 export class ChatSession {
@@ -96,7 +119,7 @@ export class ChatSession {
     /** The key the server's state lives under (null: a flat state); see Api.stateKey. */
     readonly stateKey: string | null = null,
   ) {
-    this.agent = new HttpAgent({
+    this.agent = new ChatAgent({
       url: "/agui",
       threadId,
       headers: api.headers,
@@ -109,12 +132,6 @@ export class ChatSession {
     this.title = view?.title ?? null;
     this.filter = [...(this.ragState(view?.state ?? {}).document_filter ?? [])];
     this.setInterrupts(view?.interrupts ?? []);
-    if (view?.activeRunId) {
-      this.notify(
-        "info",
-        "A run of this chat is still finishing on the server. Reload in a moment to see its result.",
-      );
-    }
     this.agent.subscribe({
       onMessagesChanged: () => this.changed(),
       onStateChanged: () => this.changed(),
@@ -151,7 +168,10 @@ export class ChatSession {
 
   /** The thread as the server has it, or a new, empty thread when it has none by that id. */
   static async open(api: Api, threadId: string, stateKey: string | null = null): Promise<ChatSession> {
-    return new ChatSession(api, threadId, await api.getThread(threadId), stateKey);
+    const view = await api.getThread(threadId);
+    const session = new ChatSession(api, threadId, view, stateKey);
+    if (view?.activeRunId) void session.follow(view.activeRunId);
+    return session;
   }
 
   /** ragstream's part of the agent's state (under the state key, when the server uses one). */
@@ -360,6 +380,40 @@ export class ChatSession {
       if (!(error instanceof ApiError && error.status === 404))
         this.notify("error", `Could not stop: ${describe(error)}`);
     }
+  }
+
+  /**
+   * Follow a run that was under way when the page opened the thread (a reload mid-answer, another
+   * tab): its events stream in from the run's start, so the answer forms as it would have; when it
+   * ends, the page shows the thread as the server saved it (the turn's question included). Stop
+   * works as for the page's own runs.
+   */
+  private async follow(runId: string): Promise<void> {
+    this.runId = runId;
+    this.phase = "running";
+    this.lastRun = {};
+    this.changed();
+    try {
+      this.agent.abortController = new AbortController();
+      await this.agent.connectAgent({ runId });
+    } catch (error) {
+      this.lastRun = { outcome: "error", error: describe(error) };
+    }
+    this.liveQuestions = [];
+    await this.resync();
+    const outcome = this.lastRun.outcome ?? "error";
+    if (outcome === "cancelled" || outcome === "error") {
+      if (this.lastRun.code !== "abort")
+        this.notify(
+          outcome === "cancelled" ? "info" : "error",
+          outcome === "cancelled"
+            ? "The run under way when this page opened was stopped; its turn was not saved."
+            : `The run under way when this page opened ended without an answer. ${sentence(this.lastRun.error ?? "It failed.")}`,
+        );
+    }
+    this.phase = "idle";
+    this.runId = null;
+    this.changed();
   }
 
   /** Stop listening (page unload, switching threads); the server decides what happens to the run. */
