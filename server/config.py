@@ -206,9 +206,12 @@ class AppConfig(RagConfig, BaseSettings):
         ),
     )
     disconnect_grace_seconds: float = Field(
-        default=0.0,
+        default=5.0,
         ge=0,
-        description="With the cancel policy: how long a reconnect may take before cancelling.",
+        description=(
+            "With the cancel policy: how long a reconnect may take before cancelling "
+            "(a reloaded chat page picks its run up within it)."
+        ),
     )
     event_log_ttl_seconds: float = Field(
         default=600.0, gt=0, description="How long a finished run's events stay available for reconnects."

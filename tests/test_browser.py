@@ -225,7 +225,6 @@ async def test_a_reload_mid_answer_follows_the_run_to_its_end(browser: Browser, 
     """A reload while an answer streams loses nothing: the reloaded page picks the run up (AG-UI's
     connect, over the run's event log), shows the answer forming, then the thread as saved, with
     the turn's question; a run it picked up can be stopped like its own."""
-    scenario_config.disconnect_grace_seconds = 10  # one process: the reload reconnects within it
     async with serve(scenario_app(scenario_config)) as url:
         chat = await open_chat(browser, url, "reload-mid-run")
         page = chat.page

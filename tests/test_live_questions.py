@@ -146,6 +146,8 @@ async def test_without_live_answers_or_after_the_client_left_the_question_is_an_
     scenario_config: Any,
     tool_log: Path,
 ) -> None:
+    # no grace for a reconnect: the replay below would otherwise be one, and keep the question live
+    scenario_config.disconnect_grace_seconds = 0
     async with seed_server(scenario_config) as (url, _), httpx.AsyncClient(base_url=url, timeout=30) as http:
         # a client that does not answer live (no forwardedProps): the run ends with the interrupt
         plain = await follow(http, trip("plain", "r1", live=False), _never)

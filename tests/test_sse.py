@@ -4,6 +4,7 @@ server: frames in order with ``\n`` separators, keep-alive comments, clients lea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -68,6 +69,8 @@ async def test_a_client_leaving_a_quiet_stream_closes_it_at_once() -> None:
 
 async def test_a_quiet_run_whose_client_left_is_cancelled(scenario_config: Any) -> None:
     scenario_config.run_timeout = 3600
+    # no grace for a reconnect: the replays below would otherwise be one and keep the run
+    scenario_config.disconnect_grace_seconds = 0
     async with serve(scenario_app(scenario_config)) as url, httpx.AsyncClient(base_url=url) as client:
         async with client.stream("POST", "/agui", json=run_body("left", "r1", "hang")) as response:
             async for chunk in response.aiter_text():
@@ -83,3 +86,40 @@ async def test_a_quiet_run_whose_client_left_is_cancelled(scenario_config: Any) 
         assert replay[-1]["outcome"]["type"] == "cancelled"
         retry = await client.post("/agui", json=run_body("left", "r2"))  # the thread is free again
         assert parse_sse(retry.text)[-1][1]["type"] == "RUN_FINISHED"
+
+
+async def test_a_reconnect_within_the_grace_keeps_the_run_and_then_it_is_cancelled(
+    scenario_config: Any,
+) -> None:
+    """With the cancel policy a run outlives its client by ``disconnect_grace_seconds``: a client
+    that reconnects within it keeps the run (a reloaded page); once nobody has been back for that
+    long the run is cancelled and the thread stays as it was."""
+    scenario_config.run_timeout = 3600
+    scenario_config.disconnect_grace_seconds = 1.0
+    async with serve(scenario_app(scenario_config)) as url, httpx.AsyncClient(base_url=url) as client:
+        saved = await client.post("/agui", json=run_body("back", "r1"))
+        assert parse_sse(saved.text)[-1][1]["type"] == "RUN_FINISHED"
+        before = (await client.get("/threads/back")).json()
+
+        async def leave_after(path: str, method: str, seconds: float, **kwargs: Any) -> list[str]:
+            seen: list[str] = []
+            async with client.stream(method, path, **kwargs) as response:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(seconds):
+                        async for chunk in response.aiter_text():
+                            seen.append(chunk)
+            return seen
+
+        await leave_after("/agui", "POST", 0.3, json=run_body("back", "r2", "hang"))
+        # back within the grace, and staying twice as long as it: the run is still there
+        again = "".join(await leave_after("/threads/back/runs/r2/events", "GET", 2.0))
+        assert "RUN_STARTED" in again and "RUN_FINISHED" not in again
+        assert (await client.get("/threads/back")).json()["activeRunId"] == "r2"
+        # gone for good (watched without reconnecting): cancelled once the grace has passed
+        async with asyncio.timeout(HANG_GUARD):
+            while (await client.get("/threads/back")).json()["activeRunId"] is not None:
+                await asyncio.sleep(0.1)
+        replay = [e for _, e in parse_sse((await client.get("/threads/back/runs/r2/events")).text)]
+        assert replay[-1]["type"] == "RUN_FINISHED" and replay[-1]["outcome"]["type"] == "cancelled"
+        after = (await client.get("/threads/back")).json()
+        assert after["messages"] == before["messages"] and after["state"] == before["state"]
