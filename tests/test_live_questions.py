@@ -295,6 +295,33 @@ async def test_the_chat_page_answers_live_and_after_leaving_through_the_interrup
         chat.assert_clean_console()
 
 
+async def test_a_page_reloaded_while_a_question_waits_answers_it_live(
+    scenario_config: Any, tool_log: Path
+) -> None:
+    """A reload within the grace for a reconnect picks the run up with its waiting question: the
+    card is back, live, and its answer continues the same tool call."""
+    from playwright.async_api import expect
+
+    async with seed_chat(scenario_config, "live-question-reload") as (_url, chat):
+        page = chat.page
+        await chat.ask("nightly backups")  # saved: the thread's id is in the URL from here on
+        await chat.type_question('call book_trip {"city": "Oslo"}')
+        card = page.locator("#approvals .approval-question[data-question-id]")
+        await expect(card.locator("h3")).to_have_text("When do you travel to Oslo?")
+        await chat.reload()
+        await expect(card.locator("h3")).to_have_text("When do you travel to Oslo?")
+        await expect(page.locator("#stop")).to_be_visible()  # the run goes on, followed
+        before = await chat.answers().count()
+        await card.locator("input.question-answer").fill("May 3")
+        await card.get_by_role("button", name="Answer").click()
+        assert await chat.wait_for_new_answer(before) == "book_trip: Oslo booked for May 3"
+        assert len(starts(tool_log)) == 1  # asked once, answered in place after the reload
+        view = await chat.server_view()
+        assert view["interrupts"] == [] and view["activeRunId"] is None
+        assert view["messages"][-1]["content"] == "book_trip: Oslo booked for May 3"
+        chat.assert_clean_console()
+
+
 async def test_a_question_is_open_before_the_client_hears_of_it() -> None:
     """An answer sent the moment the question event arrives must find the question open, even when
     opening it takes a round trip (a Redis bus on another host): here the bus waits 0.2 s first."""
