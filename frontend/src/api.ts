@@ -217,10 +217,7 @@ export class Api {
    * that works with any disconnect policy and across workers.
    */
   async stopRun(threadId: string, runId: string): Promise<void> {
-    await this.request<unknown>(
-      "POST",
-      `/threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}/stop`,
-    );
+    await this.request<unknown>("POST", `${runPath(threadId, runId)}/stop`);
   }
 
   /**
@@ -228,12 +225,13 @@ export class Api {
    * from where it asked. 409 when the run ended or the question closed (answered, timed out).
    */
   async answerQuestion(threadId: string, runId: string, answer: LiveAnswer): Promise<void> {
-    await this.request<unknown>(
-      "POST",
-      `/threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}/answers`,
-      answer,
-    );
+    await this.request<unknown>("POST", `${runPath(threadId, runId)}/answers`, answer);
   }
+}
+
+/** The path of a run's routes (`/stop`, `/answers`, `/events` below it). */
+export function runPath(threadId: string, runId: string): string {
+  return `/threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}`;
 }
 
 /** A random id; crypto.randomUUID only exists in secure contexts (https or loopback). */

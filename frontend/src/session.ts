@@ -10,7 +10,7 @@ import {
   runHttpRequest,
   transformHttpEventStream,
 } from "@ag-ui/client";
-import { type Api, ApiError, errorMessage, newId } from "./api";
+import { type Api, ApiError, errorMessage, newId, runPath } from "./api";
 import type {
   ApprovalPayload,
   Branch,
@@ -51,7 +51,7 @@ export interface RunResult {
  */
 class ChatAgent extends HttpAgent {
   protected override connect(input: RunAgentInput): ReturnType<HttpAgent["run"]> {
-    const url = `/threads/${encodeURIComponent(input.threadId)}/runs/${encodeURIComponent(input.runId)}/events`;
+    const url = `${runPath(input.threadId, input.runId)}/events`;
     const init: RequestInit = {
       headers: { ...this.headers, Accept: "text/event-stream" },
       signal: this.abortController.signal,
