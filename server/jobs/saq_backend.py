@@ -16,13 +16,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from saq import Job, Queue, Status, Worker
-from saq.queue.redis import RedisQueue
 
 from rag_tools.kb import KnowledgeBase
 
 from ..runs import BackendUnavailable
 from .base import KEEP_SECONDS, MAX_ATTEMPTS, IngestJobs, JobPage, check_cursor
 from .models import FINISHED, IngestFailed, IngestJob, JobContext, JobState, run_job
+from .saq_redis import RagstreamRedisQueue
 from .stores import JobStore, PostgresJobStore, RedisJobStore
 
 __all__ = ["SaqIngestJobs"]
@@ -44,20 +44,6 @@ _STATES: dict[Status, JobState] = {
     Status.FAILED: "failed",
     Status.ABORTED: "failed",
 }
-
-
-class _RedisQueue(RedisQueue):
-    """SAQ's Redis queue, sweeping at the heartbeat's pace.
-
-    Its sweep takes a lock for ``lock`` seconds (default 60) so that only one worker sweeps per
-    period, and the worker calls it without arguments: a dead worker's job would wait up to a
-    minute. Here the period is ``sweep_every`` (the heartbeat), as on the PostgreSQL queue.
-    """
-
-    sweep_every: int = 60
-
-    async def sweep(self, lock: int | None = None, abort: float = 5.0) -> list[str]:
-        return await super().sweep(lock=self.sweep_every if lock is None else lock, abort=abort)
 
 
 class _Worker(Worker[Any]):
@@ -117,7 +103,7 @@ class SaqIngestJobs(IngestJobs):
         cls, kb: KnowledgeBase, url: str, *, name: str, prefix: str, heartbeat: float
     ) -> SaqIngestJobs:
         """A Redis queue with its store's keys under ``prefix``."""
-        queue = _RedisQueue.from_url(url, name=name)
+        queue = RagstreamRedisQueue.from_url(url, name=name)
         queue.sweep_every = max(1, round(heartbeat))
         return cls(kb, queue, RedisJobStore(queue, prefix), heartbeat=heartbeat)
 
