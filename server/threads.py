@@ -19,7 +19,7 @@ from ag_ui.core import Interrupt
 
 from rag_tools.kb.access import ALL, Reader
 from rag_tools.readable import drop_unreadable
-from rag_tools.state import ThreadRecord, ToolContext
+from rag_tools.state import CacheEntry, ThreadRecord, ToolContext
 from rag_tools.tools import (
     APPROVAL_NAMESPACE,
     ATTACHMENTS_NAMESPACE,
@@ -29,12 +29,12 @@ from rag_tools.tools import (
 )
 from rag_tools.tools.results import AttachmentRecord
 
-from .access import MessageNotFound, StateItemNotFound, owned_entry
+from .access import MessageNotFound, StateItemNotFound, ThreadNotFound, owned_entry
 from .agui.branch_state import fork_states, restore_state_at, state_at
 from .agui.history import conversation_of, stored_record, thread_messages
 from .agui.interrupts import interrupt_of
 from .agui.tree import ConversationTree
-from .runs import RunConflict
+from .runs import RunConflict, RunNotFound
 from .services import Services
 
 __all__ = [
@@ -69,8 +69,16 @@ async def _readable_state(services: Services, context: ToolContext, reader: Read
 async def thread_view(
     services: Services, thread_id: str, principal: str, reader: Reader = ALL
 ) -> dict[str, Any]:
-    """What a reloaded page needs; the state holds only what ``reader`` may read now."""
-    entry = await owned_entry(services.cache, thread_id, principal)
+    """What a reloaded page needs; the state holds only what ``reader`` may read now.
+
+    A new thread whose first run (the caller's) is under way has a view too, with nothing saved
+    yet (``saved`` false) and the run to follow: a page reloaded during a new chat's first answer
+    picks it up as it would any other.
+    """
+    try:
+        entry = await owned_entry(services.cache, thread_id, principal)
+    except ThreadNotFound:
+        entry = await _first_run_entry(services, thread_id, principal)
     state = (await _readable_state(services, entry.context, reader)).build_state_snapshot()
     conversation = stored_record(entry.record.extras, thread_id)
     messages, branches = thread_messages(entry.record.extras)
@@ -91,7 +99,23 @@ async def thread_view(
         "interrupts": [i.model_dump(mode="json", by_alias=True) for i in interrupts],
         "pendingToolCallIds": pending_calls,
         "activeRunId": await services.runs.locks.holder(thread_id),
+        "saved": not entry.is_new,
     }
+
+
+async def _first_run_entry(services: Services, thread_id: str, principal: str) -> CacheEntry:
+    """The entry of a new thread whose first run ``principal`` started and is under way;
+    ``ThreadNotFound`` otherwise (as for a thread that is someone else's)."""
+    entry = await services.cache.get_entry(thread_id)
+    run_id = await services.runs.locks.holder(thread_id)
+    if entry.is_new and run_id is not None:
+        try:
+            await services.runs.find(thread_id, run_id, principal)
+        except RunNotFound:
+            pass
+        else:
+            return entry
+    raise ThreadNotFound(thread_id)
 
 
 async def state_item(

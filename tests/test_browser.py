@@ -262,6 +262,53 @@ async def test_a_reload_mid_answer_follows_the_run_to_its_end(browser: Browser, 
         chat.assert_clean_console()
 
 
+async def test_a_reload_during_a_new_chats_first_answer_follows_it(
+    browser: Browser, scenario_config: Any
+) -> None:
+    """A new chat's id is in the URL from its first run on, so a reload during the first answer
+    picks the run up as it would any other; stopped instead, the chat was never saved and the
+    page says so, with the URL cleared and nothing listed."""
+    async with serve(scenario_app(scenario_config)) as url:
+        chat = await open_chat(browser, url, "reload-first-run")
+        page = chat.page
+        streaming = page.locator("#log article.message-assistant").last
+
+        await chat.type_question("slow answer please")
+        await expect(streaming).to_contain_text("tok3")
+        first = chat.thread_id
+        assert first is not None  # in the URL while the first run goes on
+        await chat.reload()
+        await expect(page.locator("#stop")).to_be_visible()
+        await expect(streaming).to_contain_text("tok150")
+        await chat.wait_idle()
+        assert chat.thread_id == first
+        view = await chat.server_view()
+        assert view["saved"] is True and view["activeRunId"] is None
+        assert [m["content"] for m in view["messages"] if m["role"] == "user"] == ["slow answer please"]
+        assert await chat.shown_messages() == thread_messages(view)
+        await expect(page.locator("#threads a[aria-current=page]")).to_have_text("slow answer please")
+        await expect(page.locator("#log .notice")).to_have_count(0)
+
+        await page.locator("#new-chat").click()
+        await expect(page.locator(".welcome")).to_be_visible()
+        await chat.type_question("slow again")
+        await expect(streaming).to_contain_text("tok3")
+        second = chat.thread_id
+        assert second is not None and second != first
+        await chat.reload()
+        await expect(streaming).to_contain_text("tok10")
+        await page.locator("#stop").click()
+        await expect(page.locator("#log .notice p").first).to_have_text(
+            "The run under way when this page opened was stopped; its turn was not saved."
+        )
+        await chat.wait_idle()
+        assert chat.thread_id is None  # never saved: a new chat again
+        await expect(page.locator("#threads li")).to_have_count(1)  # only the first chat
+        async with httpx.AsyncClient(base_url=url) as client:
+            assert (await client.get(f"/threads/{second}")).status_code == 404
+        chat.assert_clean_console()
+
+
 @pytest.fixture
 async def keyed_server(scenario_config: Any) -> AsyncIterator[str]:
     """The product app with its state under one key and a one-card emit window."""

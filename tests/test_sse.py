@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -123,3 +124,44 @@ async def test_a_reconnect_within_the_grace_keeps_the_run_and_then_it_is_cancell
         assert replay[-1]["type"] == "RUN_FINISHED" and replay[-1]["outcome"]["type"] == "cancelled"
         after = (await client.get("/threads/back")).json()
         assert after["messages"] == before["messages"] and after["state"] == before["state"]
+
+
+async def test_a_new_threads_first_run_has_a_view_to_follow(scenario_config: Any) -> None:
+    """A page reloaded during a new chat's first answer finds the run to follow: while it streams,
+    ``GET /threads/{id}`` shows its owner the thread unsaved (nothing kept yet) with the active
+    run, and to anyone else nothing; after the run the thread is saved, or does not exist if the
+    run was stopped."""
+    scenario_config.run_timeout = 3600
+    scenario_config.tokens = {name: SecretStr(f"{name}-token") for name in ("alice", "bob")}
+    alice = {"Authorization": "Bearer alice-token"}
+    bob = {"Authorization": "Bearer bob-token"}
+    async with serve(scenario_app(scenario_config)) as url, httpx.AsyncClient(base_url=url) as client:
+        for thread, question, stop in (("kept", "slow answer please", False), ("dropped", "hang", True)):
+            body = run_body(thread, "r1", question)
+            async with client.stream("POST", "/agui", json=body, headers=alice) as response:
+                text, chunks = "", response.aiter_text()
+                async for chunk in chunks:
+                    text += chunk
+                    if "RUN_STARTED" in text:
+                        break
+                view = (await client.get(f"/threads/{thread}", headers=alice)).json()
+                assert view["saved"] is False and view["activeRunId"] == "r1"
+                assert view["messages"] == [] and view["branches"] == {} and view["interrupts"] == []
+                assert (await client.get(f"/threads/{thread}", headers=bob)).status_code == 404
+                assert (await client.get(f"/threads/{thread}")).status_code == 401
+                assert thread not in [
+                    t["threadId"] for t in (await client.get("/threads", headers=alice)).json()["threads"]
+                ]
+                if stop:
+                    stopped = await client.post(f"/threads/{thread}/runs/r1/stop", headers=alice)
+                    assert stopped.status_code == 202 and stopped.json()["stopping"] is True
+                async for chunk in chunks:
+                    text += chunk
+            assert parse_sse(text)[-1][1]["type"] == "RUN_FINISHED"
+            after = await client.get(f"/threads/{thread}", headers=alice)
+            if stop:
+                assert after.status_code == 404  # a stopped first run keeps nothing
+            else:
+                saved = after.json()
+                assert saved["saved"] is True and saved["activeRunId"] is None
+                assert [m["role"] for m in saved["messages"]] == ["user", "assistant"]

@@ -1,7 +1,8 @@
 // The page: wires the chat session (session.ts) to the views and the browser (URL, forms, keys).
 //
 // The current thread's id lives in the URL as `#thread=<id>`, so a reload reopens it from
-// `GET /threads/{id}`. A new chat gets its id in the URL once the server has saved it.
+// `GET /threads/{id}`. A new chat gets its id in the URL when its first run starts (a reload then
+// follows that run) and keeps it once the server has saved the thread (`urlThreadId`).
 import { Api, newId, takeToken } from "./api";
 import { ApprovalsView } from "./approvals";
 import { ConversationView } from "./conversation";
@@ -62,6 +63,7 @@ function scheduleRender(): void {
 
 function render(): void {
   frame = 0;
+  if (threadIdFromUrl() !== urlThreadId()) setUrlThread(urlThreadId());
   conversation.render(session);
   approvals.render(session);
   sources.render(session.citations);
@@ -106,6 +108,11 @@ function threadIdFromUrl(): string | null {
   return match ? decodeURIComponent(match[1]) : null;
 }
 
+/** The thread the URL names: the session's once it is saved or while its first run goes on. */
+function urlThreadId(): string | null {
+  return session.saved || session.busy ? session.threadId : null;
+}
+
 function setUrlThread(threadId: string | null): void {
   const url = new URL(window.location.href);
   url.hash = threadId ? `thread=${encodeURIComponent(threadId)}` : "";
@@ -123,9 +130,11 @@ async function openThread(threadId: string | null): Promise<void> {
     showBanner(`Could not open the chat: ${describe(error)}`);
     next = new ChatSession(api, newId(), null, await stateKey);
   }
-  if (ticket !== opening) return; // another thread was opened meanwhile
-  if (threadId && !next.saved) {
-    setUrlThread(null);
+  if (ticket !== opening) {
+    next.detach(); // another thread was opened meanwhile
+    return;
+  }
+  if (threadId && !next.saved && !next.busy) {
     next.notify("info", "That chat does not exist (any more); this is a new one.");
   }
   stopListening();
@@ -133,6 +142,8 @@ async function openThread(threadId: string | null): Promise<void> {
   session = next;
   stopListening = session.onChange(scheduleRender);
   render();
+  // a run under way when the thread opened may save it (a new chat's first answer): list it then
+  void next.following?.then(refreshThreads);
 }
 
 async function refreshThreads(): Promise<void> {
@@ -170,7 +181,6 @@ async function refreshDocuments(): Promise<void> {
 function afterRun(result: RunResult): void {
   // Offer a question the server did not keep (stopped or failed run) again.
   if (result.unsavedQuestion && !ui.question.value.trim()) ui.question.value = result.unsavedQuestion;
-  if (session.saved && threadIdFromUrl() !== session.threadId) setUrlThread(session.threadId);
   // The Stop button and answered approval cards go away with the run: keep the keyboard focus.
   const focused = document.activeElement;
   if (!focused || focused === document.body || focused === ui.stop) ui.question.focus();
@@ -209,10 +219,10 @@ byId("banner-close").addEventListener("click", () => {
 
 window.addEventListener("hashchange", () => {
   const threadId = threadIdFromUrl();
-  if (threadId === (session.saved ? session.threadId : null)) return;
+  if (threadId === urlThreadId()) return;
   if (session.busy) {
     // One run at a time per page: switching away would leave this one without a listener.
-    setUrlThread(session.saved ? session.threadId : null);
+    setUrlThread(urlThreadId());
     showBanner("Stop the answer in progress before switching chats.");
     return;
   }

@@ -91,8 +91,10 @@ export class ChatSession {
    * here, and `run()` copies it into the state the next run sends (see there).
    */
   filter: string[];
-  /** Whether the server has saved this thread (so its id can go into the URL). */
+  /** Whether the server has saved this thread (see `ThreadView.saved`). */
   saved: boolean;
+  /** The run under way when the page opened the thread, followed to its end (see `follow`). */
+  following: Promise<void> | null = null;
   /**
    * The versions of the shown messages, by message id (the thread view's `branches`): read with
    * the thread, after every run and with every switch.
@@ -127,7 +129,7 @@ export class ChatSession {
       initialMessages: view?.messages ?? [],
       initialState: view?.state ?? {},
     });
-    this.saved = view !== null;
+    this.saved = view?.saved ?? false;
     this.branches = view?.branches ?? {};
     this.title = view?.title ?? null;
     this.filter = [...(this.ragState(view?.state ?? {}).document_filter ?? [])];
@@ -170,7 +172,7 @@ export class ChatSession {
   static async open(api: Api, threadId: string, stateKey: string | null = null): Promise<ChatSession> {
     const view = await api.getThread(threadId);
     const session = new ChatSession(api, threadId, view, stateKey);
-    if (view?.activeRunId) void session.follow(view.activeRunId);
+    if (view?.activeRunId) session.following = session.follow(view.activeRunId);
     return session;
   }
 
@@ -400,8 +402,9 @@ export class ChatSession {
       this.lastRun = { outcome: "error", error: describe(error) };
     }
     this.liveQuestions = [];
-    await this.resync();
     const outcome = this.lastRun.outcome ?? "error";
+    if (outcome === "success" || outcome === "interrupt") this.saved = true; // a first run saved it
+    await this.resync();
     if (outcome === "cancelled" || outcome === "error") {
       if (this.lastRun.code !== "abort")
         this.notify(
@@ -493,8 +496,12 @@ export class ChatSession {
     });
   }
 
-  /** Replace the local copy of the thread with the server's. */
+  /** Replace the local copy of the thread with the server's (none for a thread never saved). */
   private async resync(): Promise<void> {
+    if (!this.saved) {
+      this.show(null);
+      return;
+    }
     let view: ThreadView | null;
     try {
       view = await this.api.getThread(this.threadId);
@@ -507,6 +514,7 @@ export class ChatSession {
 
   /** Show the thread as a view of it says: the branch's messages, its state, versions, approvals. */
   private show(view: ThreadView | null): void {
+    this.saved = view?.saved ?? false;
     this.agent.setMessages(view?.messages ?? []);
     this.agent.setState(view?.state ?? {});
     this.branches = view?.branches ?? {};

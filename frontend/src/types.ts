@@ -121,6 +121,11 @@ export interface ThreadView {
   interrupts: Interrupt[];
   pendingToolCallIds: string[];
   activeRunId: string | null;
+  /**
+   * False for a new thread whose first run is under way (nothing kept yet: a page reloaded during
+   * a new chat's first answer follows `activeRunId`); true once the server has saved the thread.
+   */
+  saved: boolean;
 }
 
 export interface DocumentInfo {
