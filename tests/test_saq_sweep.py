@@ -69,6 +69,25 @@ async def test_a_job_whose_worker_died_while_starting_it_is_retried(queue: Ragst
     assert await queue.count("queued") == 1 and await queue.count("active") == 0
 
 
+async def test_a_job_taken_again_between_two_sweeps_is_left_to_its_worker(
+    queue: RagstreamRedisQueue,
+) -> None:
+    """Seen being started, then run, retried and taken again by the next sweep: a new start, not
+    the same one stalled."""
+    key = await taken(queue)
+    assert await queue.sweep() == []
+    job = await queue.job(key)
+    assert job is not None
+    await job.update(status=Status.ACTIVE, started=now())
+    await queue.retry(job, error="the first attempt failed")
+    again = await queue.dequeue(timeout=1)
+    assert again is not None and again.key == key and again.status == Status.QUEUED
+    await next_period(queue)
+    assert await queue.sweep() == []
+    job = await queue.job(key)
+    assert job is not None and job.status == Status.QUEUED and job.error == "the first attempt failed"
+
+
 async def test_a_job_whose_heartbeat_stopped_is_retried_at_once(queue: RagstreamRedisQueue) -> None:
     key = await taken(queue)
     job = await queue.job(key)

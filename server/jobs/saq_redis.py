@@ -8,8 +8,8 @@ and the outcome of the first run is lost (tobymao/saq#277, #124; seen here as a 
 whose job vanished from the listing).
 
 ``RagstreamRedisQueue.sweep`` keeps SAQ's rules with one change: a job on the active list that is
-not active is swept only when the previous sweep of this process saw it so too (its worker died
-between the two steps). Jobs whose heartbeat stopped are swept at once, as in SAQ. It also sweeps
+not active is swept only when the previous sweep of this process saw it so too, its record not
+written since (its worker died between the two steps). Jobs whose heartbeat stopped are swept at once, as in SAQ. It also sweeps
 at the heartbeat's pace (``sweep_every``): SAQ's default lock of 60 s let a dead worker's job wait
 up to a minute. The override ends when SAQ marks a job active in the step that moves it;
 ``tests/test_saq_sweep.py`` fails on SAQ's own sweep once that is so.
@@ -47,7 +47,7 @@ class RagstreamRedisQueue(RedisQueue):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._read_active = self.redis.register_script(_READ_ACTIVE)
-        self._not_started: set[bytes] = set()
+        self._not_started: set[tuple[bytes, bytes]] = set()  # (id, record) seen not yet active
 
     async def sweep(self, lock: int | None = None, abort: float = 5.0) -> list[str]:
         """Abort and retry (or fail) the jobs whose worker is gone; the ids swept."""
@@ -57,7 +57,7 @@ class RagstreamRedisQueue(RedisQueue):
         )
         if found is None:
             return []
-        not_started: set[bytes] = set()
+        not_started: set[tuple[bytes, bytes]] = set()
         swept: list[bytes] = []
         for job_id, data in found:
             job = self.deserialize(data)
@@ -66,11 +66,11 @@ class RagstreamRedisQueue(RedisQueue):
                 await self.redis.zrem(self.namespace("incomplete"), job_id)
                 logger.info("swept the missing job %s", job_id)
                 swept.append(job_id)
-            elif job.stuck or (job.status != Status.ACTIVE and job_id in self._not_started):
+            elif job.stuck or (job.status != Status.ACTIVE and (job_id, data) in self._not_started):
                 await self._sweep_job(job, abort)
                 swept.append(job_id)
             elif job.status != Status.ACTIVE:
-                not_started.add(job_id)  # a worker may be between taking it and marking it
+                not_started.add((job_id, data))  # a worker may be between taking it and marking it
         self._not_started = not_started
         return [job_id.decode() for job_id in swept]
 
