@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.async_api import Browser, expect
+from playwright.async_api import Browser, Locator, expect
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
@@ -221,6 +221,17 @@ async def test_reload_restores_the_thread(browser: Browser, rag_server: str) -> 
     chat.assert_clean_console()
 
 
+async def reload_and_stop(chat: ChatPage, streaming: Locator) -> None:
+    """Reload while an answer streams, then stop the run the reloaded page picked up."""
+    await chat.reload()
+    await expect(streaming).to_contain_text("tok10")
+    await chat.page.locator("#stop").click()
+    await expect(chat.page.locator("#log .notice p").first).to_have_text(
+        "The run under way when this page opened was stopped; its turn was not saved."
+    )
+    await chat.wait_idle()
+
+
 async def test_a_reload_mid_answer_follows_the_run_to_its_end(browser: Browser, scenario_config: Any) -> None:
     """A reload while an answer streams loses nothing: the reloaded page picks the run up (AG-UI's
     connect, over the run's event log), shows the answer forming, then the thread as saved, with
@@ -249,13 +260,7 @@ async def test_a_reload_mid_answer_follows_the_run_to_its_end(browser: Browser, 
 
         await chat.type_question("slow again")
         await expect(streaming).to_contain_text("tok3")
-        await chat.reload()
-        await expect(streaming).to_contain_text("tok10")
-        await page.locator("#stop").click()
-        await expect(page.locator("#log .notice p").first).to_have_text(
-            "The run under way when this page opened was stopped; its turn was not saved."
-        )
-        await chat.wait_idle()
+        await reload_and_stop(chat, streaming)
         after = await chat.server_view()
         assert after["messages"] == view["messages"]
         assert after["activeRunId"] is None
@@ -295,13 +300,7 @@ async def test_a_reload_during_a_new_chats_first_answer_follows_it(
         await expect(streaming).to_contain_text("tok3")
         second = chat.thread_id
         assert second is not None and second != first
-        await chat.reload()
-        await expect(streaming).to_contain_text("tok10")
-        await page.locator("#stop").click()
-        await expect(page.locator("#log .notice p").first).to_have_text(
-            "The run under way when this page opened was stopped; its turn was not saved."
-        )
-        await chat.wait_idle()
+        await reload_and_stop(chat, streaming)
         assert chat.thread_id is None  # never saved: a new chat again
         await expect(page.locator("#threads li")).to_have_count(1)  # only the first chat
         async with httpx.AsyncClient(base_url=url) as client:
