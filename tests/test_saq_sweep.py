@@ -104,3 +104,10 @@ async def test_saq_own_sweep_still_takes_a_job_being_started(queue: RagstreamRed
     key = await taken(queue)
     swept = await RedisQueue.sweep(queue, lock=1, abort=0.1)
     assert [queue.job_key_from_id(i) for i in swept] == [key]
+
+
+async def test_the_id_of_a_job_whose_record_expired_is_cleared(queue: RagstreamRedisQueue) -> None:
+    key = await taken(queue)
+    await queue.redis.delete(queue.job_id(key))  # only the id is left on the active list
+    assert [queue.job_key_from_id(i) for i in await queue.sweep()] == [key]
+    assert await queue.count("active") == 0

@@ -62,8 +62,9 @@ class RagstreamRedisQueue(RedisQueue):
         for job_id, data in found:
             job = self.deserialize(data)
             if job is None:  # its record expired: only the id is left to clear
-                await self.redis.lrem(self.namespace("active"), 0, job_id)
-                await self.redis.zrem(self.namespace("incomplete"), job_id)
+                async with self.redis.pipeline(transaction=True) as pipe:
+                    pipe.lrem(self.namespace("active"), 0, job_id).zrem(self.namespace("incomplete"), job_id)
+                    await pipe.execute()
                 logger.info("swept the missing job %s", job_id)
                 swept.append(job_id)
             elif job.stuck or (job.status != Status.ACTIVE and (job_id, data) in self._not_started):
