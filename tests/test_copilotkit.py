@@ -428,6 +428,40 @@ async def test_a_failed_turn_leaves_the_thread_as_it_was(browser: Browser, scena
         await context.close()
 
 
+async def test_a_reload_mid_answer_follows_the_run(browser: Browser, scenario_config: Any) -> None:
+    """A reload while an answer streams: CopilotChat reconnects to the thread, the example's runtime
+    joins the run still going (CopilotKit's in-memory runner: history and live tail), the answer
+    goes on forming and ends as ragstream saved it."""
+    app = ragstream_app(scenario_config, scenario=True, state_key=None)
+    async with serve(app) as ragstream, example_server(ragstream) as runtime:
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        page = CopilotKitPage(await context.new_page(), runtime.url, "reload")
+        await page.open()
+        thread = page.thread_id
+        await page.ask("nightly backups")
+        await page.type_question("slow answer please")
+        await expect(page.answers().last).to_contain_text("tok3")
+
+        await page.page.reload()  # not page.reload(): that waits for an idle chat
+        assert page.thread_id == thread
+        running = page.page.locator('[data-testid="copilot-chat"][data-copilot-running="true"]')
+        await expect(running).to_have_count(1)  # following the run, not showing a finished thread
+        await expect(page.answers().last).to_contain_text("tok150")
+        assert "tok299" not in await page.answers().last.inner_text()  # forming on the reloaded page
+        await page.wait_idle()
+        view = await page.server_view(ragstream)
+        assert view["activeRunId"] is None
+        assert user_texts(view) == ["nightly backups", "slow answer please"]
+        assert "tok299" in view["messages"][-1]["content"]
+        assert await page.transcript() == conversation(view["messages"])
+        # the first answer's source card is back, as the thread's state has it
+        state = rag_state(view["state"], None)
+        assert state["citations"] and await page.shown_citations() == expected_citations(state)
+        assert runtime.alive, runtime.log()
+        page.assert_clean()
+        await context.close()
+
+
 async def assert_page_is_the_thread(
     page: CopilotKitPage, ragstream: str, state_key: str | None
 ) -> dict[str, Any]:
