@@ -75,10 +75,11 @@ async def thread_view(
     yet (``saved`` false) and the run to follow: a page reloaded during a new chat's first answer
     picks it up as it would any other.
     """
+    active_run = await services.runs.locks.holder(thread_id)
     try:
         entry = await owned_entry(services.cache, thread_id, principal)
     except ThreadNotFound:
-        entry = await _first_run_entry(services, thread_id, principal)
+        entry = await _first_run_entry(services, thread_id, principal, active_run)
     state = (await _readable_state(services, entry.context, reader)).build_state_snapshot()
     conversation = stored_record(entry.record.extras, thread_id)
     messages, branches = thread_messages(entry.record.extras)
@@ -98,16 +99,17 @@ async def thread_view(
         "state": state,
         "interrupts": [i.model_dump(mode="json", by_alias=True) for i in interrupts],
         "pendingToolCallIds": pending_calls,
-        "activeRunId": await services.runs.locks.holder(thread_id),
+        "activeRunId": active_run,
         "saved": not entry.is_new,
     }
 
 
-async def _first_run_entry(services: Services, thread_id: str, principal: str) -> CacheEntry:
-    """The entry of a new thread whose first run ``principal`` started and is under way;
-    ``ThreadNotFound`` otherwise (as for a thread that is someone else's)."""
+async def _first_run_entry(
+    services: Services, thread_id: str, principal: str, run_id: str | None
+) -> CacheEntry:
+    """The entry of a new thread whose first run, ``run_id``, ``principal`` started and is under
+    way; ``ThreadNotFound`` otherwise (as for a thread that is someone else's)."""
     entry = await services.cache.get_entry(thread_id)
-    run_id = await services.runs.locks.holder(thread_id)
     if entry.is_new and run_id is not None:
         try:
             await services.runs.find(thread_id, run_id, principal)

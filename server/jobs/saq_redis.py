@@ -9,9 +9,9 @@ whose job vanished from the listing).
 
 ``RagstreamRedisQueue.sweep`` keeps SAQ's rules with one change: a job on the active list that is
 not active is swept only when the previous sweep of this process saw it so too, its record not
-written since (its worker died between the two steps). Jobs whose heartbeat stopped are swept at once, as in SAQ. It also sweeps
-at the heartbeat's pace (``sweep_every``): SAQ's default lock of 60 s let a dead worker's job wait
-up to a minute. The override ends when SAQ marks a job active in the step that moves it;
+written since (its worker died between the two steps). Jobs whose heartbeat stopped are swept at
+once, as in SAQ. It also sweeps at the heartbeat's pace (``sweep_every``): SAQ's default lock of
+60 s let a dead worker's job wait up to a minute. The override ends when SAQ marks a job active in the step that moves it;
 ``tests/test_saq_sweep.py`` fails on SAQ's own sweep once that is so.
 """
 
