@@ -8,6 +8,8 @@
   ``Failed: <message>``);
 - ``fail``: the model raises an error whose text holds a secret;
 - ``hang``: the model waits forever (for run timeouts);
+- ``searching slowly <query>``: ``search``, then answer as ``slow`` does (a stop or a timeout after
+  the run changed the state);
 - anything else: ``search`` for the text, then answer citing the first passage.
 """
 
@@ -46,7 +48,11 @@ async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterato
                 part.content if isinstance(part.content, dict) else json.loads(part.model_response_str())
             )
             results = content.get("results", [])
-            if results:
+            if last_user_text(messages).startswith("searching slowly"):
+                for i in range(300):
+                    await asyncio.sleep(0.02)
+                    yield f"tok{i} "
+            elif results:
                 first = results[0]
                 yield f"Found it in {first['title']} [{first['citation']}]."
             else:

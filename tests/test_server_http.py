@@ -125,7 +125,13 @@ async def test_busy_thread_and_reused_run_ids_are_409(scenario_config: Any) -> N
         assert events[-1]["type"] == "RUN_FINISHED"
 
 
-async def test_stop_route_cancels_with_the_cancelled_outcome(scenario_config: Any) -> None:
+def _declaring(body: dict[str, Any], declared: bool) -> dict[str, Any]:
+    """``body`` as a client of AG-UI 1.0 sends it, or as an older client does (no ``protocolVersion``)."""
+    return body if declared else {k: v for k, v in body.items() if k != "protocolVersion"}
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["agui-1.0", "no-protocol-version"])
+async def test_stop_route_cancels_with_the_cancelled_outcome(scenario_config: Any, declared: bool) -> None:
     async with server(scenario_config) as client:
         await run(client, run_body("stop", "r0"))
         good = (await client.get("/threads/stop")).json()
@@ -140,13 +146,17 @@ async def test_stop_route_cancels_with_the_cancelled_outcome(scenario_config: An
             raise AssertionError("the run never started")
 
         stopper = asyncio.create_task(stop_soon())
-        _, events = await run(client, run_body("stop", "r1", "slow"))
+        _, events = await run(
+            client, _declaring(run_body("stop", "r1", "searching slowly backups"), declared)
+        )
         stopped = await stopper
         assert stopped.status_code == 202
         assert stopped.json()["stopping"] is True
-        check_stream(events, good["state"])
+        assert any(e["type"] == "STATE_DELTA" for e in events)  # the run had changed the state
+        assert check_stream(events, good["state"]) == good["state"]  # and the client's copy is put back
         assert events[-1]["type"] == "RUN_FINISHED"
-        assert events[-1]["outcome"] == {"type": "cancelled"}
+        # an older client's schema has no cancelled outcome: it gets a bare RUN_FINISHED
+        assert events[-1].get("outcome") == ({"type": "cancelled"} if declared else None)
         after = (await client.get("/threads/stop")).json()
         assert after["messages"] == good["messages"]
         assert after["state"] == good["state"]
@@ -196,10 +206,16 @@ async def test_empty_messages_restate_the_thread(scenario_config: Any) -> None:
         assert same[2]["snapshot"] == state
 
 
-async def test_run_timeout_is_a_run_error_and_saves_nothing(scenario_config: Any) -> None:
+@pytest.mark.parametrize("declared", [True, False], ids=["agui-1.0", "no-protocol-version"])
+async def test_run_timeout_is_a_run_error_and_saves_nothing(scenario_config: Any, declared: bool) -> None:
     async with server(scenario_config, run_timeout=0.5) as client:
-        _, events = await run(client, run_body("timeout", "r1", "hang"))
-        check_stream(events, {})
+        _, events = await run(
+            client, _declaring(run_body("timeout", "r1", "searching slowly backups"), declared)
+        )
+        assert any(e["type"] == "STATE_DELTA" for e in events)  # the run had changed the state
+        assert (
+            check_stream(events, {}) == (await run(client, run_body("fresh", "r0", None)))[1][1]["snapshot"]
+        )
         assert events[-1]["type"] == "RUN_ERROR"
         assert events[-1]["code"] == "timeout"
         assert "0.5" in events[-1]["message"]

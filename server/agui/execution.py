@@ -12,6 +12,9 @@ It is the ``RunSource`` the engine runs (``server.runs``). Its event pipeline:
 - on failure, cancellation or timeout nothing is saved, and the client gets a STATE_SNAPSHOT of
   the last saved state before the terminal event;
 - a run timeout ends in RUN_ERROR (the adapter would report a cancellation);
+- a cancelled run is known from the adapter's ``on_cancel``, not from RUN_FINISHED's outcome,
+  which the adapter leaves out for a client that did not declare AG-UI 1.0: such a client too
+  gets the restoring snapshot, and a timeout its RUN_ERROR;
 - an interrupt for a tool's question says the question and asks for the answer (``interrupts``);
   a client that answers live gets the question mid-run instead, while it follows the run
   (``questions``);
@@ -82,6 +85,7 @@ class AGUIRun:
     prepare: Callable[[ToolContext], Any]
     run_timeout: float
     stream: AsyncIterator[BaseEvent] | None = None
+    cancelled: bool = False
     timed_out: bool = False
     admission: RunAdmission | None = None
     steps: StepStates | None = None
@@ -109,7 +113,7 @@ class AGUIRun:
                 if awaiting_token and event.type == EventType.TEXT_MESSAGE_CONTENT:
                     metrics.TIME_TO_FIRST_TOKEN.observe(time.perf_counter() - self.created)
                     awaiting_token = False
-                status = _status(event)
+                status = _status(event, cancelled=self.cancelled)
                 terminal = status is not None
                 code = getattr(event, "code", None) if status == "error" else None
                 yield RunEvent(
@@ -160,7 +164,7 @@ class AGUIRun:
                 self.steps.note(event.tool_call_id)  # type: ignore[attr-defined]
             elif kind == EventType.RUN_FINISHED and _outcome(event) == "interrupt":
                 event = with_question_interrupts(event)
-            elif kind == EventType.RUN_FINISHED and _outcome(event) == "cancelled":
+            elif kind == EventType.RUN_FINISHED and self.cancelled:
                 for restore in self._restore_last_saved_state():
                     yield restore
                 if self.timed_out:
@@ -191,6 +195,7 @@ class AGUIRun:
             yield event
 
     async def on_cancel(self, cancelled: RunCancelled) -> None:
+        self.cancelled = True
         self.timed_out = isinstance(cancelled, RunTimedOut)
 
     async def _restate(self) -> AsyncIterator[BaseEvent]:
@@ -232,9 +237,9 @@ def _outcome(event: BaseEvent) -> str | None:
     return getattr(outcome, "type", None)
 
 
-def _status(event: BaseEvent) -> RunStatus | None:
+def _status(event: BaseEvent, *, cancelled: bool = False) -> RunStatus | None:
     if event.type == EventType.RUN_FINISHED:
-        return _OUTCOME_STATUS.get(_outcome(event) or "", "finished")
+        return "cancelled" if cancelled else _OUTCOME_STATUS.get(_outcome(event) or "", "finished")
     if event.type == EventType.RUN_ERROR:
         return "error"
     return None
