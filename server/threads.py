@@ -162,6 +162,7 @@ async def _check_idle(services: Services, thread_id: str, doing: str) -> None:
 async def delete_thread(services: Services, thread_id: str, principal: str) -> None:
     await owned_entry(services.cache, thread_id, principal)
     await _check_idle(services, thread_id, "stop it first")
+    await services.runs.forget(thread_id)
     await services.cache.delete(thread_id)
 
 

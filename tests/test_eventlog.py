@@ -40,3 +40,29 @@ async def test_closed_logs_expire_oldest_first_and_running_ones_never() -> None:
     await log.open(RunInfo("newer", "t", "alice", "w"))  # "new" closed just now: kept for late readers
     assert await _collect(log, "t/new") == []
     assert await log.info("t/new") is not None
+
+
+async def test_forgetting_a_thread_drops_its_ended_runs_only() -> None:
+    log = MemoryEventLog()
+    for thread, run_id in (("t", "done"), ("t", "live"), ("t2", "other")):
+        await log.open(RunInfo(run_id, thread, "alice", "w"))
+        await log.append(f"{thread}/{run_id}", b"x")
+    await log.close("t/done", "finished")
+    await log.close("t2/other", "finished")
+    await log.forget("t")
+    assert await log.info("t/done") is None
+    assert await _collect(log, "t/done") == []
+    assert await log.info("t/live") is not None  # a running run is never dropped under its reader
+    assert await log.info("t2/other") is not None
+
+
+async def test_a_reused_key_is_not_expired_by_its_predecessors_closing() -> None:
+    log = MemoryEventLog(ttl_seconds=0.05)
+    await log.open(RunInfo("r", "t", "alice", "w"))
+    await log.close("t/r", "finished")
+    await log.forget("t")  # the thread was deleted; a new thread of that id reuses the run id
+    await log.open(RunInfo("r", "t", "bob", "w"))
+    await asyncio.sleep(0.1)
+    await log.open(RunInfo("r2", "t", "bob", "w"))  # expires what closed more than ttl ago
+    assert (await log.info("t/r")).owner == "bob"  # type: ignore[union-attr]
+    assert await log.append("t/r", b"y") == 1

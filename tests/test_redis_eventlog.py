@@ -85,3 +85,22 @@ async def test_redis_lost_mid_run_fails_an_append_and_close_writes_what_was_miss
         got = await asyncio.wait_for(local, 10)
         assert got == [(i, b"%d" % i) for i in range(1, failed_at + 1)]
         await a.aclose()
+
+
+async def test_forgetting_a_thread_drops_its_ended_runs_on_every_worker(
+    two_workers: tuple[RedisEventLog, RedisEventLog],
+) -> None:
+    a, b = two_workers
+    for run_id in ("r1", "r2"):
+        await a.open(RunInfo(run_id, "gone", "alice", "worker-a"))
+        await a.append(f"gone/{run_id}", b"x")
+        await a.close(f"gone/{run_id}", "finished")
+    await b.open(RunInfo("r1", "kept", "alice", "worker-b"))
+    await b.close("kept/r1", "finished")
+    await b.forget("gone")  # the thread is deleted through the other worker
+    for log in (a, b):
+        assert await log.info("gone/r1") is None
+        assert await log.info("gone/r2") is None
+        assert await _collect(log, "gone/r2") == []
+        assert await log.info("kept/r1") is not None
+    assert not await a.redis.exists(b._thread_runs_key("gone"))  # noqa: SLF001 - nothing left behind

@@ -576,43 +576,71 @@ def test_run_ids_cannot_be_probed_across_principals(server: Server, alice_thread
     assert server["alice"].get("/threads/alice-t/runs/alice-r1/events").status_code == 200
 
 
-def test_bobs_run_on_alices_busy_thread_is_404_and_names_no_run(server: Server) -> None:
-    """While alice runs, bob gets the same 404 as for any thread not his, not a 409 with her run id."""
+@pytest.mark.parametrize("saved", [True, False], ids=["saved-thread", "first-run"])
+def test_bobs_run_on_alices_busy_thread_is_404_and_names_no_run(server: Server, saved: bool) -> None:
+    """While alice runs, bob gets the same 404 as for any thread not his, not a 409 with her run id,
+    also while her first run is creating the thread (nothing saved yet)."""
     alice = server["alice"]
     result: dict[str, Any] = {}
+    thread = "alice-busy" if saved else "alice-busy-new"
+    run = f"{thread}-r1"
 
     def slow() -> None:
         result["response"] = alice.post(
             "/agui",
             json={
-                "threadId": "alice-busy",
-                "runId": "alice-busy-r1",
+                "threadId": thread,
+                "runId": run,
                 "messages": [{"id": "m", "role": "user", "content": "slow"}],
                 "state": {},
             },
         )
 
-    server.run("alice", "alice-busy", "nightly backups")  # the thread exists and is alice's
+    if saved:
+        server.run("alice", thread, "nightly backups")  # the thread exists and is alice's
     worker = threading.Thread(target=slow)
     worker.start()
     try:
         for _ in range(400):
-            if alice.get("/threads/alice-busy").json().get("activeRunId") == "alice-busy-r1":
+            if alice.get(f"/threads/{thread}").json().get("activeRunId") == run:
                 break
             time.sleep(0.01)
         else:
             raise AssertionError("alice's run never started")
-        response, _ = server.run("bob", "alice-busy", "hello")
-        stop = server["bob"].post("/threads/alice-busy/runs/alice-busy-r1/stop")
-        events = server["bob"].get("/threads/alice-busy/runs/alice-busy-r1/events")
+        response, _ = server.run("bob", thread, "hello")
+        same_run, _ = server.run("bob", thread, "hello", run_id=run)
+        stop = server["bob"].post(f"/threads/{thread}/runs/{run}/stop")
+        events = server["bob"].get(f"/threads/{thread}/runs/{run}/events")
     finally:
-        alice.post("/threads/alice-busy/runs/alice-busy-r1/stop")
+        alice.post(f"/threads/{thread}/runs/{run}/stop")
         worker.join(60)
     assert stop.status_code == 404 and events.status_code == 404, (stop.text, events.text)
-    assert "alice-busy-r1" not in response.text, f"bob learnt alice's run id: {response.text}"
+    assert same_run.status_code == 404, f"bob's run with alice's run id: {same_run.text}"
+    assert run not in response.text, f"bob learnt alice's run id: {response.text}"
     assert response.status_code == 404, (
         f"bob's run on alice's busy thread: {response.status_code} {response.text}"
     )
+
+
+def test_a_deleted_threads_runs_go_with_it(server: Server) -> None:
+    """After alice deletes a thread, its runs' events are gone (for her too), and bob may start a
+    thread of that id with her old run id as if it had never been used."""
+    alice, bob = server["alice"], server["bob"]
+    thread, run = f"gone-{uuid.uuid4().hex[:6]}", "gone-r1"
+    response, events = server.run("alice", thread, "nightly backups", run_id=run)
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert alice.get(f"/threads/{thread}/runs/{run}/events").status_code == 200
+    assert alice.delete(f"/threads/{thread}").status_code == 204
+    for method, path in (
+        ("GET", f"/threads/{thread}/runs/{run}/events"),
+        ("POST", f"/threads/{thread}/runs/{run}/stop"),
+    ):
+        assert alice.request(method, path).status_code == 404, (method, path)
+    response, events = server.run("bob", thread, "nightly backups", run_id=run)
+    assert response.status_code == 200, response.text
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert bob.get(f"/threads/{thread}").json()["threadId"] == thread
+    assert alice.get(f"/threads/{thread}/runs/{run}/events").status_code == 404  # bob's run now
 
 
 # pydantic-ai warns when it drops the forged tool result: that drop is the defence under test.

@@ -91,8 +91,10 @@ class AGUIRunFactory:
         """
         thread_id = run_input.thread_id
 
-        async def answer_busy_as_missing() -> None:
+        async def answer_busy_as_missing(owner: str | None) -> None:
             await check_claimable(self.cache, thread_id, principal)
+            if owner is not None and not may_use(owner, principal):  # a new thread's first run
+                raise ThreadNotFound(thread_id)
 
         async with self.runs.reserve(
             thread_id, run_input.run_id, principal, on_busy=answer_busy_as_missing

@@ -66,6 +66,11 @@ class EventLog(ABC):
         """The run's info, or ``None`` when unknown or expired."""
 
     @abstractmethod
+    async def forget(self, thread_id: str) -> None:
+        """Drop the logs of every ended run of ``thread_id``: the thread was deleted, and its runs'
+        events (answers, tool results) go with it; a later thread of that id starts with none."""
+
+    @abstractmethod
     def read(self, key: str, after: int = 0) -> AsyncIterator[list[tuple[int, bytes]]]:
         """Events with a sequence number above ``after``, then the live tail until the run closes.
 
@@ -120,6 +125,15 @@ class MemoryEventLog(EventLog):
         log = self._logs.get(key)
         return log.info if log is not None else None
 
+    def discard(self, key: str) -> None:
+        """Drop one log now, whatever its state (readers already following it keep it)."""
+        self._logs.pop(key, None)
+
+    async def forget(self, thread_id: str) -> None:
+        prefix = run_key(thread_id, "")
+        for key in [k for k, log in self._logs.items() if k.startswith(prefix) and log.closed]:
+            del self._logs[key]
+
     async def read(self, key: str, after: int = 0) -> AsyncIterator[list[tuple[int, bytes]]]:
         log = self._logs.get(key)
         if log is None:
@@ -142,5 +156,7 @@ class MemoryEventLog(EventLog):
     def _expire(self) -> None:
         cutoff = time.monotonic() - self.ttl_seconds
         while self._closed and self._closed[0][0] < cutoff:
-            _, key = self._closed.popleft()
-            self._logs.pop(key, None)
+            closed_at, key = self._closed.popleft()
+            log = self._logs.get(key)
+            if log is not None and log.closed_at == closed_at:  # not a later run of a reused key
+                del self._logs[key]

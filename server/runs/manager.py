@@ -169,25 +169,29 @@ class RunManager:
         run_id: str,
         principal: str,
         *,
-        on_busy: Callable[[], Awaitable[None]] | None = None,
+        on_busy: Callable[[str | None], Awaitable[None]] | None = None,
     ) -> AsyncIterator[RunSlot]:
         """Hold the thread's run lock for ``run_id`` while the caller builds the run.
 
         ``RunConflict`` when the run id is already taken in this thread or another run holds the
-        thread; ``on_busy`` runs first in the latter case, so the caller can answer a thread the
-        principal may not see as missing rather than busy. Without a ``launch`` in the block, the
-        lock is released when it ends.
+        thread; ``on_busy`` runs first in either case, given the owner of the run in the way (when
+        known), so the caller can answer a thread the principal may not see as missing rather than
+        busy. Without a ``launch`` in the block, the lock is released when it ends.
         """
         info = RunInfo(run_id, thread_id, principal, self.worker_id)
         logs.bind(principal=principal, thread=thread_id, run=run_id)
-        if await self.logs.info(info.key) is not None:
+        if (taken := await self.logs.info(info.key)) is not None:
+            if on_busy is not None:
+                await on_busy(taken.owner)
             raise RunConflict(
                 f"run {run_id!r} already exists in thread {thread_id!r}; send a new runId for a new run",
                 "run_exists",
             )
         if not await self.locks.acquire(thread_id, run_id, self.lock_ttl):
             if on_busy is not None:
-                await on_busy()
+                holder = await self.locks.holder(thread_id)
+                running = None if holder is None else await self.logs.info(run_key(thread_id, holder))
+                await on_busy(None if running is None else running.owner)
             raise RunConflict(
                 f"thread {thread_id!r} is busy with another run; wait for it to finish or stop it",
                 "thread_busy",
@@ -300,6 +304,11 @@ class RunManager:
                 logger.error("run %s lost its thread lock; stopping it", info.key)
                 active.source.cancel()
                 return
+
+    async def forget(self, thread_id: str) -> None:
+        """Drop the ended runs of a deleted thread: their events are no longer readable, and their
+        ids are free for a later thread of that id."""
+        await self.logs.forget(thread_id)
 
     # -- following ---------------------------------------------------------------------------
 

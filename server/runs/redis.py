@@ -171,7 +171,7 @@ class RedisEventLog(EventLog):
         self.ttl_seconds = ttl_seconds
         self.liveness_seconds = liveness_seconds
         self.running_ttl_seconds = running_ttl_seconds
-        self._local = MemoryEventLog(ttl_seconds=0)  # closed logs go at the next open
+        self._local = MemoryEventLog(ttl_seconds=0)  # a run's log while it runs; Redis has it after
         self._outboxes: dict[str, _Outbox] = {}
         self.worker_lost_event = worker_lost_event
         self._close_dead = client.register_script(_CLOSE_DEAD)
@@ -182,10 +182,18 @@ class RedisEventLog(EventLog):
     def _events_key(self, key: str) -> str:
         return f"{self.prefix}run:{key}:events"
 
+    def _thread_runs_key(self, thread_id: str) -> str:
+        """The set of a thread's run keys, for ``forget``. It lives as long as its newest run's log
+        (a thread runs one run at a time, so every earlier log expires before it)."""
+        return f"{self.prefix}thread-runs:{thread_id}"
+
     async def open(self, info: RunInfo) -> None:
+        runs = self._thread_runs_key(info.thread_id)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(self._info_key(info.key), mapping=_info_fields(info))
             pipe.pexpire(self._info_key(info.key), _ms(self.running_ttl_seconds))
+            pipe.sadd(runs, info.key)
+            pipe.pexpire(runs, _ms(self.running_ttl_seconds))
             await _redis(pipe.execute())
         await self._local.open(info)
         self._outboxes[info.key] = _Outbox(self._events_key(info.key))
@@ -237,7 +245,9 @@ class RedisEventLog(EventLog):
                 pipe.hset(self._info_key(key), "status", status)
             pipe.pexpire(box.key, _ms(self.ttl_seconds))
             pipe.pexpire(self._info_key(key), _ms(self.ttl_seconds))
+            pipe.pexpire(self._thread_runs_key(key.partition("/")[0]), _ms(self.ttl_seconds))
             await _redis(pipe.execute())
+        self._local.discard(key)  # readers from now on read Redis, which every worker shares
 
     async def info(self, key: str) -> RunInfo | None:
         if (local := await self._local.info(key)) is not None:
@@ -256,6 +266,22 @@ class RedisEventLog(EventLog):
             fields["status"],  # type: ignore[arg-type]
             float(fields["started_at"]),
         )
+
+    async def forget(self, thread_id: str) -> None:
+        await self._local.forget(thread_id)
+        runs = self._thread_runs_key(thread_id)
+        keys = [k.decode() for k in await _redis(self.redis.smembers(runs))]
+        ended = []
+        for key in keys:
+            info = await self.info(key)
+            if info is None or info.status != "running":
+                ended += [self._info_key(key), self._events_key(key)]
+        async with self.redis.pipeline(transaction=True) as pipe:
+            if ended:
+                pipe.delete(*ended)
+            if len(ended) == 2 * len(keys):
+                pipe.delete(runs)
+            await _redis(pipe.execute())
 
     async def read(self, key: str, after: int = 0) -> AsyncIterator[list[tuple[int, bytes]]]:
         if await self._local.info(key) is not None:  # a run of this worker
