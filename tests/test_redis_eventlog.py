@@ -103,4 +103,4 @@ async def test_forgetting_a_thread_drops_its_ended_runs_on_every_worker(
         assert await log.info("gone/r2") is None
         assert await _collect(log, "gone/r2") == []
         assert await log.info("kept/r1") is not None
-    assert not await a.redis.exists(b._thread_runs_key("gone"))  # noqa: SLF001 - nothing left behind
+    assert not await a.redis.exists(b._thread_runs_key("gone"))  # nothing left behind
