@@ -101,11 +101,40 @@ async def test_bad_requests_are_4xx_with_a_message(scenario_config: Any) -> None
         assert_error(
             await client.post("/agui", json={**run_body("t", "r"), "messages": [{"role": "user"}]}), 422
         )
+        user = {"role": "user", "content": "nightly backups"}
+        for messages, fragment in (
+            ([{**user, "id": "u1"}, {**user, "id": "u1"}], "messages[1].id repeats the id of messages[0]"),
+            ([{**user, "id": ""}], "messages[0].id must not be empty"),
+        ):
+            error = assert_error(
+                await client.post("/agui", json={**run_body("t", "r"), "messages": messages}), 422, fragment
+            )
+            assert error["details"][0]["loc"] == ["messages", int(fragment[9]), "id"]
         resume = {"interruptId": "int-nope", "status": "resolved", "payload": {"approved": True}}
         _, events = await run(client, run_body("t2", "r2", None, resume=[resume]))
         check_stream(events, {})
         assert events[-1]["type"] == "RUN_ERROR"  # nothing pending to resume: reported, not crashed
         assert (await client.get("/threads/t")).status_code == 404  # nothing was created by the rejects
+
+
+async def test_every_json_route_refuses_other_content_types(scenario_config: Any) -> None:
+    async with server(scenario_config) as client:
+        await run(client, run_body("ct", "r1"))
+        message_id = (await client.get("/threads/ct")).json()["messages"][0]["id"]
+        document_id = (await client.get("/documents")).json()["documents"][0]["document_id"]
+        for method, path, body in (
+            ("POST", "/agui", run_body("ct", "r2")),
+            ("POST", "/threads/ct/switch", {"messageId": message_id}),
+            ("POST", "/threads/ct/fork", {"messageId": message_id}),
+            ("POST", "/threads/ct/runs/r1/answers", {"questionId": "q", "answer": "yes"}),
+            ("PUT", "/threads/ct/approval-policy", {"needUserApproveTools": ["search"]}),
+            ("PATCH", f"/documents/{document_id}", {"groups": []}),
+        ):
+            response = await client.request(
+                method, path, content=json.dumps(body), headers={"content-type": "text/plain"}
+            )
+            assert_error(response, 415, "application/json")
+        assert len((await client.get("/threads")).json()["threads"]) == 1  # the fork made nothing
 
 
 async def test_busy_thread_and_reused_run_ids_are_409(scenario_config: Any) -> None:

@@ -26,4 +26,17 @@ def parse_run_input(body: bytes) -> RunAgentInput:
     check_id(run_input.run_id, "runId")
     if run_input.state is not None and not isinstance(run_input.state, dict):
         raise InvalidRequest("state must be a JSON object", [{"loc": ["state"], "type": "dict_type"}])
+    _check_message_ids(run_input)
     return run_input
+
+
+def _check_message_ids(run_input: RunAgentInput) -> None:
+    """Every message has its own non-empty id: the thread's tree names messages by id, so a repeated
+    one would make the history the client sent ambiguous (an edit of which message?)."""
+    first: dict[str, int] = {}
+    for index, message in enumerate(run_input.messages):
+        loc = [{"loc": ["messages", index, "id"]}]
+        if not message.id:
+            raise InvalidRequest(f"messages[{index}].id must not be empty", loc)
+        if (earlier := first.setdefault(message.id, index)) != index:
+            raise InvalidRequest(f"messages[{index}].id repeats the id of messages[{earlier}]", loc)

@@ -13,7 +13,16 @@ from ..observe import logs
 from ..services import Services
 from ..validation import check_id
 
-__all__ = ["caller", "int_param", "media_type", "path_id", "read_body", "reader", "services_of"]
+__all__ = [
+    "caller",
+    "int_param",
+    "media_type",
+    "path_id",
+    "read_body",
+    "read_json_body",
+    "reader",
+    "services_of",
+]
 
 
 def services_of(request: Request) -> Services:
@@ -55,6 +64,14 @@ async def read_body(request: Request) -> bytes:
         return await request.body()
     except ClientDisconnect:  # nobody is left to answer; not an error of ours
         raise ApiError(400, "the client disconnected before sending the whole body") from None
+
+
+async def read_json_body(request: Request) -> bytes:
+    """The body of a route that takes JSON: 415 unless it is sent as ``application/json``."""
+    content_type = media_type(request)
+    if content_type != "application/json":
+        raise ApiError(415, f"Content-Type must be application/json, got {content_type or 'nothing'!r}")
+    return await read_body(request)
 
 
 def int_param(request: Request, name: str, default: int, *, low: int, high: int) -> int:

@@ -11,18 +11,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..agui.request import parse_run_input
-from ..errors import ApiError
-from ._common import caller, media_type, read_body, reader, services_of
+from ._common import caller, read_json_body, reader, services_of
 from .sse import sse_response
 
 __all__ = ["agui"]
 
 
 async def agui(request: Request) -> Response:
-    content_type = media_type(request)
-    if content_type != "application/json":
-        raise ApiError(415, f"Content-Type must be application/json, got {content_type or 'nothing'!r}")
     services = services_of(request)
-    run_input = parse_run_input(await read_body(request))
+    run_input = parse_run_input(await read_json_body(request))
     info = await services.agui.start(run_input, caller(request), reader(request))
     return sse_response(services.runs.subscribe(info), keepalive=services.config.keepalive_seconds)

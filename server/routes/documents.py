@@ -34,7 +34,7 @@ from ..errors import ApiError
 from ..jobs import FINISHED, IngestJob
 from ..observe import metrics
 from ..services import Services
-from ._common import caller, int_param, media_type, path_id, read_body, reader, services_of
+from ._common import caller, int_param, path_id, read_body, read_json_body, reader, services_of
 
 __all__ = [
     "cancel_job",
@@ -274,10 +274,8 @@ async def patch_document(request: Request) -> Response:
     """Change who may read a document: ``{"groups": ["hr", ...]}`` (``[]``: everyone)."""
     principal, services = _editor(request)
     document_id = path_id(request, "document_id", "document id")
-    if media_type(request) != "application/json":
-        raise ApiError(415, 'send {"groups": [...]} as application/json')
     try:
-        body = orjson.loads(await read_body(request))
+        body = orjson.loads(await read_json_body(request))
     except orjson.JSONDecodeError as exc:
         raise ApiError(422, f"the body is not JSON: {exc}") from None
     if not isinstance(body, dict) or set(body) != {"groups"} or not isinstance(body["groups"], list):

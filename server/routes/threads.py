@@ -23,7 +23,7 @@ from ..threads import (
     thread_view,
 )
 from ..validation import InvalidRequest, field_errors
-from ._common import caller, int_param, path_id, read_body, reader, services_of
+from ._common import caller, int_param, path_id, read_json_body, reader, services_of
 from .sse import sse_response
 
 __all__ = [
@@ -128,7 +128,7 @@ async def answer_question(request: Request) -> Response:
     runs = services_of(request).runs
     thread_id = path_id(request, "thread_id", "threadId")
     run_id = path_id(request, "run_id", "runId")
-    raw = await read_body(request)
+    raw = await read_json_body(request)
     info = await runs.find(thread_id, run_id, caller(request))  # first: another's run is just missing
     try:
         body = _AnswerBody.model_validate_json(raw)
@@ -170,7 +170,7 @@ class _MessageBody(BaseModel):
 
 async def _message_id(request: Request) -> str:
     try:
-        return _MessageBody.model_validate_json(await read_body(request)).message_id
+        return _MessageBody.model_validate_json(await read_json_body(request)).message_id
     except ValidationError as exc:
         raise InvalidRequest(
             'the body must be {"messageId": "<a message id of the thread>"}', field_errors(exc)
@@ -206,7 +206,7 @@ async def put_approval_policy(request: Request) -> Response:
     """Set which tools need approval in this thread: ``{"needUserApproveTools": ["delete_*", ...]}``."""
     thread_id = path_id(request, "thread_id", "threadId")
     try:
-        policy = _PolicyBody.model_validate_json(await read_body(request))
+        policy = _PolicyBody.model_validate_json(await read_json_body(request))
     except ValidationError as exc:
         raise InvalidRequest(
             'the body must be {"needUserApproveTools": [names or patterns]}', field_errors(exc)
