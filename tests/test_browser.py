@@ -611,6 +611,10 @@ async def test_upload_shows_its_job_and_citations_open_the_pdf_at_the_page(
     chat = await open_chat_at(browser, editor_url, "upload", "?token=alice-token")
     page = chat.page
     listed = await page.locator("#filter .doc-list li").count()
+    # the picker offers every format the server ingests (from GET /capabilities), office files too
+    await expect(page.locator("#upload-files")).to_have_attribute("accept", re.compile(r"\.docx"))
+    accept = (await page.locator("#upload-files").get_attribute("accept") or "").split(",")
+    assert {".md", ".pdf", ".html", ".docx", ".pptx", ".xlsx", ".csv", ".epub"} <= set(accept), accept
 
     await page.locator("#upload-files").set_input_files([str(pdf), str(binary)])
     await page.locator("#upload button[type=submit]").click()
@@ -685,6 +689,18 @@ async def test_upload_shows_its_job_and_citations_open_the_pdf_at_the_page(
     await reader.page.locator("#upload button[type=submit]").click()
     await expect(reader.page.locator("#jobs .job-error")).to_contain_text("You may not add documents")
     assert all("403" in p for p in reader.problems), reader.problems
+
+    # an upload of which nothing can be ingested says why, file by file
+    data = tmp_path / "data.json"
+    data.write_text('{"a": 1}')
+    rejected = await open_chat_at(browser, editor_url, "upload-rejected", "?token=alice-token")
+    await rejected.wait_ready()
+    await rejected.page.locator("#upload-files").set_input_files([str(data)])
+    await rejected.page.locator("#upload button[type=submit]").click()
+    await expect(rejected.page.locator("#jobs .job-error")).to_have_text(
+        "The upload failed: no file could be ingested (data.json: unsupported file type)"
+    )
+    assert all("422" in p for p in rejected.problems), rejected.problems
 
 
 @pytest.fixture

@@ -131,6 +131,7 @@ async def test_progress_moves_per_chunk_through_a_long_pdf(tmp_path: Path) -> No
 async def test_binary_content_is_refused_and_real_text_accepted(tmp_path: Path) -> None:
     files = {
         "nul.md": b"# Title\n\x00\x01\x02\x03 binary payload",
+        "nul.txt": b"plain\x00\x01\x02 binary payload",
         "noise.txt": bytes(b % 32 if b % 3 else 0x41 for b in range(1, 4000)).replace(b"\x00", b"\x01"),
         "report.md": b"%PDF-1.7\n" + b"stream\n" + bytes(range(1, 200)),
         "cp1252.txt": "The \u201cquoted\u201d caf\u00e9 costs 5\u20ac.".encode("cp1252"),
@@ -143,6 +144,7 @@ async def test_binary_content_is_refused_and_real_text_accepted(tmp_path: Path) 
         report = await kb.ingest_paths([tmp_path / n for n in files])
         by_name = {Path(o.source).name: o for o in report.outcomes}
         assert by_name["nul.md"].error == "this is a binary file (it contains NUL bytes), not markdown text"
+        assert by_name["nul.txt"].error == "this is a binary file (it contains NUL bytes), not text"
         assert "control characters" in (by_name["noise.txt"].error or "")
         assert (
             by_name["report.md"].error == "this is a PDF file, not markdown: give it a .pdf name to ingest it"

@@ -46,8 +46,18 @@ export class ApiError extends Error {
 
 /** The human-readable message of an error body, whatever its shape. */
 export function errorMessage(status: number, body: unknown): string {
-  const error = (body as { error?: { message?: unknown } } | null)?.error;
-  if (error && typeof error.message === "string") return error.message;
+  const error = (body as { error?: { message?: unknown; details?: unknown } } | null)?.error;
+  if (error && typeof error.message === "string") {
+    // per-file reasons, as an upload that ingested nothing gives them: "a.json: unsupported file type"
+    const reasons = Array.isArray(error.details)
+      ? error.details
+          .map((d: { name?: unknown; error?: unknown }) =>
+            typeof d?.name === "string" && typeof d?.error === "string" ? `${d.name}: ${d.error}` : null,
+          )
+          .filter((r): r is string => r !== null)
+      : [];
+    return reasons.length ? `${error.message} (${reasons.join("; ")})` : error.message;
+  }
   if (typeof body === "string" && body.trim()) return body.trim();
   return `the server answered ${status}`;
 }
@@ -101,9 +111,30 @@ export class Api {
    * state. Read once from the public part of `GET /capabilities`.
    */
   async stateKey(): Promise<string | null> {
-    const described = await this.request<{ custom?: { stateKey?: unknown } }>("GET", "/capabilities");
-    const key = described.custom?.stateKey;
+    const key = (await this.described()).custom?.stateKey;
     return typeof key === "string" && key ? key : null;
+  }
+
+  /** The file suffixes the knowledge base ingests (`.md`, `.docx`, ...), for the upload picker. */
+  async uploadFormats(): Promise<string[]> {
+    const formats = (await this.described()).custom?.uploadFormats;
+    return Array.isArray(formats) ? formats.filter((f): f is string => typeof f === "string") : [];
+  }
+
+  private capabilities: Promise<{ custom?: { stateKey?: unknown; uploadFormats?: unknown } }> | null = null;
+
+  /** `GET /capabilities`, read once (a failed read is tried again next time). */
+  private described(): Promise<{ custom?: { stateKey?: unknown; uploadFormats?: unknown } }> {
+    if (!this.capabilities) {
+      this.capabilities = this.request<{ custom?: { stateKey?: unknown; uploadFormats?: unknown } }>(
+        "GET",
+        "/capabilities",
+      ).catch((error: unknown) => {
+        this.capabilities = null;
+        throw error;
+      });
+    }
+    return this.capabilities;
   }
 
   /**

@@ -43,8 +43,13 @@ export class UploadsView {
       id: "upload-files",
       type: "file",
       multiple: true,
-      accept: ".md,.markdown,.txt,.html,.htm,.pdf",
     });
+    void api.uploadFormats().then(
+      (formats) => {
+        if (formats.length) this.input.accept = formats.join(",");
+      },
+      () => undefined, // no list: the picker offers every file, and the server says what it refuses
+    );
     this.button = h("button", { type: "submit" }, "Upload");
     this.list = h("ul", { id: "jobs", class: "jobs", "aria-live": "polite", "aria-label": "Uploads" });
     const form = h(

@@ -80,7 +80,8 @@ def decode_text(data: bytes, fmt: DocumentFormat) -> str:
     if head.startswith(b"%PDF-"):
         raise BinaryContentError(f"this is a PDF file, not {fmt}: give it a .pdf name to ingest it")
     if b"\x00" in data:
-        raise BinaryContentError(f"this is a binary file (it contains NUL bytes), not {fmt} text")
+        kind = "text" if fmt == "text" else f"{fmt} text"  # not "text text"
+        raise BinaryContentError(f"this is a binary file (it contains NUL bytes), not {kind}")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:

@@ -32,6 +32,8 @@ from ag_ui.core.capabilities import (
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from rag_tools.kb import SUPPORTED_SUFFIXES
+
 from ..auth import principal_of
 from ..errors import error_response
 from ..observe import metrics
@@ -149,6 +151,7 @@ async def capabilities(request: Request) -> Response:
             "model": services.config.model or "offline-extractive",
             "stateKey": services.config.state_key,
             "liveQuestions": True,
+            "uploadFormats": sorted(SUPPORTED_SUFFIXES),
         },
     )
     return JSONResponse(described.model_dump(mode="json", by_alias=True, exclude_none=True))
