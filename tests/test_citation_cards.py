@@ -104,3 +104,23 @@ def test_cite_passes_a_locator_through_and_labels_pages() -> None:
     assert session.citations[str(pdf)].emitted()["locator"] == "page 4"
     assert session.citations[str(sheet)].emitted()["locator"] == "sheet Budget"
     assert session.citations[str(sheet)].emitted()["page"] is None
+
+
+def test_a_shown_card_is_cut_around_the_sentence_the_answer_quoted_despite_its_markdown() -> None:
+    """The answer quotes a passage's text without its Markdown and line breaks; the card the client
+    gets is still the part of the passage holding that sentence, not the passage's opening."""
+    passage = (
+        "Logs go to standard error as JSON lines when `RAGSTREAM_LOG_FORMAT=json` is set, and as "
+        "plain text otherwise; rotate them with the host's tools.\n\n"
+        "There is no metrics\nendpoint; `GET /health` reports whether the process is up, and "
+        "`GET /ready` checks the knowledge base, the thread store and Redis."
+    )
+    session = SessionState()
+    index = session.cite(
+        chunk_id="c", document_id="d", title="Deployment", uri="deploy.md", text=passage, promote=False
+    )
+    answer = f"There is no metrics endpoint; GET /health reports whether the process is up [{index}]."
+    assert session.promote_cited(answer) == [index]
+    shown = session.citations[str(index)].emitted()["passage"]
+    assert shown.startswith("…") and "`GET /health` reports whether the process is up" in shown, shown
+    assert "Logs go to standard error" not in shown

@@ -56,19 +56,39 @@ _SENTENCE = re.compile(r"[^.!?]*[.!?]?")
 
 
 def _excerpt(passage: str, quoted: Sequence[str]) -> str:
-    """At most ``EXCERPT_CHARS`` of ``passage``, around the first quoted sentence found in it."""
+    """At most ``EXCERPT_CHARS`` of ``passage``, around the first quoted sentence found in it.
+
+    Sentences are found by their letters and digits alone: an answer quotes a passage's text without
+    its Markdown (``GET /health`` for `` `GET /health` ``), its line breaks or its punctuation.
+    """
     if len(passage) <= EXCERPT_CHARS:
         return passage
-    lower = passage.lower()
+    letters, positions = _letters(passage)
     start = 0
     for sentence in quoted:
-        probe = " ".join(sentence.split())[:40].lower()
-        found = lower.find(probe) if len(probe) >= 12 else -1
+        probe = _letters(sentence)[0][:_PROBE_LETTERS]
+        found = letters.find(probe) if len(probe) >= _MIN_PROBE_LETTERS else -1
         if found >= 0:
-            start = max(0, min(found - 60, len(passage) - EXCERPT_CHARS))
+            start = max(0, min(positions[found] - 60, len(passage) - EXCERPT_CHARS))
             break
     end = start + EXCERPT_CHARS
     return ("…" if start else "") + passage[start:end].strip() + ("…" if end < len(passage) else "")
+
+
+_PROBE_LETTERS = 32
+_MIN_PROBE_LETTERS = 10
+
+
+def _letters(text: str) -> tuple[str, list[int]]:
+    """``text``'s letters and digits, lower case, and the index in ``text`` of each."""
+    kept: list[str] = []
+    positions: list[int] = []
+    for index, char in enumerate(text):
+        if char.isalnum():
+            lowered = char.lower()
+            kept.append(lowered)
+            positions.extend([index] * len(lowered))
+    return "".join(kept), positions
 
 
 def _now() -> datetime:
