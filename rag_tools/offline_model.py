@@ -45,6 +45,7 @@ _APPEND_PRONOUNS = frozenset(
     {"it", "its", "that", "this", "they", "them", "those", "these", "there", "one", "ones"}
 )
 _WORDS = re.compile(r"[A-Za-z0-9']+")
+_BRACKETED_NUMBER = re.compile(r"\[(\d+)\]")
 
 
 def _user_text(part: UserPromptPart) -> str:
@@ -208,7 +209,9 @@ def create_extractive_model(
             return answer.text, None
         scope = results.get("documents") or []
         where = f" in {', '.join(scope)}" if scope else " in the documents"
-        return f"I could not find anything about “{searched}”{where}.", None
+        # the question's own "[1]" quoted back would read as a citation of source 1
+        quoted = _BRACKETED_NUMBER.sub(r"(\1)", searched)
+        return f"I could not find anything about “{quoted}”{where}.", None
 
     async def function(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         text, call = await respond(messages, info)
