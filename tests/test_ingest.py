@@ -132,6 +132,9 @@ async def test_binary_content_is_refused_and_real_text_accepted(tmp_path: Path) 
     files = {
         "nul.md": b"# Title\n\x00\x01\x02\x03 binary payload",
         "nul.txt": b"plain\x00\x01\x02 binary payload",
+        "empty.md": b"",
+        "blank.txt": b"  \n\n  ",
+        "bare.html": b"<html><head><title>Bare</title></head><body> </body></html>",
         "noise.txt": bytes(b % 32 if b % 3 else 0x41 for b in range(1, 4000)).replace(b"\x00", b"\x01"),
         "report.md": b"%PDF-1.7\n" + b"stream\n" + bytes(range(1, 200)),
         "cp1252.txt": "The \u201cquoted\u201d caf\u00e9 costs 5\u20ac.".encode("cp1252"),
@@ -145,6 +148,8 @@ async def test_binary_content_is_refused_and_real_text_accepted(tmp_path: Path) 
         by_name = {Path(o.source).name: o for o in report.outcomes}
         assert by_name["nul.md"].error == "this is a binary file (it contains NUL bytes), not markdown text"
         assert by_name["nul.txt"].error == "this is a binary file (it contains NUL bytes), not text"
+        for name in ("empty.md", "blank.txt", "bare.html"):  # nothing to index fails, never "0 chunks"
+            assert (by_name[name].status, by_name[name].error) == ("error", "the file holds no text")
         assert "control characters" in (by_name["noise.txt"].error or "")
         assert (
             by_name["report.md"].error == "this is a PDF file, not markdown: give it a .pdf name to ingest it"

@@ -27,6 +27,7 @@ from .parsed import (
 __all__ = [
     "MARKDOWN_FORMATS",
     "MEDIA_TYPES",
+    "NO_TEXT",
     "NO_TEXT_LAYER",
     "SUPPORTED_SUFFIXES",
     "BinaryContentError",
@@ -77,6 +78,7 @@ MARKDOWN_FORMATS: frozenset[DocumentFormat] = frozenset(
 )
 
 NO_TEXT_LAYER = "no text layer (scanned document?)"
+NO_TEXT = "the file holds no text"
 
 
 def detect_format(name: str) -> DocumentFormat:
@@ -102,10 +104,14 @@ def parse_document(data: bytes, *, name: str, format: DocumentFormat | None = No
     if fmt == "html":
         title, markdown = html_to_markdown(text)
         doc = parse_markdown(markdown, title or fallback_title)
-        return ParsedDocument(doc.title, "html", doc.content, doc.sections)
-    if fmt == "markdown":
-        return parse_markdown(text, fallback_title)
-    return ParsedDocument(fallback_title, "text", text, [Section(text)] if text.strip() else [])
+        parsed = ParsedDocument(doc.title, "html", doc.content, doc.sections)
+    elif fmt == "markdown":
+        parsed = parse_markdown(text, fallback_title)
+    else:
+        parsed = ParsedDocument(fallback_title, "text", text, [Section(text)] if text.strip() else [])
+    if not any(section.text.strip() for section in parsed.sections):
+        raise ValueError(NO_TEXT)  # nothing to index is a failure, not an empty success
+    return parsed
 
 
 def _parse_pdf(data: bytes, fallback_title: str) -> ParsedDocument:
