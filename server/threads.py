@@ -11,6 +11,7 @@ The conversation is a tree (``agui.tree``): ``switch_branch`` makes another bran
 
 from __future__ import annotations
 
+import base64
 import uuid
 from typing import Any
 
@@ -19,7 +20,7 @@ from ag_ui.core import Interrupt
 
 from rag_tools.kb.access import ALL, Reader
 from rag_tools.readable import drop_unreadable
-from rag_tools.state import CacheEntry, ThreadRecord, ToolContext
+from rag_tools.state import CacheEntry, ListPosition, ThreadRecord, ToolContext
 from rag_tools.tools import (
     APPROVAL_NAMESPACE,
     ATTACHMENTS_NAMESPACE,
@@ -36,6 +37,7 @@ from .agui.interrupts import interrupt_of
 from .agui.tree import ConversationTree
 from .runs import RunConflict, RunNotFound
 from .services import Services
+from .validation import InvalidRequest
 
 __all__ = [
     "attachment",
@@ -49,12 +51,38 @@ __all__ = [
 ]
 
 
-async def list_threads(services: Services, principal: str, limit: int) -> list[dict[str, Any]]:
-    infos = await services.store.list_threads(principal, limit=limit)
-    return [
-        {"threadId": i.thread_id, "title": i.title, "updatedAt": i.updated_at, "version": i.version}
-        for i in infos
-    ]
+async def list_threads(
+    services: Services, principal: str, limit: int, cursor: str | None = None
+) -> dict[str, Any]:
+    """A page of the principal's threads, newest first; ``next`` is the cursor of the page after
+    it (``None`` on the last page)."""
+    infos = await services.store.list_threads(
+        principal, limit=limit, after=None if cursor is None else _position(cursor)
+    )
+    return {
+        "threads": [
+            {"threadId": i.thread_id, "title": i.title, "updatedAt": i.updated_at, "version": i.version}
+            for i in infos
+        ],
+        "next": _cursor(infos[-1].position) if len(infos) == limit else None,
+    }
+
+
+def _cursor(position: ListPosition) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps(position)).decode().rstrip("=")
+
+
+def _position(cursor: str) -> ListPosition:
+    """The listing position a cursor of ``_cursor`` names; ``InvalidRequest`` for anything else."""
+    try:
+        updated, thread_id = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if isinstance(updated, int | float) and isinstance(thread_id, str):
+            return (float(updated), thread_id)
+    except (ValueError, TypeError):
+        pass
+    raise InvalidRequest(
+        "cursor is not one this server gave (take it from a listing's next)", [{"loc": ["query", "cursor"]}]
+    )
 
 
 async def _readable_state(services: Services, context: ToolContext, reader: Reader) -> ToolContext:

@@ -209,6 +209,35 @@ async def test_list_threads_by_owner(store: ThreadStore) -> None:
     assert not await store.delete("a")
 
 
+async def test_thread_listings_page_through_every_thread_once(store: ThreadStore) -> None:
+    for n in range(7):
+        await store.save(ThreadRecord(f"t{n}", owner="alice"))
+    await store.save(ThreadRecord("other", owner="bob"))
+    newest_first = [t.thread_id for t in await store.list_threads("alice", limit=100)]
+    assert newest_first == [f"t{n}" for n in reversed(range(7))]
+    pages, after = [], None
+    while True:
+        page = await store.list_threads("alice", limit=3, after=after)
+        pages.append([t.thread_id for t in page])
+        if len(page) < 3:
+            break
+        after = page[-1].position
+    assert pages == [["t6", "t5", "t4"], ["t3", "t2", "t1"], ["t0"]]
+    # a position between two lines (an update time with no thread at it) pages from there too
+    middle = (await store.list_threads("alice", limit=7))[3]
+    assert [t.thread_id for t in await store.list_threads("alice", after=(middle.updated_at, "~"))] == [
+        "t3",
+        "t2",
+        "t1",
+        "t0",
+    ]
+    assert [t.thread_id for t in await store.list_threads("alice", after=middle.position)] == [
+        "t2",
+        "t1",
+        "t0",
+    ]
+
+
 async def test_two_caches_on_one_sqlite_file_serialise_updates(tmp_path: Path) -> None:
     path = tmp_path / "threads.sqlite3"
     one, two = ToolContextCache(SQLiteThreadStore(path)), ToolContextCache(SQLiteThreadStore(path))

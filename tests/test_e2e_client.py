@@ -287,7 +287,7 @@ async def test_principals_cannot_see_each_others_threads(token_server: str, tmp_
     async with httpx.AsyncClient(base_url=token_server) as client:
         as_bob = {"Authorization": "Bearer bob-token"}
         assert (await client.get("/threads/alice-thread", headers=as_bob)).status_code == 404
-        assert (await client.get("/threads", headers=as_bob)).json() == {"threads": []}
+        assert (await client.get("/threads", headers=as_bob)).json() == {"threads": [], "next": None}
         assert (await client.delete("/threads/alice-thread", headers=as_bob)).status_code == 404
         listed = (await client.get("/threads", headers={"Authorization": "Bearer alice-token"})).json()[
             "threads"

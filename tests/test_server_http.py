@@ -257,8 +257,16 @@ async def test_thread_routes(scenario_config: Any) -> None:
             await run(client, run_body(thread, f"r-{thread}"))
         listed = (await client.get("/threads")).json()["threads"]
         assert [t["threadId"] for t in listed] == ["b", "a"]
-        assert (await client.get("/threads", params={"limit": 1})).json()["threads"][0]["threadId"] == "b"
+        first = (await client.get("/threads", params={"limit": 1})).json()
+        assert [t["threadId"] for t in first["threads"]] == ["b"]
+        second = (await client.get("/threads", params={"limit": 1, "cursor": first["next"]})).json()
+        assert [t["threadId"] for t in second["threads"]] == ["a"]
+        last = (await client.get("/threads", params={"limit": 1, "cursor": second["next"]})).json()
+        assert last == {"threads": [], "next": None}
+        assert (await client.get("/threads")).json()["next"] is None  # all on one page
         assert_error(await client.get("/threads", params={"limit": 0}), 422)
+        for cursor in ("garbage", "", "WzEsMl0", "eyJhIjoxfQ"):  # not base64 JSON; [1,2]; {"a":1}
+            assert_error(await client.get("/threads", params={"cursor": cursor}), 422, "cursor")
         assert_error(await client.get("/threads/nope"), 404)
         assert (await client.delete("/threads/a")).status_code == 204
         assert_error(await client.get("/threads/a"), 404)

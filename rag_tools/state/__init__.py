@@ -19,6 +19,7 @@ from .models import (
     prepare_context,
 )
 from .store import (
+    ListPosition,
     MemoryThreadStore,
     SQLiteThreadStore,
     StoreError,
@@ -35,6 +36,7 @@ __all__ = [
     "SESSION_NAMESPACE",
     "CacheEntry",
     "Citation",
+    "ListPosition",
     "MemoryThreadStore",
     "QAEntry",
     "QASessionState",

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, TypeVar
 import asyncpg
 import orjson
 
-from .store import StoreError, ThreadInfo, ThreadRecord, ThreadStore, VersionConflictError
+from .store import ListPosition, StoreError, ThreadInfo, ThreadRecord, ThreadStore, VersionConflictError
 
 __all__ = ["PostgresThreadStore", "SchemaVersionError"]
 
@@ -74,8 +74,10 @@ _LOAD = "SELECT owner, title, version, updated_at, state, extras FROM ragstream_
 _VERSION = "SELECT version FROM ragstream_threads WHERE thread_id = $1"
 _DELETE = "DELETE FROM ragstream_threads WHERE thread_id = $1"
 _LIST_COLUMNS = "SELECT thread_id, owner, title, version, updated_at FROM ragstream_threads"
-_LIST_OWNED = f"{_LIST_COLUMNS} WHERE owner = $1 ORDER BY updated_at DESC LIMIT $2"
-_LIST_UNOWNED = f"{_LIST_COLUMNS} WHERE owner IS NULL ORDER BY updated_at DESC LIMIT $1"
+_PAGE = "(updated_at, thread_id) < ($2, $3) ORDER BY updated_at DESC, thread_id DESC LIMIT $4"
+_LIST_OWNED = f"{_LIST_COLUMNS} WHERE owner = $1 AND {_PAGE}"
+# $1 (the owner, NULL here) stays in the query so that both take the same arguments
+_LIST_UNOWNED = f"{_LIST_COLUMNS} WHERE owner IS NULL AND $1::text IS NULL AND {_PAGE}"
 
 #: What a lost connection, a refused connection, a timeout or a server error looks like.
 _FAILURES = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
@@ -206,11 +208,12 @@ class PostgresThreadStore(ThreadStore):
         status = await self._call(lambda conn: conn.execute(_DELETE, thread_id))
         return bool(status != "DELETE 0")
 
-    async def list_threads(self, owner: str | None, *, limit: int = 100) -> list[ThreadInfo]:
-        if owner is None:
-            rows = await self._call(lambda conn: conn.fetch(_LIST_UNOWNED, limit))
-        else:
-            rows = await self._call(lambda conn: conn.fetch(_LIST_OWNED, owner, limit))
+    async def list_threads(
+        self, owner: str | None, *, limit: int = 100, after: ListPosition | None = None
+    ) -> list[ThreadInfo]:
+        updated, thread = after if after is not None else (float("inf"), "")
+        query = _LIST_OWNED if owner is not None else _LIST_UNOWNED
+        rows = await self._call(lambda conn: conn.fetch(query, owner, updated, thread, limit))
         return [ThreadInfo(*row) for row in rows]
 
     async def close(self) -> None:

@@ -19,7 +19,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .store import StoreError, ThreadInfo, ThreadRecord, ThreadStore, VersionConflictError
+from .store import ListPosition, StoreError, ThreadInfo, ThreadRecord, ThreadStore, VersionConflictError
 
 __all__ = ["RedisThreadStore"]
 
@@ -135,12 +135,24 @@ class RedisThreadStore(ThreadStore):
             deleted, _ = await self._call(pipe.execute())
         return bool(deleted)
 
-    async def list_threads(self, owner: str | None, *, limit: int = 100) -> list[ThreadInfo]:
+    async def list_threads(
+        self, owner: str | None, *, limit: int = 100, after: ListPosition | None = None
+    ) -> list[ThreadInfo]:
         index = f"{self.prefix}owner:{owner if owner is not None else _NO_OWNER}"
-        ids = await self._call(self.redis.zrevrange(index, 0, limit - 1))
+        if after is None:
+            ids = [raw.decode() for raw in await self._call(self.redis.zrevrange(index, 0, limit - 1))]
+        else:
+            # the set orders equal scores by member, descending here: take the ties at ``after``'s
+            # score too and keep those below its thread id
+            ties = await self._call(self.redis.zcount(index, after[0], after[0]))
+            scored = await self._call(
+                self.redis.zrevrangebyscore(
+                    index, after[0], "-inf", start=0, num=limit + ties, withscores=True
+                )
+            )
+            ids = [raw.decode() for raw, score in scored if (score, raw.decode()) < after][:limit]
         infos = []
-        for raw_id in ids:
-            thread_id = raw_id.decode()
+        for thread_id in ids:
             fields = await self._call(
                 self.redis.hmget(self._key(thread_id), "title", "version", "updated_at")
             )

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 __all__ = [
+    "ListPosition",
     "MemoryThreadStore",
     "SQLiteThreadStore",
     "StoreError",
@@ -65,6 +66,16 @@ class ThreadInfo:
     version: int
     updated_at: float
 
+    @property
+    def position(self) -> ListPosition:
+        """Where this line sits in a listing: pass it as ``after`` for the lines that follow."""
+        return (self.updated_at, self.thread_id)
+
+
+#: A place in a thread listing, ``(updated_at, thread_id)``; listings run from the greatest down.
+ListPosition = tuple[float, str]
+_NO_POSITION = float("inf")  # above every update time: the listing's first page
+
 
 class ThreadStore(ABC):
     """Persistence of ``ThreadRecord``s with compare-and-set saves."""
@@ -92,8 +103,11 @@ class ThreadStore(ABC):
         """Remove a thread; ``False`` when there was none."""
 
     @abstractmethod
-    async def list_threads(self, owner: str | None, *, limit: int = 100) -> list[ThreadInfo]:
-        """Threads of ``owner`` (``None``: unowned threads), most recently updated first."""
+    async def list_threads(
+        self, owner: str | None, *, limit: int = 100, after: ListPosition | None = None
+    ) -> list[ThreadInfo]:
+        """Threads of ``owner`` (``None``: unowned threads), most recently updated first (ties by
+        thread id, descending); with ``after``, those that come after that position (the next page)."""
 
     async def open(self) -> None:  # noqa: B027 - optional hook
         """Connect and prepare (a database schema, say); stores that need it also do it on first use."""
@@ -142,9 +156,12 @@ class MemoryThreadStore(ThreadStore):
     async def delete(self, thread_id: str) -> bool:
         return self._rows.pop(thread_id, None) is not None
 
-    async def list_threads(self, owner: str | None, *, limit: int = 100) -> list[ThreadInfo]:
+    async def list_threads(
+        self, owner: str | None, *, limit: int = 100, after: ListPosition | None = None
+    ) -> list[ThreadInfo]:
         rows = [ThreadInfo(tid, r[0], r[1], r[2], r[3]) for tid, r in self._rows.items() if r[0] == owner]
-        rows.sort(key=lambda info: info.updated_at, reverse=True)
+        rows = [info for info in rows if after is None or info.position < after]
+        rows.sort(key=lambda info: info.position, reverse=True)
         return rows[:limit]
 
 
@@ -220,8 +237,10 @@ class SQLiteThreadStore(ThreadStore):
     async def delete(self, thread_id: str) -> bool:
         return await self._run(_sqlite_delete, thread_id)
 
-    async def list_threads(self, owner: str | None, *, limit: int = 100) -> list[ThreadInfo]:
-        return await self._run(_sqlite_list, owner, limit)
+    async def list_threads(
+        self, owner: str | None, *, limit: int = 100, after: ListPosition | None = None
+    ) -> list[ThreadInfo]:
+        return await self._run(_sqlite_list, owner, limit, after)
 
     async def close(self) -> None:
         async with self._lock:
@@ -292,10 +311,14 @@ def _sqlite_delete(conn: sqlite3.Connection, thread_id: str) -> bool:
     return conn.execute("DELETE FROM threads WHERE thread_id = ?", (thread_id,)).rowcount > 0
 
 
-def _sqlite_list(conn: sqlite3.Connection, owner: str | None, limit: int) -> list[ThreadInfo]:
+def _sqlite_list(
+    conn: sqlite3.Connection, owner: str | None, limit: int, after: ListPosition | None
+) -> list[ThreadInfo]:
+    updated, thread = after if after is not None else (_NO_POSITION, "")
     rows = conn.execute(
         "SELECT thread_id, owner, title, version, updated_at FROM threads WHERE owner IS ?"
-        " ORDER BY updated_at DESC LIMIT ?",
-        (owner, limit),
+        " AND (updated_at < ? OR (updated_at = ? AND thread_id < ?))"
+        " ORDER BY updated_at DESC, thread_id DESC LIMIT ?",
+        (owner, updated, updated, thread, limit),
     ).fetchall()
     return [ThreadInfo(*row) for row in rows]

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from rag_tools.config import SearchMode
 from rag_tools.kb import IngestOutcome, KnowledgeBase, SearchHit
-from rag_tools.state import ThreadInfo, ThreadRecord, ThreadStore
+from rag_tools.state import ListPosition, ThreadInfo, ThreadRecord, ThreadStore
 
 from . import metrics, tracing
 
@@ -85,8 +85,10 @@ class ObservedThreadStore(ThreadStore):
         with tracing.span("thread_store.delete", **{"ragstream.thread_id": thread_id}):
             return await self._call("delete", self.inner.delete(thread_id))
 
-    async def list_threads(self, owner: str | None, *, limit: int = 100) -> list[ThreadInfo]:
-        return await self._call("list", self.inner.list_threads(owner, limit=limit))
+    async def list_threads(
+        self, owner: str | None, *, limit: int = 100, after: ListPosition | None = None
+    ) -> list[ThreadInfo]:
+        return await self._call("list", self.inner.list_threads(owner, limit=limit, after=after))
 
     async def open(self) -> None:
         await self._call("open", self.inner.open())

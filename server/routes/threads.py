@@ -49,7 +49,8 @@ _SEQUENCE = re.compile(r"[0-9]{1,12}")
 
 async def list_all(request: Request) -> Response:
     limit = int_param(request, "limit", 100, low=1, high=1000)
-    return JSONResponse({"threads": await list_threads(services_of(request), caller(request), limit)})
+    cursor = request.query_params.get("cursor")
+    return JSONResponse(await list_threads(services_of(request), caller(request), limit, cursor))
 
 
 async def get_thread(request: Request) -> Response:
