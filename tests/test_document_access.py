@@ -203,6 +203,8 @@ async def test_two_principals_see_only_their_own_documents(scenario_config: Any)
             ids = {d["document_id"] for d in listing["documents"]}
             assert own_id in ids and other_id not in ids
             assert listing["total"] == len(ids)
+            # readiness counts the documents the caller may read, like the listing
+            assert (await client.get("/ready", headers=headers)).json()["documents"] == listing["total"]
             own = await client.get(f"/documents/{own_id}", headers=headers)
             assert own.status_code == 200 and own.json()["groups"] == [{"alice": "hr", "bob": "eng"}[who]]
             assert (await client.get(f"/documents/{own_id}?format=file", headers=headers)).status_code == 200
@@ -215,6 +217,7 @@ async def test_two_principals_see_only_their_own_documents(scenario_config: Any)
         # the administrator reads both
         listing = (await client.get("/documents", params={"page_size": 500}, headers=_as("root"))).json()
         assert {hr_id, eng_id} <= {d["document_id"] for d in listing["documents"]}
+        assert (await client.get("/ready", headers=_as("root"))).json()["documents"] == listing["total"]
 
 
 async def test_qa_and_document_tools_answer_only_from_the_callers_documents(scenario_config: Any) -> None:

@@ -506,10 +506,12 @@ class KnowledgeBase:
 
     @storage_errors
     async def count_documents(self) -> int:
-        """How many documents the knowledge base holds."""
+        """How many documents the knowledge base holds that the reader may read."""
         await self.open()
         documents = self._tables.documents
-        return await documents.count_rows() if documents is not None else 0
+        if documents is None:
+            return 0
+        return await documents.count_rows(self.reader.to_sql())
 
     @storage_errors
     async def count_chunks(self) -> int:

@@ -37,7 +37,7 @@ from rag_tools.kb import SUPPORTED_SUFFIXES
 from ..auth import principal_of
 from ..errors import error_response
 from ..observe import metrics
-from ._common import services_of
+from ._common import reader, services_of
 
 __all__ = ["capabilities", "health", "metrics_page", "ready"]
 
@@ -93,8 +93,8 @@ async def ready(request: Request) -> Response:
             details={"checks": checks},
         )
     body: dict[str, Any] = {"status": "ready", "checks": checks}
-    if principal_of(request) is not None:
-        body["documents"] = results["knowledgeBase"][1]
+    if principal_of(request) is not None:  # the documents this caller may read
+        body["documents"] = await services.kb.restricted(reader(request)).count_documents()
     return JSONResponse(body)
 
 
