@@ -197,7 +197,7 @@ def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
             port=config.port,
             workers=config.workers,
             log_level="info",
-            log_config=logs.log_config(config.log_format) or uvicorn.config.LOGGING_CONFIG,
+            log_config=logs.log_config(config.log_format, uvicorn.config.LOGGING_CONFIG),
             timeout_graceful_shutdown=10,
             # a worker answers the supervisor's pings from a thread, which a long model or index load
             # holding the GIL can starve for more than uvicorn's 5 s: the worker was killed, restarted

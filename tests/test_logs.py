@@ -6,14 +6,16 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import logging.config
 import secrets
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn
 
-from server.observe.logs import JsonFormatter, bind, log_config
+from server.observe.logs import JsonFormatter, LogFormat, bind, log_config
 from tests.otlp_receiver import OTLPReceiver
 from tests.protocol import parse_sse, run_body
 from tests.servers import served
@@ -85,5 +87,27 @@ def test_plain_text_is_the_default() -> None:
     from server.config import AppConfig
 
     assert AppConfig(data_dir=Path("x")).log_format == "text"
-    assert log_config("text") is None
-    assert log_config("json")["formatters"]["json"]["()"].endswith("JsonFormatter")
+    assert (
+        log_config("text", uvicorn.config.LOGGING_CONFIG)["formatters"]
+        == uvicorn.config.LOGGING_CONFIG["formatters"]
+    )
+    assert log_config("json", uvicorn.config.LOGGING_CONFIG)["formatters"]["json"]["()"].endswith(
+        "JsonFormatter"
+    )
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_access_lines_carry_no_token(log_format: LogFormat, capsys: pytest.CaptureFixture[str]) -> None:
+    """The chat page is opened as /?token=...: uvicorn's access line must not keep the token."""
+    logging.config.dictConfig(log_config(log_format, uvicorn.config.LOGGING_CONFIG))
+    try:
+        access = logging.getLogger("uvicorn.access")
+        for path in ("/?token=alice-secret", "/page?x=1&Token=alice-secret#top", "/threads?limit=5"):
+            access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5000", "GET", path, "1.1", 200)
+        out = capsys.readouterr()
+        text = out.out + out.err
+    finally:
+        logging.config.dictConfig(uvicorn.config.LOGGING_CONFIG)
+    assert "alice-secret" not in text
+    assert "/?token=[redacted]" in text and "/page?x=1&Token=[redacted]#top" in text
+    assert "/threads?limit=5" in text

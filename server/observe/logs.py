@@ -8,15 +8,17 @@ in any module, says which run it belongs to. The default format stays plain text
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
+import re
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from opentelemetry import trace
 
-__all__ = ["JsonFormatter", "LogFormat", "bind", "log_config"]
+__all__ = ["JsonFormatter", "LogFormat", "RedactTokens", "bind", "log_config"]
 
 LogFormat = Literal["text", "json"]
 
@@ -62,23 +64,47 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False, default=str)
 
 
-def log_config(log_format: LogFormat) -> dict[str, Any] | None:
-    """uvicorn's ``log_config`` for ``log_format``: ``None`` keeps uvicorn's own (plain text); ``json``
-    sends every logger's lines (ragstream's at INFO, uvicorn's, other libraries' warnings) to
-    stderr as JSON lines."""
+_TOKEN_PARAM = re.compile(r"([?&](?:token|access_token)=)[^&#\s]*", re.IGNORECASE)
+
+
+class RedactTokens(logging.Filter):
+    """Blank the ``token`` of a request path in uvicorn's access lines: the chat page is opened as
+    ``/?token=...`` (it moves the token out of the address bar at once), and a bearer token has no
+    place in a log file."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(
+            isinstance(a, str) and "token=" in a.lower() for a in record.args
+        ):
+            record.args = tuple(
+                _TOKEN_PARAM.sub(r"\1[redacted]", a) if isinstance(a, str) else a for a in record.args
+            )
+        return True
+
+
+def log_config(log_format: LogFormat, base: dict[str, Any]) -> dict[str, Any]:
+    """uvicorn's ``log_config`` for ``log_format``: ``base`` (uvicorn's own, plain text) for ``text``;
+    for ``json`` every logger's lines (ragstream's at INFO, uvicorn's, other libraries' warnings) go
+    to stderr as JSON lines. Either way access lines carry no token (``RedactTokens``)."""
+    redact = {"redact_tokens": {"()": f"{__name__}.RedactTokens"}}
     if log_format != "json":
-        return None
+        config = copy.deepcopy(base)
+        config["filters"] = {**config.get("filters", {}), **redact}
+        config["loggers"].setdefault("uvicorn.access", {})["filters"] = ["redact_tokens"]
+        return config
     handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": f"{__name__}.JsonFormatter"}},
+        "filters": redact,
         "handlers": {"stderr": handler},
         "root": {"handlers": ["stderr"], "level": "WARNING"},
         "loggers": {
             "ragstream": {"level": "INFO"},
-            "uvicorn": {"level": "INFO"},
-            "uvicorn.error": {"level": "INFO"},
-            "uvicorn.access": {"level": "INFO"},
+            # propagate set again: a process configured with uvicorn's own config before has it off
+            "uvicorn": {"level": "INFO", "propagate": True},
+            "uvicorn.error": {"level": "INFO", "propagate": True},
+            "uvicorn.access": {"level": "INFO", "propagate": True, "filters": ["redact_tokens"]},
         },
     }
