@@ -221,15 +221,18 @@ async def test_reload_restores_the_thread(browser: Browser, rag_server: str) -> 
     chat.assert_clean_console()
 
 
-async def reload_and_stop(chat: ChatPage, streaming: Locator) -> None:
-    """Reload while an answer streams, then stop the run the reloaded page picked up."""
+async def reload_and_stop(chat: ChatPage, streaming: Locator, question: str) -> None:
+    """Reload while an answer streams, then stop the run the reloaded page picked up: its question,
+    shown above the forming answer, is not saved, so the notice names it and the box offers it."""
     await chat.reload()
     await expect(streaming).to_contain_text("tok10")
+    await expect(chat.page.locator("#log article.message-user").last).to_contain_text(question)
     await chat.page.locator("#stop").click()
     await expect(chat.page.locator("#log .notice p").first).to_have_text(
-        "The run under way when this page opened was stopped; its turn was not saved."
+        f"The run under way when this page opened was stopped; its turn (“{question}”) was not saved."
     )
     await chat.wait_idle()
+    await expect(chat.page.locator("#question")).to_have_value(question)
 
 
 async def test_a_reload_mid_answer_follows_the_run_to_its_end(browser: Browser, scenario_config: Any) -> None:
@@ -248,6 +251,12 @@ async def test_a_reload_mid_answer_follows_the_run_to_its_end(browser: Browser, 
         await expect(page.locator("#stop")).to_be_visible()
         await expect(page.locator("#log")).to_have_attribute("aria-busy", "true")
         await expect(streaming).to_contain_text("tok150")  # forming on the reloaded page
+        # under the question it answers (the run's RUN_STARTED names it), while it still forms
+        busy, asked = await page.evaluate(
+            """() => [document.querySelector('#log').getAttribute('aria-busy'),
+                      [...document.querySelectorAll('#log article.message-user')].map((a) => a.textContent)]"""
+        )
+        assert busy == "true" and len(asked) == 2 and "slow answer please" in asked[-1], (busy, asked)
         await chat.screenshot("following")
         await chat.wait_idle()
         view = await chat.server_view()
@@ -260,7 +269,7 @@ async def test_a_reload_mid_answer_follows_the_run_to_its_end(browser: Browser, 
 
         await chat.type_question("slow again")
         await expect(streaming).to_contain_text("tok3")
-        await reload_and_stop(chat, streaming)
+        await reload_and_stop(chat, streaming, "slow again")
         after = await chat.server_view()
         assert after["messages"] == view["messages"]
         assert after["activeRunId"] is None
@@ -285,6 +294,11 @@ async def test_a_reload_during_a_new_chats_first_answer_follows_it(
         await chat.reload()
         await expect(page.locator("#stop")).to_be_visible()
         await expect(streaming).to_contain_text("tok150")
+        busy, asked = await page.evaluate(
+            """() => [document.querySelector('#log').getAttribute('aria-busy'),
+                      [...document.querySelectorAll('#log article.message-user')].map((a) => a.textContent)]"""
+        )
+        assert busy == "true" and len(asked) == 1 and "slow answer please" in asked[0], (busy, asked)
         await chat.wait_idle()
         assert chat.thread_id == first
         view = await chat.server_view()
@@ -300,7 +314,7 @@ async def test_a_reload_during_a_new_chats_first_answer_follows_it(
         await expect(streaming).to_contain_text("tok3")
         second = chat.thread_id
         assert second is not None and second != first
-        await reload_and_stop(chat, streaming)
+        await reload_and_stop(chat, streaming, "slow again")
         assert chat.thread_id is None  # never saved: a new chat again
         await expect(page.locator("#threads li")).to_have_count(1)  # only the first chat
         async with httpx.AsyncClient(base_url=url) as client:

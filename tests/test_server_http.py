@@ -55,6 +55,10 @@ async def test_run_streams_sse_with_ids_and_headers(scenario_config: Any) -> Non
         assert "\r\n" not in response.text
         frames = parse_sse(response.text)
         assert [i for i, _ in frames] == list(range(1, len(frames) + 1))  # per-run sequence numbers
+        # RUN_STARTED names the question it answers, for a client that did not send it (a follower)
+        started = frames[0][1]
+        assert started["input"]["messages"] == [{"id": "u-r1", "role": "user", "content": "nightly backups"}]
+        assert (started["input"]["threadId"], started["input"]["runId"]) == ("t", "r1")
         state = check_stream([e for _, e in frames], {})
         view = (await client.get("/threads/t")).json()
         assert view["state"] == state
@@ -215,6 +219,7 @@ async def test_empty_messages_restate_the_thread(scenario_config: Any) -> None:
         _, first = await run(client, run_body("restate", "r1"))
         state = check_stream(first, {})
         _, events = await run(client, run_body("restate", "r2", None))
+        assert "input" not in events[0]  # nothing asked
         assert [e["type"] for e in events] == [
             "RUN_STARTED",
             "MESSAGES_SNAPSHOT",

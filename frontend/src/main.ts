@@ -142,8 +142,12 @@ async function openThread(threadId: string | null): Promise<void> {
   session = next;
   stopListening = session.onChange(scheduleRender);
   render();
-  // a run under way when the thread opened may save it (a new chat's first answer): list it then
-  void next.following?.then(refreshThreads);
+  // a run under way when the thread opened may save it (a new chat's first answer): list it then;
+  // a turn it did not save (stopped, failed) is offered again, as for the page's own runs
+  void next.following?.then((unsaved) => {
+    if (unsaved && session === next && !ui.question.value.trim()) ui.question.value = unsaved;
+    return refreshThreads();
+  });
 }
 
 async function refreshThreads(): Promise<void> {

@@ -93,8 +93,11 @@ export class ChatSession {
   filter: string[];
   /** Whether the server has saved this thread (see `ThreadView.saved`). */
   saved: boolean;
-  /** The run under way when the page opened the thread, followed to its end (see `follow`). */
-  following: Promise<void> | null = null;
+  /**
+   * The run under way when the page opened the thread, followed to its end (see `follow`); it
+   * resolves to the run's question when the run's turn was not saved (to offer it again).
+   */
+  following: Promise<string | undefined> | null = null;
   /**
    * The versions of the shown messages, by message id (the thread view's `branches`): read with
    * the thread, after every run and with every switch.
@@ -387,14 +390,16 @@ export class ChatSession {
   /**
    * Follow a run that was under way when the page opened the thread (a reload mid-answer, another
    * tab): its events stream in from the run's start, so the answer forms as it would have; when it
-   * ends, the page shows the thread as the server saved it (the turn's question included). Stop
-   * works as for the page's own runs.
+   * ends, the page shows the thread as the server saved it. The run's RUN_STARTED names the question
+   * it answers, so the question shows above the answer as it forms. Stop works as for the page's own
+   * runs; a turn not saved resolves to its question, to offer it again.
    */
-  private async follow(runId: string): Promise<void> {
+  private async follow(runId: string): Promise<string | undefined> {
     this.runId = runId;
     this.phase = "running";
     this.lastRun = {};
     this.changed();
+    const before = this.messages.length;
     try {
       this.agent.abortController = new AbortController();
       await this.agent.connectAgent({ runId });
@@ -402,21 +407,30 @@ export class ChatSession {
       this.lastRun = { outcome: "error", error: describe(error) };
     }
     this.liveQuestions = [];
+    const asked = this.messages
+      .slice(before)
+      .filter((m) => m.role === "user")
+      .at(-1);
+    const question =
+      asked && typeof asked.content === "string" ? asked.content.trim() || undefined : undefined;
     const outcome = this.lastRun.outcome ?? "error";
     if (outcome === "success" || outcome === "interrupt") this.saved = true; // a first run saved it
     await this.resync();
-    if (outcome === "cancelled" || outcome === "error") {
-      if (this.lastRun.code !== "abort")
-        this.notify(
-          outcome === "cancelled" ? "info" : "error",
-          outcome === "cancelled"
-            ? "The run under way when this page opened was stopped; its turn was not saved."
-            : `The run under way when this page opened ended without an answer. ${sentence(this.lastRun.error ?? "It failed.")}`,
-        );
+    let unsaved: string | undefined;
+    if ((outcome === "cancelled" || outcome === "error") && this.lastRun.code !== "abort") {
+      const quoted = question ? ` (“${question.length > 60 ? `${question.slice(0, 59)}…` : question}”)` : "";
+      this.notify(
+        outcome === "cancelled" ? "info" : "error",
+        outcome === "cancelled"
+          ? `The run under way when this page opened was stopped; its turn${quoted} was not saved.`
+          : `The run under way when this page opened ended without an answer. ${sentence(this.lastRun.error ?? "It failed.")} Its turn${quoted} was not saved.`,
+      );
+      unsaved = question;
     }
     this.phase = "idle";
     this.runId = null;
     this.changed();
+    return unsaved;
   }
 
   /** Stop listening (page unload, switching threads); the server decides what happens to the run. */

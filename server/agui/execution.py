@@ -2,6 +2,9 @@
 
 It is the ``RunSource`` the engine runs (``server.runs``). Its event pipeline:
 
+- RUN_STARTED carries the messages the run answers (AG-UI's ``input``, with only the client's
+  new turn: its question): a client that did not send them (a page following the run after a
+  reload, another tab) shows the question with the answer; one that did finds them by id;
 - right after RUN_STARTED, a STATE_SNAPSHOT of the run's baseline: the thread's state with the
   client's proposal applied. Every run carries its own baseline, so a consumer that folds one
   run's events from ``{}`` (CopilotKit's runtime, a logger, a replay, a resume on another
@@ -37,6 +40,7 @@ from ag_ui.core import (
     PROTOCOL_VERSION,
     BaseEvent,
     EventType,
+    Message,
     MessagesSnapshotEvent,
     RunAgentInput,
     RunErrorEvent,
@@ -93,6 +97,7 @@ class AGUIRun:
     count_metrics: bool = False
     created: float = field(default_factory=time.perf_counter)
     questions: RunQuestions | None = None
+    new_turn: list[Message] = field(default_factory=list)  # the client's messages the run answers
 
     @property
     def thread_id(self) -> str:
@@ -175,10 +180,26 @@ class AGUIRun:
                     yield RunErrorEvent(message=failure.message, code=failure.code.value)
                     return
             if kind == EventType.RUN_STARTED:
-                yield _with_trace_id(event)
+                yield _with_trace_id(self._with_input(event))
                 yield StateSnapshotEvent(snapshot=self.baseline)
                 continue
             yield event
+
+    def _with_input(self, event: BaseEvent) -> BaseEvent:
+        """RUN_STARTED with the new turn as its ``input`` (no state, tools or context: the baseline
+        snapshot follows, and the rest is the client's own)."""
+        if not self.new_turn:
+            return event
+        run_input = RunAgentInput(
+            thread_id=self.thread_id,
+            run_id=self.run_id,
+            messages=self.new_turn,
+            state={},
+            tools=[],
+            context=[],
+            forwarded_props={},
+        )
+        return event.model_copy(update={"input": run_input})
 
     async def on_complete(self, result: AgentRunResult[Any]) -> AsyncIterator[BaseEvent]:
         """Runs before RUN_FINISHED of a successful (or interrupted) run: save, then final state."""

@@ -171,6 +171,7 @@ class AGUIRunFactory:
         capabilities = list(self.capabilities)
         if tokens is not None:
             capabilities.append(TokenBudget(self.quotas, principal, tokens))
+        run.new_turn = new_turn
         adapter = RagstreamAdapter(
             agent=self.agent,
             run_input=run_input.model_copy(update={"state": baseline, "messages": new_turn}),
