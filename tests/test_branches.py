@@ -438,3 +438,23 @@ def _position(messages: list[dict[str, Any]], message_id: str) -> int:
 
 def _index_of(view: dict[str, Any], message_id: str) -> int:
     return _position(view["messages"], message_id)
+
+
+async def test_the_title_is_the_shown_paths_first_question(chat: Chat) -> None:
+    """Editing the first question renames the thread, in its view and the listing; showing the first
+    version again names it back."""
+
+    async def titles() -> tuple[str, str]:
+        listed = (await chat.http.get("/threads")).json()["threads"]
+        return (await chat.view())["title"], next(t["title"] for t in listed if t["threadId"] == chat.thread)
+
+    await three_turns(chat)
+    first_id = chat.user_ids()[0]
+    assert await titles() == (QUESTIONS[0], QUESTIONS[0])
+    # an edit of the first question (a new version under its id)
+    await chat.send([user("  How long   are monthly backups kept? ", first_id)])
+    assert await titles() == ("How long are monthly backups kept?", "How long are monthly backups kept?")
+    original = (await chat.view())["branches"][first_id]["ids"][0]  # the replaced version's (new) id
+    switched = await chat.http.post(f"/threads/{chat.thread}/switch", json={"messageId": original})
+    assert switched.status_code == 200 and switched.json()["title"] == QUESTIONS[0]
+    assert await titles() == (QUESTIONS[0], QUESTIONS[0])

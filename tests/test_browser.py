@@ -855,9 +855,14 @@ async def test_edit_regenerate_and_switch_between_versions(browser: Browser, wid
     assert rewritten["messages"][0]["id"] == first_id
     replaced = rewritten["branches"][first_id]["ids"][0]
     assert rewritten["branches"][first_id] == {"ids": [replaced, first_id], "index": 1}
+    # the chat is named after the first question shown: the edit renames it, header and list
+    await expect(page.locator("#chat-title")).to_have_text("How do I restore a backup?")
+    await expect(page.locator("#threads a[aria-current=page]")).to_have_text("How do I restore a backup?")
     await page.get_by_role("button", name="Previous version of this question").click()
     await page.locator(f'#log article[data-message-id="{replaced}"]').wait_for()
     assert thread_messages(await assert_screen_is_the_thread(chat))[0][2] == QUESTION
+    await expect(page.locator("#chat-title")).to_have_text(QUESTION)
+    await expect(page.locator("#threads a[aria-current=page]")).to_have_text(QUESTION)
     chat.assert_clean_console()
 
 

@@ -37,7 +37,7 @@ const conversation = new ConversationView(byId("log"), {
   cite: (n) => sources.show(n),
   edit: (id, text) => void session.edit(id, text).then(afterRun),
   regenerate: (id) => void session.regenerate(id).then(afterRun),
-  switchTo: (id) => void session.switchTo(id),
+  switchTo: (id) => void session.switchTo(id).then(refreshThreads), // the title may change with it
 });
 const approvals = new ApprovalsView(
   byId("approvals"),
@@ -83,7 +83,8 @@ function render(): void {
       : "";
   ui.status.textContent = statusText();
 
-  const title = session.title ?? threads.find((t) => t.threadId === session.threadId)?.title ?? "New chat";
+  // the listing is read again after every run (an edit of the first question renames the chat)
+  const title = threads.find((t) => t.threadId === session.threadId)?.title ?? session.title ?? "New chat";
   ui.title.textContent = title;
   document.title = `${title} · ragstream`;
 }

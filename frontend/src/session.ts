@@ -529,6 +529,7 @@ export class ChatSession {
   /** Show the thread as a view of it says: the branch's messages, its state, versions, approvals. */
   private show(view: ThreadView | null): void {
     this.saved = view?.saved ?? false;
+    this.title = view?.title ?? null; // the shown path's first question: a switch may rename the chat
     this.agent.setMessages(view?.messages ?? []);
     this.agent.setState(view?.state ?? {});
     this.branches = view?.branches ?? {};

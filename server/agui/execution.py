@@ -51,7 +51,6 @@ from ag_ui.core import (
 )
 from pydantic_ai import CancellationToken
 from pydantic_ai.exceptions import RunCancelled, RunTimedOut
-from pydantic_ai.messages import ModelRequest, UserPromptPart
 from pydantic_ai.run import AgentRunResult
 
 from rag_tools import ChatDeps
@@ -63,13 +62,12 @@ from ..runs import FailureCode, RunEvent, RunFailure, RunStatus
 from .adapter import classify
 from .branch_state import StepStates, stage_step_states
 from .encoding import encode_event
-from .history import thread_messages
+from .history import thread_messages, thread_title
 from .interrupts import with_question_interrupts
 from .questions import RunQuestions
 
 __all__ = ["TRACE_ID_KEY", "AGUIRun"]
 
-TITLE_CHARS = 80
 #: Where RUN_STARTED carries the run's trace id (AG-UI 1.0 event metadata, namespaced).
 TRACE_ID_KEY = "ragstream.traceId"
 
@@ -206,8 +204,8 @@ class AGUIRun:
         record = self.txn.entry.record
         if record.owner is None:
             record.owner = self.principal
-        if record.title is None:
-            record.title = _title(result)
+        # the title is the shown path's first question: an edit of it renames the thread
+        record.title = thread_title(result.all_messages()) or record.title
         events = self.deps.state_update_events(force=True)
         if self.steps is not None:
             stage_step_states(record.extras, self.steps, self.start)
@@ -263,18 +261,4 @@ def _status(event: BaseEvent, *, cancelled: bool = False) -> RunStatus | None:
         return "cancelled" if cancelled else _OUTCOME_STATUS.get(_outcome(event) or "", "finished")
     if event.type == EventType.RUN_ERROR:
         return "error"
-    return None
-
-
-def _title(result: AgentRunResult[Any]) -> str | None:
-    for message in result.all_messages():
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if (
-                    isinstance(part, UserPromptPart)
-                    and isinstance(part.content, str)
-                    and part.content.strip()
-                ):
-                    text = " ".join(part.content.split())
-                    return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
     return None

@@ -23,7 +23,7 @@ from pydantic_ai.conversation_store import (
     ConversationRecord,
     ConversationStore,
 )
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
 from pydantic_ai.ui.ag_ui import AGUIAdapter
 
 from .message_ids import RunIds, entry_ui, load_message, load_messages, rename_taken_ids
@@ -36,6 +36,7 @@ __all__ = [
     "stored_messages",
     "stored_record",
     "thread_messages",
+    "thread_title",
 ]
 
 _records: TypeAdapter[ConversationRecord] = TypeAdapter(ConversationRecord)
@@ -188,3 +189,22 @@ def thread_messages(extras: dict[str, Any]) -> tuple[list[Message], dict[str, di
     ids = [i for entry_ids in uis for i in entry_ids]
     messages: list[Message] = [m.model_copy(update={"id": i}) for m, i in zip(dumped, ids, strict=True)]
     return messages, tree.siblings(path)
+
+
+TITLE_CHARS = 80
+
+
+def thread_title(messages: Sequence[ModelMessage]) -> str | None:
+    """A thread's title: the first question of the path shown (whitespace folded, at most
+    ``TITLE_CHARS``), so editing that question, or showing another version of it, renames it."""
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if (
+                    isinstance(part, UserPromptPart)
+                    and isinstance(part.content, str)
+                    and part.content.strip()
+                ):
+                    text = " ".join(part.content.split())
+                    return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
+    return None
