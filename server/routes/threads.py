@@ -129,10 +129,9 @@ async def answer_question(request: Request) -> Response:
     runs = services_of(request).runs
     thread_id = path_id(request, "thread_id", "threadId")
     run_id = path_id(request, "run_id", "runId")
-    raw = await read_json_body(request)
     info = await runs.find(thread_id, run_id, caller(request))  # first: another's run is just missing
     try:
-        body = _AnswerBody.model_validate_json(raw)
+        body = _AnswerBody.model_validate_json(await read_json_body(request))
     except ValidationError as exc:
         raise InvalidRequest(
             'the body must be {"questionId": ..., "answer": "..."} or {"questionId": ..., "declined": true}',
