@@ -29,6 +29,7 @@ from server.routes.static import static_routes
 from tests.browser.chat import ChatPage, launch_browser, require_built_page, thread_cards, thread_messages
 from tests.browser.rendered import check_source_card, rendered_junk
 from tests.conftest import scenario_app
+from tests.protocol import run_body
 from tests.servers import serve
 
 pytestmark = pytest.mark.timeout(180)
@@ -319,6 +320,27 @@ async def test_a_reload_during_a_new_chats_first_answer_follows_it(
         await expect(page.locator("#threads li")).to_have_count(1)  # only the first chat
         async with httpx.AsyncClient(base_url=url) as client:
             assert (await client.get(f"/threads/{second}")).status_code == 404
+        chat.assert_clean_console()
+
+
+async def test_older_chats_are_a_button_away(browser: Browser, scenario_config: Any) -> None:
+    """The sidebar lists a page of chats (100) and fetches older ones on request, through the
+    listing's cursor, until none are left."""
+    async with serve(scenario_app(scenario_config)) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            for n in range(103):  # saved threads, oldest first (a run with no messages saves one)
+                response = await http.post("/agui", json=run_body(f"old-{n:03d}", "r", None))
+                assert response.status_code == 200
+        chat = await open_chat(browser, url, "older-chats")
+        page = chat.page
+        links = page.locator("#threads li a")
+        await expect(links).to_have_count(100)
+        assert await links.first.get_attribute("href") == "#thread=old-102"  # the newest first
+        more = page.get_by_role("button", name="Show older chats")
+        await more.click()
+        await expect(links).to_have_count(103)
+        await expect(more).to_have_count(0)
+        assert await links.last.get_attribute("href") == "#thread=old-000"
         chat.assert_clean_console()
 
 

@@ -92,8 +92,16 @@ export class Api {
     return answer as T;
   }
 
-  async listThreads(): Promise<ThreadSummary[]> {
-    return (await this.request<{ threads: ThreadSummary[] }>("GET", "/threads")).threads;
+  /**
+   * A page of the caller's chats, most recent first: `limit` of them from the start, or those after
+   * `cursor` (the `next` of the page before); `next` is null on the last page.
+   */
+  async listThreads(
+    limit: number,
+    cursor: string | null = null,
+  ): Promise<{ threads: ThreadSummary[]; next: string | null }> {
+    const query = new URLSearchParams({ limit: String(limit), ...(cursor ? { cursor } : {}) });
+    return await this.request<{ threads: ThreadSummary[]; next: string | null }>("GET", `/threads?${query}`);
   }
 
   /** The thread, or null when the server does not know it (never run, deleted, someone else's). */

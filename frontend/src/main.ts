@@ -46,11 +46,18 @@ const approvals = new ApprovalsView(
 const filter = new FilterView(byId("filter"), (names) => session.setFilter(names));
 // After an upload's job finishes, the filter lists the new documents.
 new UploadsView(byId("uploads"), api, () => void refreshDocuments());
-const threadList = new ThreadListView(byId("threads"), (thread) => void deleteThread(thread));
+const threadList = new ThreadListView(
+  byId("threads"),
+  (thread) => void deleteThread(thread),
+  () => void showOlderThreads(),
+);
 
 let session: ChatSession;
 let stopListening = () => {};
 let threads: ThreadSummary[] = [];
+/** Where the listed chats end, when older ones exist (`GET /threads`' `next`). */
+let olderThreads: string | null = null;
+const THREAD_PAGE = 100;
 let opening = 0;
 
 // ---- rendering -------------------------------------------------------------------------------
@@ -68,7 +75,7 @@ function render(): void {
   approvals.render(session);
   sources.render(session.citations);
   filter.render(session.filter, session.state.document_filter ?? []);
-  threadList.render(threads, session.threadId, session.busy);
+  threadList.render(threads, session.threadId, session.busy, olderThreads !== null);
 
   const waiting = session.interrupts.length > 0;
   ui.send.disabled = session.busy || session.switching || waiting;
@@ -151,11 +158,27 @@ async function openThread(threadId: string | null): Promise<void> {
   });
 }
 
+/** List the chats again: as many as are shown (at least a page), so older ones stay listed. */
 async function refreshThreads(): Promise<void> {
   try {
-    threads = await api.listThreads();
+    const page = await api.listThreads(Math.min(1000, Math.max(THREAD_PAGE, threads.length)));
+    threads = page.threads;
+    olderThreads = page.next;
   } catch (error) {
     showBanner(`Could not list the chats: ${describe(error)}`);
+  }
+  scheduleRender();
+}
+
+async function showOlderThreads(): Promise<void> {
+  if (olderThreads === null) return;
+  try {
+    const page = await api.listThreads(THREAD_PAGE, olderThreads);
+    const listed = new Set(threads.map((t) => t.threadId));
+    threads = [...threads, ...page.threads.filter((t) => !listed.has(t.threadId))];
+    olderThreads = page.next;
+  } catch (error) {
+    showBanner(`Could not list older chats: ${describe(error)}`);
   }
   scheduleRender();
 }

@@ -10,17 +10,32 @@ export class ThreadListView {
   constructor(
     private readonly root: HTMLElement,
     private readonly onDelete: (thread: ThreadSummary) => void,
+    private readonly onMore: () => void,
   ) {}
 
-  render(threads: ThreadSummary[], currentId: string, locked: boolean): void {
+  /** `more`: older chats exist beyond those listed (a button fetches the next page). */
+  render(threads: ThreadSummary[], currentId: string, locked: boolean, more = false): void {
     // rebuilt only when something it shows changes, so keyboard focus survives streaming
-    const sig = JSON.stringify([threads, currentId, locked]);
+    const sig = JSON.stringify([threads, currentId, locked, more]);
     if (sig === this.shownFor) return;
     this.shownFor = sig;
     if (threads.length === 0) {
       this.root.replaceChildren(h("li", { class: "empty" }, "No saved chats yet."));
       return;
     }
+    const older = more
+      ? [
+          h(
+            "li",
+            { class: "more" },
+            h(
+              "button",
+              { type: "button", class: "threads-more", onclick: () => this.onMore() },
+              "Show older chats",
+            ),
+          ),
+        ]
+      : [];
     this.root.replaceChildren(
       ...threads.map((thread) => {
         const title = thread.title || "Untitled chat";
@@ -41,6 +56,7 @@ export class ThreadListView {
           this.deleteButton(thread, title, locked && current),
         );
       }),
+      ...older,
     );
   }
 
