@@ -295,6 +295,15 @@ async def test_editors_change_only_their_groups_documents(scenario_config: Any) 
             headers=_as("carol"),
         )
         assert replace.status_code == 403
+        # an upload whose name a document carol may not read holds: taken, and nothing names it
+        taken = await client.post(
+            "/documents",
+            files={"file": ("eng-only.md", b"# Mine\n\nmine", "text/markdown")},
+            headers=_as("carol"),
+        )
+        assert taken.status_code == 409, taken.text
+        assert "'eng-only.md' is taken by a document you may not change" in taken.json()["error"]["message"]
+        assert eng_id not in taken.text
         foreign = await client.post(
             "/documents",
             files={"file": ("new.md", b"# New\n\nnew", "text/markdown")},

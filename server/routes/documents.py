@@ -157,14 +157,21 @@ async def upload_documents(request: Request) -> Response:
         groups = _form_groups([v for v in form.getlist("groups") if isinstance(v, str)])
         names = [(f.filename or "").replace("\\", "/").rsplit("/", 1)[-1] for f in files]
         for name in dict.fromkeys(n for n in names if n):  # what the job will create or replace
-            await _check_change(
-                request,
-                principal,
-                services,
-                document_id_for(f"upload://{name}"),
-                new=groups,
-                must_exist=False,
-            )
+            try:
+                await _check_change(
+                    request,
+                    principal,
+                    services,
+                    document_id_for(f"upload://{name}"),
+                    new=groups,
+                    must_exist=False,
+                )
+            except DocumentNotFound:  # a document the caller may not read holds the name: no id given
+                raise ApiError(
+                    409,
+                    f"the name {name!r} is taken by a document you may not change; upload it under another name",
+                    details=[{"loc": ["file"], "name": name}],
+                ) from None
         job = IngestJob.new(uuid.uuid4().hex, principal, names)
         job.groups = None if groups is None else list(groups)
         uploads: dict[int, bytes] = {}
