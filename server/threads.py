@@ -32,7 +32,7 @@ from rag_tools.tools.results import AttachmentRecord
 
 from .access import MessageNotFound, StateItemNotFound, ThreadNotFound, owned_entry
 from .agui.branch_state import fork_states, restore_state_at, state_at
-from .agui.history import conversation_of, stored_messages, stored_record, thread_messages, thread_title
+from .agui.history import conversation_of, path_title, stored_record, thread_messages
 from .agui.interrupts import interrupt_of
 from .agui.tree import ConversationTree
 from .runs import RunConflict, RunNotFound
@@ -226,9 +226,7 @@ async def switch_branch(
         if head != tree.head:
             restore_state_at(entry.context, tree.data, head)
             tree.move_head(head, str(uuid.uuid4()))
-            entry.record.title = (
-                thread_title(stored_messages(entry.record.extras, thread_id)[0]) or entry.record.title
-            )
+            entry.record.title = path_title(entry.record.extras) or entry.record.title
     return await thread_view(services, thread_id, principal, reader)
 
 

@@ -12,7 +12,7 @@ what the thread returns; the entries form a tree whose active path is the conver
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ag_ui.core import Message
@@ -33,6 +33,7 @@ __all__ = [
     "CONVERSATION_KEY",
     "ThreadConversationStore",
     "conversation_of",
+    "path_title",
     "stored_messages",
     "stored_record",
     "thread_messages",
@@ -194,7 +195,7 @@ def thread_messages(extras: dict[str, Any]) -> tuple[list[Message], dict[str, di
 TITLE_CHARS = 80
 
 
-def thread_title(messages: Sequence[ModelMessage]) -> str | None:
+def thread_title(messages: Iterable[ModelMessage]) -> str | None:
     """A thread's title: the first question of the path shown (whitespace folded, at most
     ``TITLE_CHARS``), so editing that question, or showing another version of it, renames it."""
     for message in messages:
@@ -208,3 +209,13 @@ def thread_title(messages: Sequence[ModelMessage]) -> str | None:
                     text = " ".join(part.content.split())
                     return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
     return None
+
+
+def path_title(extras: dict[str, Any]) -> str | None:
+    """``thread_title`` of the active path, reading its entries only as far as the first question
+    (not the whole path: a switch renames the thread and then shows it, which reads the path once)."""
+    data = extras.get(CONVERSATION_KEY)
+    if not data or data.get("record") is None:
+        return None
+    tree = ConversationTree(data)
+    return thread_title(load_message(tree.entries[key]) for key in tree.path())
