@@ -418,7 +418,7 @@ export class ChatSession {
     await this.resync();
     let unsaved: string | undefined;
     if ((outcome === "cancelled" || outcome === "error") && this.lastRun.code !== "abort") {
-      const quoted = question ? ` (“${question.length > 60 ? `${question.slice(0, 59)}…` : question}”)` : "";
+      const quoted = quote(question);
       this.notify(
         outcome === "cancelled" ? "info" : "error",
         outcome === "cancelled"
@@ -496,7 +496,7 @@ export class ChatSession {
       .trim();
     await this.resync();
     if (!stopped && this.lastRun.code === "abort") return; // we closed the stream ourselves
-    const asked = question ? ` (“${question.length > 60 ? `${question.slice(0, 59)}…` : question}”)` : "";
+    const asked = quote(question);
     this.notices.push({
       id: newId(),
       afterMessageId: this.messages.at(-1)?.id ?? null,
@@ -582,6 +582,11 @@ function isQuestion(value: unknown, full = true): value is LiveQuestion {
 }
 
 /** "thread is busy" -> "Thread is busy." */
+/** A turn's question as a notice names it: ` (“...”)`, cut at 60 characters; "" for none. */
+function quote(question: string | undefined): string {
+  return question ? ` (“${question.length > 60 ? `${question.slice(0, 59)}…` : question}”)` : "";
+}
+
 function sentence(text: string): string {
   const trimmed = text.trim();
   const capitalized = trimmed.charAt(0).toUpperCase() + trimmed.slice(1);
