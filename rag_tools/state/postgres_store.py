@@ -29,7 +29,15 @@ from typing import Any, ClassVar, TypeVar
 import asyncpg
 import orjson
 
-from .store import ListPosition, StoreError, ThreadInfo, ThreadRecord, ThreadStore, VersionConflictError
+from .store import (
+    ListPosition,
+    StoreError,
+    ThreadInfo,
+    ThreadRecord,
+    ThreadStore,
+    VersionConflictError,
+    listing_start,
+)
 
 __all__ = ["PostgresThreadStore", "SchemaVersionError"]
 
@@ -211,7 +219,7 @@ class PostgresThreadStore(ThreadStore):
     async def list_threads(
         self, owner: str | None, *, limit: int = 100, after: ListPosition | None = None
     ) -> list[ThreadInfo]:
-        updated, thread = after if after is not None else (float("inf"), "")
+        updated, thread = listing_start(after)
         query = _LIST_OWNED if owner is not None else _LIST_UNOWNED
         rows = await self._call(lambda conn: conn.fetch(query, owner, updated, thread, limit))
         return [ThreadInfo(*row) for row in rows]

@@ -74,7 +74,11 @@ class ThreadInfo:
 
 #: A place in a thread listing, ``(updated_at, thread_id)``; listings run from the greatest down.
 ListPosition = tuple[float, str]
-_NO_POSITION = float("inf")  # above every update time: the listing's first page
+
+
+def listing_start(after: ListPosition | None) -> ListPosition:
+    """Where a listing page begins: just after ``after``, or above every thread for the first page."""
+    return after if after is not None else (float("inf"), "")
 
 
 class ThreadStore(ABC):
@@ -314,7 +318,7 @@ def _sqlite_delete(conn: sqlite3.Connection, thread_id: str) -> bool:
 def _sqlite_list(
     conn: sqlite3.Connection, owner: str | None, limit: int, after: ListPosition | None
 ) -> list[ThreadInfo]:
-    updated, thread = after if after is not None else (_NO_POSITION, "")
+    updated, thread = listing_start(after)
     rows = conn.execute(
         "SELECT thread_id, owner, title, version, updated_at FROM threads WHERE owner IS ?"
         " AND (updated_at < ? OR (updated_at = ? AND thread_id < ?))"

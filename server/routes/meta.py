@@ -94,7 +94,9 @@ async def ready(request: Request) -> Response:
         )
     body: dict[str, Any] = {"status": "ready", "checks": checks}
     if principal_of(request) is not None:  # the documents this caller may read
-        body["documents"] = await services.kb.restricted(reader(request)).count_documents()
+        view = services.kb.restricted(reader(request))
+        everything = view is services.kb  # a reader of every document: the probe counted them
+        body["documents"] = results["knowledgeBase"][1] if everything else await view.count_documents()
     return JSONResponse(body)
 
 
