@@ -222,6 +222,67 @@ async def test_reload_restores_the_thread(browser: Browser, rag_server: str) -> 
     chat.assert_clean_console()
 
 
+async def test_tabs_of_one_chat_follow_each_other_and_a_deleted_chat_is_not_made_again(
+    browser: Browser, rag_server: str
+) -> None:
+    """Two tabs of one browser on one chat: a turn asked in one shows in the other, and a chat deleted
+    in one is left by the other for a new chat, so its next question does not re-create the deleted
+    chat (under its old id, without its citations)."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    first = ChatPage(await context.new_page(), rag_server, "tabs-first")
+    await first.open()
+    await first.ask(QUESTION)
+    thread_id = first.thread_id
+    assert thread_id
+    second = ChatPage(await context.new_page(), rag_server, "tabs-second")
+    await second.open(f"#thread={thread_id}")
+    await expect(second.answers()).to_have_count(1)
+
+    # a turn asked in the first tab shows in the second (it would otherwise branch the chat)
+    await first.ask("How do I restore a backup?")
+    await expect(second.answers()).to_have_count(2)
+    assert await second.shown_messages() == await first.shown_messages()
+    assert await second.shown_messages() == thread_messages(await first.server_view())
+    assert await second.shown_cards() == thread_cards(await first.server_view())
+
+    # deleted in the second tab: the first leaves it, says so, and its next question is a new chat
+    await second.page.bring_to_front()
+    await second.page.locator("#threads li.current").hover()  # its delete button shows on hover
+    delete = second.page.locator("#threads li.current button.delete")
+    await delete.click()
+    await delete.click()
+    await expect(second.page.locator(".welcome")).to_be_visible()
+    await first.page.bring_to_front()
+    await expect(first.answers()).to_have_count(0)
+    await expect(first.page.locator("#log .notice p")).to_have_text(
+        "This chat was deleted in another tab; this is a new one."
+    )
+    assert first.thread_id is None
+    await expect(first.page.locator("#threads li")).to_have_text(["No saved chats yet."])
+    await first.ask(QUESTION)
+    assert first.thread_id not in (None, thread_id)
+    async with httpx.AsyncClient(base_url=rag_server, timeout=10) as client:
+        assert (await client.get(f"/threads/{thread_id}")).status_code == 404
+        listed = (await client.get("/threads")).json()["threads"]
+    assert [t["threadId"] for t in listed] == [first.thread_id]
+    await expect(second.page.locator("#threads a")).to_have_text([QUESTION])
+
+    # deleted on another device: the tab finds out when it is shown again
+    async with httpx.AsyncClient(base_url=rag_server, timeout=10) as client:
+        assert (await client.delete(f"/threads/{first.thread_id}")).status_code == 204
+    await first.page.evaluate("() => document.dispatchEvent(new Event('visibilitychange'))")
+    await expect(first.page.locator("#log .notice p")).to_have_text(
+        "This chat was deleted elsewhere; this is a new one."
+    )
+    assert first.thread_id is None
+    await expect(first.page.locator("#threads li")).to_have_text(["No saved chats yet."])
+    assert first.problems == [
+        "console error: Failed to load resource: the server responded with a status of 404 (Not Found)"
+    ]
+    second.assert_clean_console()
+    await context.close()
+
+
 async def reload_and_stop(chat: ChatPage, streaming: Locator, question: str) -> None:
     """Reload while an answer streams, then stop the run the reloaded page picked up: its question,
     shown above the forming answer, is not saved, so the notice names it and the box offers it."""

@@ -37,7 +37,11 @@ const conversation = new ConversationView(byId("log"), {
   cite: (n) => sources.show(n),
   edit: (id, text) => void session.edit(id, text).then(afterRun),
   regenerate: (id) => void session.regenerate(id).then(afterRun),
-  switchTo: (id) => void session.switchTo(id).then(refreshThreads), // the title may change with it
+  switchTo: (id) =>
+    void session.switchTo(id).then(() => {
+      tellTabs({ changed: session.threadId });
+      return refreshThreads(); // the title may change with it
+    }),
 });
 const approvals = new ApprovalsView(
   byId("approvals"),
@@ -190,6 +194,7 @@ async function deleteThread(thread: ThreadSummary): Promise<void> {
     showBanner(`Could not delete “${thread.title ?? "the chat"}”: ${describe(error)}`);
     return;
   }
+  tellTabs({ deleted: thread.threadId });
   if (thread.threadId === session.threadId) {
     setUrlThread(null);
     await openThread(null);
@@ -212,8 +217,63 @@ function afterRun(result: RunResult): void {
   // The Stop button and answered approval cards go away with the run: keep the keyboard focus.
   const focused = document.activeElement;
   if (!focused || focused === document.body || focused === ui.stop) ui.question.focus();
+  if (session.saved) tellTabs({ changed: session.threadId });
   void refreshThreads();
 }
+
+// ---- other tabs ---------------------------------------------------------------------------------
+
+/**
+ * What a tab tells the page's other tabs (a BroadcastChannel: same origin, same browser): it deleted
+ * a chat, or a chat changed (a turn saved, another version shown).
+ */
+type TabNews = { deleted: string } | { changed: string };
+
+const tabs = "BroadcastChannel" in window ? new BroadcastChannel("ragstream.chats") : null;
+
+function tellTabs(news: TabNews): void {
+  tabs?.postMessage(news);
+}
+
+/**
+ * A chat deleted elsewhere is left for a new one: its next question would otherwise create it again
+ * under the old id, without its citations. A chat that changed elsewhere is read again, so the next
+ * question continues what the user last saw there (not a stale copy that would branch it). Neither
+ * while this tab runs or switches: its own run ends with what the server keeps.
+ */
+async function followElsewhere(threadId: string, deleted: boolean, where: string): Promise<void> {
+  if (threadId !== session.threadId || !session.saved || !session.canSwitch) return;
+  if (!deleted) {
+    await openThread(threadId);
+    return;
+  }
+  setUrlThread(null);
+  await openThread(null);
+  session.notify("info", `This chat was deleted ${where}; this is a new one.`);
+}
+
+tabs?.addEventListener("message", (event: MessageEvent<TabNews>) => {
+  const news = event.data;
+  if ("deleted" in news) void followElsewhere(news.deleted, true, "in another tab");
+  else void followElsewhere(news.changed, false, "in another tab");
+  void refreshThreads();
+});
+
+// Shown again (another device may have changed things meanwhile): is the chat still there, as shown?
+document.addEventListener("visibilitychange", () => {
+  if (document.visibilityState !== "visible") return;
+  void refreshThreads();
+  if (!session.saved || !session.canSwitch) return;
+  const threadId = session.threadId;
+  void api.getThread(threadId).then(
+    (view) => {
+      if (view === null) return followElsewhere(threadId, true, "elsewhere");
+      const changed = view.messages.at(-1)?.id !== session.messages.at(-1)?.id;
+      return changed ? followElsewhere(threadId, false, "elsewhere") : undefined;
+    },
+    () => undefined, // offline for a moment: the next question tells
+  );
+});
 
 // ---- events -------------------------------------------------------------------------------------
 
