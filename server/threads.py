@@ -110,7 +110,7 @@ async def thread_view(
         entry = await _first_run_entry(services, thread_id, principal, active_run)
     state = (await _readable_state(services, entry.context, reader)).build_state_snapshot()
     conversation = stored_record(entry.record.extras, thread_id)
-    messages, branches = thread_messages(entry.record.extras)
+    path = thread_messages(entry.record.extras)
     interrupts: list[Interrupt] = []
     pending_calls: list[str] = []
     if conversation is not None and conversation.deferred_tool_requests is not None:
@@ -122,8 +122,9 @@ async def thread_view(
         "title": entry.record.title,
         "updatedAt": entry.record.updated_at,
         "version": entry.record.version,
-        "messages": [m.model_dump(mode="json", by_alias=True) for m in messages],
-        "branches": branches,
+        "messages": [m.model_dump(mode="json", by_alias=True) for m in path.messages],
+        "branches": path.branches,
+        "editedArgs": path.edited_args,
         "state": state,
         "interrupts": [i.model_dump(mode="json", by_alias=True) for i in interrupts],
         "pendingToolCallIds": pending_calls,

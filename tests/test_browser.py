@@ -511,7 +511,13 @@ async def test_approval_interrupts_approve_edit_and_deny(browser: Browser, scena
     await chat.wait_for_new_answer(before)
     await expect(chat.answers().last).to_have_text("Archived edited note.")
     await expect(page.locator("#log .tool-status").last).to_have_text("done, with your edited arguments")
-    assert (await chat.server_view())["state"]["archived"] == ["first note", "edited note"]
+    # the call shows the arguments it ran with; the model's proposal is its tooltip
+    await expect(page.locator("#log .tool-args").last).to_have_text("“edited note”")
+    await expect(page.locator("#log .tool-args").last).to_have_attribute("title", "Proposed: “second note”")
+    view = await chat.server_view()
+    assert view["state"]["archived"] == ["first note", "edited note"]
+    edited_call = [c["id"] for m in view["messages"] for c in m.get("toolCalls") or []][-1]
+    assert view["editedArgs"] == {edited_call: {"note": "edited note"}}
 
     # a pending approval survives a reload; deny it with a reason
     await chat.type_question("archive third note")
@@ -527,16 +533,18 @@ async def test_approval_interrupts_approve_edit_and_deny(browser: Browser, scena
     await chat.wait_for_new_answer(before)
     await expect(chat.answers().last).to_contain_text("Not archived: keep it")
     statuses = page.locator("#log .tool-status")
-    # (the page knows its own answers since the reload; the saved thread says "done" for the rest)
-    await expect(statuses).to_have_text(["done", "done", "denied"])
+    await expect(statuses).to_have_text(["done", "done, with your edited arguments", "denied"])
     view = await chat.server_view()
     assert view["state"]["archived"] == ["first note", "edited note"]  # the denied call never ran
     assert view["interrupts"] == []
     await expect(page.locator("#send")).to_be_enabled()
     await chat.screenshot("approval-done")
-    # after a reload the saved thread says which call did not run (the page's own answers are gone)
+    # after a reload the saved thread says the same: which call ran with edited arguments, which was denied
     await chat.reload()
-    await expect(statuses).to_have_text(["done", "done", "did not complete"])
+    await expect(statuses).to_have_text(["done", "done, with your edited arguments", "denied"])
+    await expect(page.locator("#log .tool-args")).to_have_text(
+        ["“first note”", "“edited note”", "“third note”"]
+    )
     chat.assert_clean_console()
 
 

@@ -24,13 +24,14 @@ from pydantic_ai import (
     ToolApproved,
 )
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelRequest, RetryPromptPart, ToolReturnPart
+from pydantic_ai.messages import ModelRequest, RetryPromptPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.toolsets import WrapperToolset
 
 from rag_tools import AgentDeps, ToolContext
 from rag_tools.kb import KnowledgeBase
 from rag_tools.tools import (
     APPROVAL_NAMESPACE,
+    EDITED_ARGS_KEY,
     OUTPUTS_NAMESPACE,
     ApprovalInfo,
     ApprovalPolicy,
@@ -364,8 +365,23 @@ async def test_no_tool_escapes_the_approval_policy(deps: AgentDeps) -> None:
     approved = DeferredToolResults(
         approvals={call.tool_call_id: ToolApproved(override_args={"path": "/tmp/x"})}
     )
-    await agent.run(message_history=first.all_messages(), deferred_tool_results=approved, deps=deps)
+    second = await agent.run(message_history=first.all_messages(), deferred_tool_results=approved, deps=deps)
     assert ran == ["/tmp/x"]  # approved with edited arguments
+    # the history keeps the model's proposal as the call and what it ran with on its result
+    calls = [p for m in second.all_messages() for p in getattr(m, "parts", []) if isinstance(p, ToolCallPart)]
+    assert [c.args_as_dict() for c in calls] == [{"path": "/data"}]
+    assert tool_returns(second.all_messages())[0].metadata[EDITED_ARGS_KEY] == {"path": "/tmp/x"}
+
+    # approved as proposed: nothing is recorded as edited
+    ran.clear()
+    again = await agent.run("go", deps=deps)
+    call = again.output.approvals[0]
+    as_proposed = DeferredToolResults(approvals={call.tool_call_id: ToolApproved()})
+    third = await agent.run(
+        message_history=again.all_messages(), deferred_tool_results=as_proposed, deps=deps
+    )
+    assert ran == ["/data"]
+    assert EDITED_ARGS_KEY not in tool_returns(third.all_messages())[0].metadata
 
 
 async def test_approval_metadata_and_mandatory_patterns(deps: AgentDeps) -> None:

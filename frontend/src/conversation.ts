@@ -323,8 +323,10 @@ function assistantItem(
   const text = message.content ?? "";
   const calls = (message.toolCalls ?? []).map((call) => {
     const result = results.get(call.id);
+    const edited = session.editedArgs.get(call.id);
     return {
       call,
+      args: edited ? JSON.stringify(edited) : null,
       status: toolStatus(session, call.id, result),
       progress: session.progress.get(call.id),
       streamed: session.streamed.get(call.id) ?? [],
@@ -356,7 +358,7 @@ function assistantItem(
         message.id,
         [
           ...calls.map((c) =>
-            toolCallBlock(session, c.call, c.status, c.progress, c.streamed, c.shown, c.result),
+            toolCallBlock(session, c.call, c.args, c.status, c.progress, c.streamed, c.shown, c.result),
           ),
           ...paragraphs,
         ],
@@ -424,15 +426,28 @@ type ToolStatus = "running" | "waiting" | "done" | "edited" | "denied" | "failed
 function toolStatus(session: ChatSession, toolCallId: string, result: ToolMessage | undefined): ToolStatus {
   const decision = session.decisions.get(toolCallId); // what this page answered to an approval request
   if (session.interrupts.some((i) => i.toolCallId === toolCallId)) return "waiting";
-  if (decision === "denied") return "denied";
-  if (result?.error) return "failed"; // a failed call, or (after a reload) a denied one
-  if (result) return decision === "edited" ? "edited" : "done";
+  if (decision === "denied" || (result && outcomeOf(result) === "denied")) return "denied";
+  if (result?.error) return "failed";
+  if (result) return decision === "edited" || session.editedArgs.has(toolCallId) ? "edited" : "done";
   return session.busy ? "running" : "unfinished";
 }
 
+/**
+ * A tool result's outcome when it is not a success ("failed", "denied", ...): pydantic-ai carries it
+ * in the message's `encryptedValue`, `{"pydantic_ai": {"outcome": ...}}` (AG-UI's ToolMessage has
+ * no outcome field); undefined otherwise.
+ */
+function outcomeOf(result: ToolMessage): string | undefined {
+  const carried = tryJson((result as { encryptedValue?: string }).encryptedValue ?? "");
+  const outcome = (carried as { pydantic_ai?: { outcome?: unknown } } | null)?.pydantic_ai?.outcome;
+  return typeof outcome === "string" ? outcome : undefined;
+}
+
+/** A tool call: its name, its arguments (`editedArgs`: those the user edited it to run with), its status. */
 function toolCallBlock(
   session: ChatSession,
   call: ToolCall,
+  editedArgs: string | null,
   status: ToolStatus,
   progress: ToolProgress | undefined,
   streamed: ToolStreamValue[],
@@ -455,7 +470,14 @@ function toolCallBlock(
       "div",
       { class: "tool-head" },
       h("span", { class: "tool-name" }, call.function.name),
-      h("span", { class: "tool-args" }, summarizeArgs(call.function.arguments)),
+      h(
+        "span",
+        {
+          class: "tool-args",
+          title: editedArgs ? `Proposed: ${summarizeArgs(call.function.arguments)}` : null,
+        },
+        summarizeArgs(editedArgs ?? call.function.arguments),
+      ),
       h("span", { class: "tool-status" }, labels[status]),
     ),
     progress ? progressLine(progress, status === "running") : null,

@@ -87,6 +87,11 @@ export class ChatSession {
   /** How this page answered approval requests, by toolCallId (shown on the tool calls). */
   readonly decisions = new Map<string, "approved" | "edited" | "denied">();
   /**
+   * The arguments calls ran with where the user edited them on approving, by toolCallId: this
+   * page's own answers, and the thread view's `editedArgs` (so a reload still shows them).
+   */
+  editedArgs: Map<string, Record<string, unknown>>;
+  /**
    * The user's document filter. It is the one client-owned field of the thread state: it lives
    * here, and `run()` copies it into the state the next run sends (see there).
    */
@@ -134,6 +139,7 @@ export class ChatSession {
     });
     this.saved = view?.saved ?? false;
     this.branches = view?.branches ?? {};
+    this.editedArgs = new Map(Object.entries(view?.editedArgs ?? {}));
     this.title = view?.title ?? null;
     this.filter = [...(this.ragState(view?.state ?? {}).document_filter ?? [])];
     this.setInterrupts(view?.interrupts ?? []);
@@ -351,6 +357,7 @@ export class ChatSession {
       if (interrupt.toolCallId) {
         const decision = !payload.approved ? "denied" : "editedArgs" in payload ? "edited" : "approved";
         this.decisions.set(interrupt.toolCallId, decision);
+        if ("editedArgs" in payload) this.editedArgs.set(interrupt.toolCallId, payload.editedArgs);
       }
       return { interruptId: interrupt.id, status: "resolved", payload };
     });
@@ -533,6 +540,7 @@ export class ChatSession {
     this.agent.setMessages(view?.messages ?? []);
     this.agent.setState(view?.state ?? {});
     this.branches = view?.branches ?? {};
+    this.editedArgs = new Map(Object.entries(view?.editedArgs ?? {}));
     this.setInterrupts(view?.interrupts ?? []);
     this.forgetCards();
   }

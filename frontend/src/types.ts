@@ -117,6 +117,11 @@ export interface ThreadView {
   messages: Message[];
   /** For each shown message that has siblings, by its id: see `Branch`. */
   branches: Record<string, Branch>;
+  /**
+   * The arguments calls ran with where the user edited them on approving, by toolCallId (the calls
+   * in `messages` show what the model proposed).
+   */
+  editedArgs: Record<string, Record<string, unknown>>;
   state: RagState;
   interrupts: Interrupt[];
   pendingToolCallIds: string[];

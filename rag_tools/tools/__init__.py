@@ -2,7 +2,7 @@
 approval policy, retries and truncation of large results, on top of pydantic-ai's toolsets and
 ``Hooks`` capability (see ``system.py``)."""
 
-from .approval import APPROVAL_NAMESPACE, ApprovalPolicy, approval_hook, matching_pattern
+from .approval import APPROVAL_NAMESPACE, EDITED_ARGS_KEY, ApprovalPolicy, approval_hook, matching_pattern
 from .calls import (
     QUESTION_END_EVENT,
     QUESTION_EVENT,
@@ -31,6 +31,7 @@ __all__ = [
     "APPROVAL_NAMESPACE",
     "ATTACHMENTS_NAMESPACE",
     "DEFAULT_TOOLS_DIR",
+    "EDITED_ARGS_KEY",
     "OUTPUTS_NAMESPACE",
     "QUESTION_END_EVENT",
     "QUESTION_EVENT",

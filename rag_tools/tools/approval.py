@@ -6,7 +6,8 @@ honour. Enforcement is a ``before_tool_execute`` hook on the agent, not a wrappe
 toolsets, so no way of registering a tool escapes it (function tools, toolsets, factories, MCP):
 a matching call that is not yet approved raises ``ApprovalRequired`` with the tool's approval
 metadata (reason, risk), which the AG-UI adapter turns into an interrupt. An approval may carry
-edited arguments; the call then runs with them.
+edited arguments; the call then runs with them, and its result's metadata keeps them
+(``EDITED_ARGS_KEY``), since the call in the history stays the model's proposal.
 """
 
 from __future__ import annotations
@@ -17,14 +18,23 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 from pydantic_ai import ApprovalRequired, RunContext
-from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.tools import ToolDefinition
 
 from ..state import StateModel, ToolContext
 
-__all__ = ["APPROVAL_NAMESPACE", "ApprovalPolicy", "approval_hook", "approval_request", "matching_pattern"]
+__all__ = [
+    "APPROVAL_NAMESPACE",
+    "EDITED_ARGS_KEY",
+    "ApprovalPolicy",
+    "approval_hook",
+    "approval_request",
+    "edited_args",
+    "matching_pattern",
+]
 
 APPROVAL_NAMESPACE = "tools.approval"
+EDITED_ARGS_KEY = "ragstream.edited_args"
 
 
 class ApprovalPolicy(StateModel):
@@ -75,3 +85,21 @@ def approval_request(tool_name: str, approval: dict[str, Any], pattern: str | No
     metadata["policy"] = pattern or "required by the tool"
     metadata["tool"] = tool_name
     return ApprovalRequired(metadata=metadata)
+
+
+def edited_args(ctx: RunContext[Any], call: ToolCallPart) -> dict[str, Any] | None:
+    """The arguments ``call`` runs with when a person changed them on approving it, else ``None``.
+
+    pydantic-ai hands the tool hooks the call with the approved arguments in place; the model's
+    proposal is the call of that id in the run's history.
+    """
+    if not ctx.tool_call_approved:
+        return None
+    for message in reversed(ctx.messages):
+        if not isinstance(message, ModelResponse):
+            continue
+        for part in message.parts:
+            if isinstance(part, ToolCallPart) and part.tool_call_id == call.tool_call_id:
+                run_with = call.args_as_dict()
+                return None if part.args_as_dict() == run_with else run_with
+    return None

@@ -5,8 +5,9 @@ registered tool's own options wherever they run (``running.OptionsToolset``: its
 pydantic-ai's ``timeout`` and ``sequential``). The capability is one pydantic-ai ``Hooks`` for what
 needs the whole run: ``before_tool_execute`` enforces the approval policy for every tool the agent
 can call, and ``tool_execute`` runs the hook chain around the call (outside the tool's lock and
-retries: hooks never wait for a lock and see one call), delivers ``ToolResult``s (``results``) and
-cuts results longer than ``output_limit`` for the model. Every call is timed (``timing.py``): its
+retries: hooks never wait for a lock and see one call), delivers ``ToolResult``s (``results``),
+cuts results longer than ``output_limit`` for the model and keeps the arguments a person edited on
+approving a call (``approval.edited_args``). Every call is timed (``timing.py``): its
 start and end reach the client and the thread's history. Streaming tools are turned into plain
 ones when registered (``streaming``).
 """
@@ -24,7 +25,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 
 from ..state import ToolContext
-from .approval import APPROVAL_NAMESPACE, ApprovalPolicy, approval_hook
+from .approval import APPROVAL_NAMESPACE, EDITED_ARGS_KEY, ApprovalPolicy, approval_hook, edited_args
 from .hooks import ToolHooks
 from .loader import LoadReport, load_tool_dirs
 from .locks import ToolLocks
@@ -32,7 +33,7 @@ from .outputs import OUTPUTS_NAMESPACE, READER_TOOL, ToolOutputs, output_toolset
 from .registry import ToolRegistry
 from .results import ATTACHMENTS_NAMESPACE, DEFAULT_ATTACHMENT_LIMIT, ToolAttachments, ToolResult, deliver
 from .running import TOOL_SYSTEM_ID
-from .timing import timed
+from .timing import timed, with_metadata
 
 __all__ = ["ToolSystem"]
 
@@ -138,4 +139,6 @@ class ToolSystem:
                 return truncate(context, tool_def.name, call.tool_call_id, result, limit)
             return result
 
-        return await timed(ctx, tool_def.name, call.tool_call_id, body)
+        result = await timed(ctx, tool_def.name, call.tool_call_id, body)
+        edited = edited_args(ctx, call)
+        return result if edited is None else with_metadata(result, {EDITED_ARGS_KEY: edited})

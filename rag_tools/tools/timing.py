@@ -19,7 +19,7 @@ from pydantic_ai import RunContext, ToolReturn
 
 from ..deps import AGUIEvent
 
-__all__ = ["TIMING_KEY", "TOOL_CALL_EVENT", "ToolCallTiming", "timed", "with_timing"]
+__all__ = ["TIMING_KEY", "TOOL_CALL_EVENT", "ToolCallTiming", "timed", "with_metadata", "with_timing"]
 
 TOOL_CALL_EVENT = "ragstream.tool_call"
 TIMING_KEY = "ragstream.timing"
@@ -63,12 +63,16 @@ class ToolCallTiming:
 
 
 def with_timing(result: Any, timing: ToolCallTiming) -> Any:
-    """``result`` with the call's times under ``TIMING_KEY`` in its ``ToolReturn`` metadata.
+    """``result`` with the call's times under ``TIMING_KEY`` in its ``ToolReturn`` metadata."""
+    return with_metadata(result, {TIMING_KEY: timing.metadata()})
 
-    Metadata a tool set itself is kept: a dict gains the key, a list (of AG-UI events, say) gains
+
+def with_metadata(result: Any, stamp: dict[str, Any]) -> Any:
+    """``result`` with ``stamp`` in its ``ToolReturn`` metadata (kept in the thread's history).
+
+    Metadata a tool set itself is kept: a dict gains the keys, a list (of AG-UI events, say) gains
     an item; any other metadata is left as it is.
     """
-    stamp = {TIMING_KEY: timing.metadata()}
     if not isinstance(result, ToolReturn):
         return ToolReturn(return_value=result, metadata=stamp)
     metadata = result.metadata

@@ -222,7 +222,7 @@ class AGUIRun:
         yield _with_trace_id(
             RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION)
         )
-        messages, _ = thread_messages(self.txn.entry.record.extras)
+        messages = thread_messages(self.txn.entry.record.extras).messages
         if messages:
             yield MessagesSnapshotEvent(messages=messages)
         yield StateSnapshotEvent(snapshot=self.baseline)

@@ -13,7 +13,7 @@ what the thread returns; the entries form a tree whose active path is the conver
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ag_ui.core import Message
 from pydantic import TypeAdapter
@@ -23,8 +23,16 @@ from pydantic_ai.conversation_store import (
     ConversationRecord,
     ConversationStore,
 )
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.ui.ag_ui import AGUIAdapter
+
+from rag_tools.tools.approval import EDITED_ARGS_KEY
 
 from .message_ids import RunIds, entry_ui, load_message, load_messages, rename_taken_ids
 from .tree import CONVERSATION_KEY, ConversationTree, empty_conversation
@@ -32,6 +40,7 @@ from .tree import CONVERSATION_KEY, ConversationTree, empty_conversation
 __all__ = [
     "CONVERSATION_KEY",
     "ThreadConversationStore",
+    "ThreadPath",
     "conversation_of",
     "path_title",
     "stored_messages",
@@ -168,16 +177,24 @@ def stored_messages(
     return load_messages([tree.entries[key] for key in tree.path()]), record
 
 
-def thread_messages(extras: dict[str, Any]) -> tuple[list[Message], dict[str, dict[str, Any]]]:
-    """The active path in AG-UI form, and the branches along it.
+class ThreadPath(NamedTuple):
+    """A thread's active path as a client reads it."""
 
-    Every message carries the id it was streamed (or sent) with. The second value names, for each
-    message with siblings (an edited question, a regenerated answer), the siblings' ids and the
-    index of the one shown.
-    """
+    messages: list[Message]
+    """The messages, in AG-UI form, each with the id it was streamed (or sent) with."""
+    branches: dict[str, dict[str, Any]]
+    """For each message with siblings (an edited question, a regenerated answer): the siblings' ids
+    and the index of the one shown."""
+    edited_args: dict[str, dict[str, Any]]
+    """The arguments calls ran with where a person edited them on approving, by tool call id (the
+    calls in ``messages`` show what the model proposed)."""
+
+
+def thread_messages(extras: dict[str, Any]) -> ThreadPath:
+    """The active path in AG-UI form, with its branches and the calls run with edited arguments."""
     data = extras.get(CONVERSATION_KEY)
     if not data or data.get("record") is None:
-        return [], {}
+        return ThreadPath([], {}, {})
     tree = ConversationTree(data)
     path = tree.path()
     raws = [tree.entries[key] for key in path]
@@ -189,7 +206,20 @@ def thread_messages(extras: dict[str, Any]) -> tuple[list[Message], dict[str, di
         dumped = [m for model in models for m in AGUIAdapter.dump_messages([model])]
     ids = [i for entry_ids in uis for i in entry_ids]
     messages: list[Message] = [m.model_copy(update={"id": i}) for m, i in zip(dumped, ids, strict=True)]
-    return messages, tree.siblings(path)
+    return ThreadPath(messages, tree.siblings(path), _edited_args(models))
+
+
+def _edited_args(models: Iterable[ModelMessage]) -> dict[str, dict[str, Any]]:
+    edited = {}
+    for model in models:
+        if not isinstance(model, ModelRequest):
+            continue
+        for part in model.parts:
+            if isinstance(part, ToolReturnPart) and isinstance(part.metadata, dict):
+                args = part.metadata.get(EDITED_ARGS_KEY)
+                if isinstance(args, dict):
+                    edited[part.tool_call_id] = args
+    return edited
 
 
 TITLE_CHARS = 80
