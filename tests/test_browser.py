@@ -764,7 +764,7 @@ async def test_upload_shows_its_job_and_citations_open_the_pdf_at_the_page(
     await expect(ledger.locator(".job-file")).to_have_text("ledger.md: waiting")
     await ledger.locator(".job-cancel").click()
     await expect(ledger).to_have_attribute("data-state", "cancelled", timeout=60_000)
-    await expect(ledger.locator(".job-state")).to_contain_text("Cancelled")
+    await expect(ledger.locator(".job-state")).to_contain_text("Cancelled · nothing was written")
     await expect(ledger.locator(".job-file")).to_have_text("ledger.md: cancelled")
     await expect(ledger.locator(".job-cancel")).to_have_count(0)
     await chat.screenshot("upload-cancelled")

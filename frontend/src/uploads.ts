@@ -143,8 +143,19 @@ export class UploadsView {
   }
 }
 
-function jobCard(job: IngestJob, cancelling: boolean, onCancel: () => void): HTMLElement {
+/**
+ * How far a job got: files, and chunks once the job has counted some (before that "0/0 chunks" says
+ * nothing). A job cancelled before it finished a file wrote nothing (it never leaves half a document).
+ */
+function progressText(job: IngestJob): string {
   const { filesDone, filesTotal, chunksDone, chunksTotal } = job.progress;
+  if (job.state === "cancelled" && filesDone === 0) return "nothing was written";
+  const chunks = chunksTotal > 0 ? ` · ${chunksDone}/${chunksTotal} chunks` : "";
+  return `${filesDone}/${filesTotal} files${chunks}`;
+}
+
+function jobCard(job: IngestJob, cancelling: boolean, onCancel: () => void): HTMLElement {
+  const { chunksDone, chunksTotal } = job.progress;
   const state = {
     queued: "Waiting to be ingested",
     running: cancelling ? "Cancelling" : "Ingesting",
@@ -160,7 +171,7 @@ function jobCard(job: IngestJob, cancelling: boolean, onCancel: () => void): HTM
     h(
       "p",
       { class: "job-state" },
-      `${state} · ${filesDone}/${filesTotal} files · ${chunksDone}/${chunksTotal} chunks`,
+      `${state} · ${progressText(job)}`,
       active
         ? h(
             "button",
