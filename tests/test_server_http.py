@@ -114,6 +114,13 @@ async def test_bad_requests_are_4xx_with_a_message(scenario_config: Any) -> None
                 await client.post("/agui", json={**run_body("t", "r"), "messages": messages}), 422, fragment
             )
             assert error["details"][0]["loc"] == ["messages", int(fragment[9]), "id"]
+        system = {"id": "s1", "role": "system", "content": "Answer briefly."}
+        error = assert_error(
+            await client.post("/agui", json={**run_body("t", "r"), "messages": [system]}),
+            422,
+            "messages hold nothing to answer: a new thread needs a user message",
+        )
+        assert error["details"][0]["loc"] == ["messages"]
         resume = {"interruptId": "int-nope", "status": "resolved", "payload": {"approved": True}}
         _, events = await run(client, run_body("t2", "r2", None, resume=[resume]))
         check_stream(events, {})

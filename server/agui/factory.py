@@ -150,6 +150,12 @@ class AGUIRunFactory:
         for index, message in enumerate(run_input.messages):
             _check_convertible(index, message)
         history, new_turn = _split_client_history(new_turn)
+        if tree.head is None and not history and not run_input.resume and _only_instructions(new_turn):
+            raise InvalidRequest(
+                "messages hold nothing to answer: a new thread needs a user message"
+                " (system and developer messages only instruct)",
+                [{"loc": ["messages"]}],
+            )
         if history:
             await _store_client_history(entry.record.extras, run_input.thread_id, principal, history)
             run.start = ConversationTree(conversation_of(entry.record.extras)).head
@@ -252,6 +258,11 @@ def _as_text(message: Message) -> Message | None:
     if not message.content:
         return None
     return message.model_copy(update={"tool_calls": None})
+
+
+def _only_instructions(messages: list[Message]) -> bool:
+    """Whether ``messages`` are system or developer messages and nothing else (at least one)."""
+    return bool(messages) and all(m.role in ("system", "developer") for m in messages)
 
 
 def _waits_for_the_model(tree: ConversationTree) -> bool:
