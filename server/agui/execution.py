@@ -32,9 +32,10 @@ It is the ``RunSource`` the engine runs (``server.runs``). Its event pipeline:
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
@@ -112,18 +113,21 @@ class AGUIRun:
         terminal = False
         awaiting_token = self.count_metrics
         try:
-            async for event in self._pipeline():
-                if awaiting_token and event.type == EventType.TEXT_MESSAGE_CONTENT:
-                    metrics.TIME_TO_FIRST_TOKEN.observe(time.perf_counter() - self.created)
-                    awaiting_token = False
-                status = _status(event, cancelled=self.cancelled)
-                terminal = status is not None
-                code = getattr(event, "code", None) if status == "error" else None
-                yield RunEvent(
-                    encode_event(event), status, flush=event.type == EventType.RUN_STARTED, code=code
-                )
-                if terminal:
-                    return
+            # closed here, at the terminal event, not left to the garbage collector: asyncio would
+            # finalize the adapter's generators from another task, through the loop's self-pipe
+            async with aclosing(self._pipeline()) as pipeline:
+                async for event in pipeline:
+                    if awaiting_token and event.type == EventType.TEXT_MESSAGE_CONTENT:
+                        metrics.TIME_TO_FIRST_TOKEN.observe(time.perf_counter() - self.created)
+                        awaiting_token = False
+                    status = _status(event, cancelled=self.cancelled)
+                    terminal = status is not None
+                    code = getattr(event, "code", None) if status == "error" else None
+                    yield RunEvent(
+                        encode_event(event), status, flush=event.type == EventType.RUN_STARTED, code=code
+                    )
+                    if terminal:
+                        return
         except Exception as exc:  # the adapter's own stream failed outside its error handling
             if terminal:
                 raise
@@ -158,30 +162,32 @@ class AGUIRun:
             async for event in self._restate():
                 yield event
             return
-        async for event in self.stream:
-            kind = event.type
-            if kind == EventType.RUN_ERROR:
-                for restore in self._restore_last_saved_state():
-                    yield restore
-            elif kind == EventType.TOOL_CALL_RESULT and self.steps is not None:
-                self.steps.note(event.tool_call_id)  # type: ignore[attr-defined]
-            elif kind == EventType.RUN_FINISHED and _outcome(event) == "interrupt":
-                event = with_question_interrupts(event)
-            elif kind == EventType.RUN_FINISHED and self.cancelled:
-                for restore in self._restore_last_saved_state():
-                    yield restore
-                if self.timed_out:
-                    failure = RunFailure(
-                        FailureCode.TIMEOUT,
-                        f"The run took longer than {self.run_timeout:g} s and was stopped.",
-                    )
-                    yield RunErrorEvent(message=failure.message, code=failure.code.value)
-                    return
-            if kind == EventType.RUN_STARTED:
-                yield _with_trace_id(self._with_input(event))
-                yield StateSnapshotEvent(snapshot=self.baseline)
-                continue
-            yield event
+        # the adapter's stream is an async generator (``transform_stream``): closed with the run
+        async with aclosing(cast(AsyncGenerator[BaseEvent], self.stream)) as stream:
+            async for event in stream:
+                kind = event.type
+                if kind == EventType.RUN_ERROR:
+                    for restore in self._restore_last_saved_state():
+                        yield restore
+                elif kind == EventType.TOOL_CALL_RESULT and self.steps is not None:
+                    self.steps.note(event.tool_call_id)  # type: ignore[attr-defined]
+                elif kind == EventType.RUN_FINISHED and _outcome(event) == "interrupt":
+                    event = with_question_interrupts(event)
+                elif kind == EventType.RUN_FINISHED and self.cancelled:
+                    for restore in self._restore_last_saved_state():
+                        yield restore
+                    if self.timed_out:
+                        failure = RunFailure(
+                            FailureCode.TIMEOUT,
+                            f"The run took longer than {self.run_timeout:g} s and was stopped.",
+                        )
+                        yield RunErrorEvent(message=failure.message, code=failure.code.value)
+                        return
+                if kind == EventType.RUN_STARTED:
+                    yield _with_trace_id(self._with_input(event))
+                    yield StateSnapshotEvent(snapshot=self.baseline)
+                    continue
+                yield event
 
     def _with_input(self, event: BaseEvent) -> BaseEvent:
         """RUN_STARTED with the new turn as its ``input`` (no state, tools or context: the baseline
