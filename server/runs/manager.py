@@ -13,7 +13,8 @@ Starting a run has three steps, in the caller's own code so it reads in order::
 ``reserve`` takes the thread's run lock (``RunConflict`` when the thread is busy or the run id is
 taken in it); ``launch`` opens the run's log and starts its task; leaving the block without a
 launch (an error while building) releases the lock. While a run lives it holds the lock, renewed
-by a heartbeat. When its last local subscriber leaves (and an optional grace period in which a
+every third of its lifetime by one task for all of the process's runs (a run whose lock another
+took is stopped). When its last local subscriber leaves (and an optional grace period in which a
 reconnect keeps it alive has passed), the run is told it is unattended (a question it waits on
 then becomes an interrupt, and the run ends by itself), and the disconnect policy decides:
 ``cancel`` or ``finish`` (the run completes and waits in its log for a later reconnect). A run's
@@ -152,6 +153,7 @@ class RunManager:
         self.stop_bus = stop_bus
         self.count_metrics = count_metrics
         self._runs: dict[str, ActiveRun] = {}
+        self._renewer: asyncio.Task[None] | None = None
         if stop_bus is not None:
             stop_bus.listen(self._stop_local)
 
@@ -214,6 +216,8 @@ class RunManager:
         self._runs[info.key] = active
         # The task runs in a copy of this (the request's) context: its log ids and its trace.
         active.task = asyncio.create_task(self._run(active), name=f"run-{info.key}")
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.create_task(self._renew_locks(), name="run-lock-renewer")
         return active
 
     # -- running -----------------------------------------------------------------------------
@@ -225,7 +229,6 @@ class RunManager:
 
     async def _execute(self, active: ActiveRun) -> None:
         source, key = active.source, active.key
-        heartbeat = asyncio.create_task(self._heartbeat(active))
         status: RunStatus = "error"
         code: str | None = None  # the terminal RUN_ERROR's code, or the engine's own failure
         ended_by_engine = False
@@ -279,7 +282,6 @@ class RunManager:
                 metrics.RUN_DURATION.labels(outcome).observe(elapsed)
             if tracing.enabled():
                 tracing.end_run(outcome, code)
-            heartbeat.cancel()
             source.close()
             self._runs.pop(key, None)
             with contextlib.suppress(Exception):
@@ -291,19 +293,23 @@ class RunManager:
         with contextlib.suppress(Exception):
             await self.logs.append(key, self.encode_failure(failure))
 
-    async def _heartbeat(self, active: ActiveRun) -> None:
-        info = active.info
-        while True:
+    async def _renew_locks(self) -> None:
+        """Renew the run locks of this process's runs every third of their lifetime, while it has runs."""
+        while self._runs:
             await asyncio.sleep(self.lock_ttl / 3)
-            try:
-                held = await self.locks.renew(info.thread_id, info.run_id, self.lock_ttl)
-            except Exception:
-                logger.warning("could not renew the run lock of %s", info.key, exc_info=True)
-                continue
-            if not held:
-                logger.error("run %s lost its thread lock; stopping it", info.key)
-                active.source.cancel()
-                return
+            runs = list(self._runs.values())
+            await asyncio.gather(*(self._renew(active) for active in runs))
+
+    async def _renew(self, active: ActiveRun) -> None:
+        info = active.info
+        try:
+            held = await self.locks.renew(info.thread_id, info.run_id, self.lock_ttl)
+        except Exception:
+            logger.warning("could not renew the run lock of %s", info.key, exc_info=True)
+            return
+        if not held and self._runs.get(info.key) is active:
+            logger.error("run %s lost its thread lock; stopping it", info.key)
+            active.source.cancel()
 
     async def forget(self, thread_id: str) -> None:
         """Drop the ended runs of a deleted thread: their events are no longer readable, and their
@@ -416,6 +422,8 @@ class RunManager:
 
     async def shutdown(self) -> None:
         """Cancel every local run and wait for them to end."""
+        if self._renewer is not None:
+            self._renewer.cancel()
         tasks = [run.task for run in self._runs.values() if run.task is not None]
         for run in self._runs.values():
             run.source.cancel()

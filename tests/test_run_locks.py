@@ -1,0 +1,62 @@
+"""A run's thread lock over the run's whole life: renewed while it runs (however long it runs past
+the lock's expiry), and a run whose lock another run took is stopped, saving nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from tests.conftest import scenario_app
+from tests.protocol import check_stream, parse_sse, run_body
+from tests.servers import serve
+
+TTL = 0.6  # seconds: the slow scenario streams for ~6 s, ten lock lifetimes
+
+
+async def test_a_long_run_keeps_its_thread_and_one_whose_lock_was_taken_stops(scenario_config: Any) -> None:
+    scenario_config.run_lock_ttl_seconds = TTL
+    app = scenario_app(scenario_config)
+    async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+        locks = app.state.services.runs.locks
+        frames: list[str] = []
+
+        async def follow(thread: str) -> list[dict[str, Any]]:
+            async with http.stream("POST", "/agui", json=run_body(thread, "r1", "slow")) as response:
+                assert response.status_code == 200
+                async for line in response.aiter_lines():
+                    frames.append(line)
+            return [e for _, e in parse_sse("\n".join(frames) + "\n")]
+
+        async def streaming(count: int) -> None:
+            for _ in range(500):
+                if sum(line.startswith("id:") for line in frames) >= count:
+                    return
+                await asyncio.sleep(0.01)
+            raise AssertionError("the run did not stream")
+
+        # a run three lock lifetimes in still holds its thread
+        whole = asyncio.create_task(follow("long"))
+        await streaming(10)
+        await asyncio.sleep(3 * TTL)
+        busy = await http.post("/agui", json=run_body("long", "r2", "hello"))
+        assert busy.status_code == 409, busy.text
+        assert busy.json()["error"]["code"] == "thread_busy"
+        events = await whole
+        assert events[-1]["type"] == "RUN_FINISHED"
+        assert events[-1].get("outcome", {}).get("type") in (None, "success")
+        assert (await http.get("/threads/long")).json()["messages"][-1]["content"].split()[-1] == "tok299"
+
+        # its lock expired and another run took the thread (a stalled worker, say): the run stops
+        frames.clear()
+        taken = asyncio.create_task(follow("taken"))
+        await streaming(10)
+        await locks.release("taken", "r1")
+        assert await locks.acquire("taken", "elsewhere", 60)
+        events = await asyncio.wait_for(taken, timeout=5 * TTL)  # within a renewal, not at the end
+        check_stream(events, {})
+        assert events[-1]["type"] == "RUN_FINISHED"
+        assert events[-1]["outcome"] == {"type": "cancelled"}
+        assert len([e for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]) < 300
+        assert (await http.get("/threads/taken")).status_code == 404  # nothing of it was saved
