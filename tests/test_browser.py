@@ -760,7 +760,12 @@ async def test_upload_shows_its_job_and_citations_open_the_pdf_at_the_page(
     ) as sent:
         await page.locator("#upload button[type=submit]").click()
     assert (await sent.value).status == 202
-    ledger = page.locator("#jobs .job").first
+    # (the new card goes on top once the page has the server's answer; until then the top card is
+    # the earlier job's, whose two files would make this a strict-mode error, not a wait)
+    ledger = page.locator("#jobs .job").filter(has=page.locator(".job-file", has_text="ledger.md"))
+    await expect(page.locator("#jobs .job").first).to_have_attribute(
+        "data-job", (await (await sent.value).json())["jobId"]
+    )
     await expect(ledger.locator(".job-file")).to_have_text("ledger.md: waiting")
     await ledger.locator(".job-cancel").click()
     await expect(ledger).to_have_attribute("data-state", "cancelled", timeout=60_000)

@@ -104,3 +104,17 @@ async def test_forgetting_a_thread_drops_its_ended_runs_on_every_worker(
         assert await _collect(log, "gone/r2") == []
         assert await log.info("kept/r1") is not None
     assert not await a.redis.exists(b._thread_runs_key("gone"))  # nothing left behind
+
+    # a run still under way (on the other worker) outlives a forget; the ended ones go
+    await a.open(RunInfo("r3", "busy", "alice", "worker-a"))
+    await a.open(RunInfo("r4", "busy", "alice", "worker-a"))
+    await a.close("busy/r4", "finished")
+    await b.forget("busy")
+    for log in (a, b):
+        assert (await log.info("busy/r3")) is not None
+        assert await log.info("busy/r4") is None
+    assert await a.redis.exists(b._thread_runs_key("busy"))  # still listed, for a later forget
+    await a.close("busy/r3", "finished")
+    await b.forget("busy")
+    assert await b.info("busy/r3") is None
+    assert not await a.redis.exists(b._thread_runs_key("busy"))

@@ -297,8 +297,8 @@ class RunManager:
         """Renew the run locks of this process's runs every third of their lifetime, while it has runs."""
         while self._runs:
             await asyncio.sleep(self.lock_ttl / 3)
-            runs = list(self._runs.values())
-            await asyncio.gather(*(self._renew(active) for active in runs))
+            # no reference to a run survives the next sleep: an ended run is freed at once
+            await asyncio.gather(*[self._renew(active) for active in self._runs.values()])
 
     async def _renew(self, active: ActiveRun) -> None:
         info = active.info

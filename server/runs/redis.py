@@ -271,10 +271,15 @@ class RedisEventLog(EventLog):
         await self._local.forget(thread_id)
         runs = self._thread_runs_key(thread_id)
         keys = [k.decode() for k in await _redis(self.redis.smembers(runs))]
+        async with self.redis.pipeline(transaction=False) as pipe:  # every run's status, one round trip
+            for key in keys:
+                pipe.hget(self._info_key(key), "status")
+            statuses = await _redis(pipe.execute())
         ended = []
-        for key in keys:
-            info = await self.info(key)
-            if info is None or info.status != "running":
+        for key, status in zip(keys, statuses, strict=True):
+            local = await self._local.info(key)
+            running = local.status == "running" if local is not None else status == b"running"
+            if not running:
                 ended += [self._info_key(key), self._events_key(key)]
         async with self.redis.pipeline(transaction=True) as pipe:
             if ended:
