@@ -438,7 +438,7 @@ function toolStatus(session: ChatSession, toolCallId: string, result: ToolMessag
  * no outcome field); undefined otherwise.
  */
 function outcomeOf(result: ToolMessage): string | undefined {
-  const carried = tryJson((result as { encryptedValue?: string }).encryptedValue ?? "");
+  const carried = tryJson(result.encryptedValue ?? "");
   const outcome = (carried as { pydantic_ai?: { outcome?: unknown } } | null)?.pydantic_ai?.outcome;
   return typeof outcome === "string" ? outcome : undefined;
 }
