@@ -548,6 +548,43 @@ async def test_approval_interrupts_approve_edit_and_deny(browser: Browser, scena
     chat.assert_clean_console()
 
 
+async def test_an_approval_answered_in_another_window_is_not_answered_again(
+    browser: Browser, scenario_url: str
+) -> None:
+    """Two windows show one pending approval; one denies it. The other's "Approve" is refused by the
+    server (the interrupt is no longer pending), and that window then shows the call as denied, the
+    way it went, not as approved."""
+    first = await open_chat(browser, scenario_url, "approval-first")
+    await first.type_question("archive shared note")
+    first_card = first.page.locator("#approvals .approval")
+    await expect(first_card).to_have_count(1)
+    second = await open_chat_at(browser, scenario_url, "approval-second", f"#thread={first.thread_id}")
+    second_card = second.page.locator("#approvals .approval")
+    await expect(second_card).to_have_count(1)
+
+    await first_card.get_by_role("button", name="Deny").click()
+    await first_card.locator("input.deny-reason").fill("not now")
+    before = await first.answers().count()
+    await first_card.locator(".only-deny").get_by_role("button", name="Deny").click()
+    await first.wait_for_new_answer(before)
+
+    await second_card.get_by_role("button", name="Approve", exact=True).click()
+    await expect(second.page.locator("#log .notice p")).to_have_text(
+        "That approval was already answered in another tab or window; this is how it went."
+    )
+    await expect(second.page.locator("#log .tool-status")).to_have_text(["denied"])
+    await expect(second.answers().last).to_contain_text("Not archived: not now")
+    await expect(second.page.locator("#approvals")).to_be_hidden()
+    await expect(second.page.locator("#send")).to_be_enabled()
+    await second.screenshot("answered-elsewhere")
+    view = await second.server_view()
+    assert view["state"]["archived"] == [] and view["interrupts"] == []
+    assert await second.shown_messages() == await first.shown_messages() == thread_messages(view)
+    first.assert_clean_console()
+    assert second.problems, "expected the 409 to be logged"
+    assert all("409" in p for p in second.problems), second.problems
+
+
 async def test_stop_ends_the_run_as_cancelled_and_keeps_the_thread(
     browser: Browser, scenario_url: str
 ) -> None:

@@ -122,10 +122,46 @@ async def test_bad_requests_are_4xx_with_a_message(scenario_config: Any) -> None
         )
         assert error["details"][0]["loc"] == ["messages"]
         resume = {"interruptId": "int-nope", "status": "resolved", "payload": {"approved": True}}
-        _, events = await run(client, run_body("t2", "r2", None, resume=[resume]))
-        check_stream(events, {})
-        assert events[-1]["type"] == "RUN_ERROR"  # nothing pending to resume: reported, not crashed
-        assert (await client.get("/threads/t")).status_code == 404  # nothing was created by the rejects
+        error = assert_error(
+            await client.post("/agui", json=run_body("t2", "r2", None, resume=[resume])),
+            409,
+            "resume[0] answers interrupt 'int-nope', which is not pending on this thread (pending: nothing)",
+        )
+        assert error["code"] == "interrupt_not_pending"
+        for thread in ("t", "t2"):
+            assert (await client.get(f"/threads/{thread}")).status_code == 404  # the rejects made nothing
+
+
+async def test_a_resume_of_an_interrupt_not_pending_is_409_and_changes_nothing(scenario_config: Any) -> None:
+    """A second click on "approve" (or a resume naming an interrupt never asked) is refused before
+    the run starts: the thread keeps its messages, and the client learns what is pending."""
+    async with server(scenario_config) as client:
+        _, events = await run(client, run_body("ask", "r1", "archive the roadmap"))
+        pending = events[-1]["outcome"]["interrupts"]
+        assert [i["id"].startswith("int-") for i in pending] == [True], events[-1]
+        wrong = {"interruptId": "int-other", "status": "resolved", "payload": {"approved": True}}
+        error = assert_error(
+            await client.post("/agui", json=run_body("ask", "r2", None, resume=[wrong])), 409, "int-other"
+        )
+        assert f"(pending: {pending[0]['id']!r})" in error["message"], error
+        right = {**wrong, "interruptId": pending[0]["id"]}
+        _, events = await run(client, run_body("ask", "r3", None, resume=[right]))
+        assert (
+            events[-1]["type"] == "RUN_FINISHED" and events[-1].get("outcome", {}).get("type") != "interrupt"
+        )
+        before = (await client.get("/threads/ask")).json()
+        assert before["state"]["archived"] == ["the roadmap"], before["state"]
+        error = assert_error(
+            await client.post("/agui", json=run_body("ask", "r4", None, resume=[right])),
+            409,
+            f"answers interrupt {pending[0]['id']!r}, which is not pending on this thread (pending: nothing)",
+        )
+        after = (await client.get("/threads/ask")).json()
+        assert (after["messages"], after["state"], after["version"]) == (
+            before["messages"],
+            before["state"],
+            before["version"],
+        )
 
 
 async def test_every_json_route_refuses_other_content_types(scenario_config: Any) -> None:

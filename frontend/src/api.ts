@@ -62,6 +62,13 @@ export function errorMessage(status: number, body: unknown): string {
   return `the server answered ${status}`;
 }
 
+/** The stable `code` (`thread_busy`, ...) of a non-2xx answer `@ag-ui/client` rejected a run with. */
+export function errorCode(error: unknown): string | undefined {
+  const body = (error as { payload?: unknown } | null)?.payload;
+  const code = (body as { error?: { code?: unknown } } | null)?.error?.code;
+  return typeof code === "string" ? code : undefined;
+}
+
 export class Api {
   constructor(private readonly token: string | null) {}
 

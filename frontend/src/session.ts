@@ -10,7 +10,7 @@ import {
   runHttpRequest,
   transformHttpEventStream,
 } from "@ag-ui/client";
-import { type Api, ApiError, errorMessage, newId, runPath } from "./api";
+import { type Api, ApiError, errorCode, errorMessage, newId, runPath } from "./api";
 import type {
   ApprovalPayload,
   Branch,
@@ -351,7 +351,7 @@ export class ChatSession {
    * Answer the pending approval requests, one payload per interrupt id, and let the run go on.
    * AG-UI 1.0 requires every open interrupt to be answered in the same `resume`.
    */
-  answer(payloads: Map<string, ApprovalPayload>): Promise<RunResult> {
+  async answer(payloads: Map<string, ApprovalPayload>): Promise<RunResult> {
     const resume: ResumeEntry[] = this.interrupts.map((interrupt) => {
       const payload = payloads.get(interrupt.id) ?? { approved: false, reason: "not answered" };
       if (interrupt.toolCallId) {
@@ -361,7 +361,14 @@ export class ChatSession {
       }
       return { interruptId: interrupt.id, status: "resolved", payload };
     });
-    return this.run({ resume });
+    const calls = this.interrupts.flatMap((i) => (i.toolCallId ? [i.toolCallId] : []));
+    const result = await this.run({ resume });
+    // refused: what this page decided did not happen; the thread (resynced) says what did
+    if (this.lastRun.code === ANSWERED_ELSEWHERE) {
+      for (const call of calls) this.decisions.delete(call);
+      this.changed();
+    }
+    return result;
   }
 
   /** Answer a tool's live question: the run in progress goes on from where the tool asked. */
@@ -411,7 +418,7 @@ export class ChatSession {
       this.agent.abortController = new AbortController();
       await this.agent.connectAgent({ runId });
     } catch (error) {
-      this.lastRun = { outcome: "error", error: describe(error) };
+      this.lastRun = { outcome: "error", error: describe(error), code: errorCode(error) };
     }
     this.liveQuestions = [];
     const asked = this.messages
@@ -472,7 +479,7 @@ export class ChatSession {
       await this.agent.runAgent({ runId: this.runId, forwardedProps: LIVE_QUESTIONS, ...params });
     } catch (error) {
       // HTTP errors (409 busy, 401, 422 ...), a dropped connection or a protocol violation.
-      this.lastRun = { outcome: "error", error: describe(error) };
+      this.lastRun = { outcome: "error", error: describe(error), code: errorCode(error) };
     }
     this.liveQuestions = [];
     const outcome = this.lastRun.outcome ?? "error";
@@ -503,6 +510,13 @@ export class ChatSession {
       .trim();
     await this.resync();
     if (!stopped && this.lastRun.code === "abort") return; // we closed the stream ourselves
+    if (this.lastRun.code === ANSWERED_ELSEWHERE) {
+      this.notify(
+        "info",
+        "That approval was already answered in another tab or window; this is how it went.",
+      );
+      return;
+    }
     const asked = quote(question);
     this.notices.push({
       id: newId(),
@@ -583,6 +597,8 @@ export class ChatSession {
 
 /** Tells the server this page answers tools' questions live (see `liveQuestions`). */
 const LIVE_QUESTIONS = { ragstream: { liveQuestions: true } };
+/** The server's 409 code for a resume of an interrupt another tab or window already answered. */
+const ANSWERED_ELSEWHERE = "interrupt_not_pending";
 
 function isQuestion(value: unknown, full = true): value is LiveQuestion {
   const v = value as LiveQuestion | null;

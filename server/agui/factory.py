@@ -12,7 +12,8 @@ system parts, settings). ``start`` reads top to bottom:
    the caller may not read now (``rag_tools.readable``);
 4. apply the client's state proposal, once (client-owned fields only; invalid values refuse the
    request with their field errors); the result is the run's baseline;
-5. check messages the adapter could otherwise only reject mid-stream;
+5. check messages the adapter could otherwise only reject mid-stream, and that every resume entry
+   answers an interrupt still pending on the thread (a stale one is a 409, not a failed run);
 6. admit the run under the principal's limits (``server.quotas``: runs per minute, concurrent runs,
    the day's model tokens, whose rest becomes the run's token limit);
 7. build the deps (with a live question channel when the client answers tools' questions live)
@@ -31,11 +32,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ag_ui.core import Message, RunAgentInput
+from ag_ui.core import Message, ResumeEntry, RunAgentInput
 from pydantic import ValidationError
 from pydantic_ai import Agent, CancellationToken
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import ConversationRecord
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.ui.ag_ui import AGUIAdapter
 from pydantic_ai.usage import RunUsage, UsageLimits
@@ -48,13 +50,14 @@ from rag_tools.state import ToolContext, ToolContextCache, Transaction
 
 from ..access import ThreadNotFound, check_claimable, may_use
 from ..quotas import Limits, MemoryQuotas, Quotas
-from ..runs import RunInfo, RunManager, run_key
+from ..runs import RunConflict, RunInfo, RunManager, run_key
 from ..validation import InvalidRequest, field_errors
 from .adapter import RagstreamAdapter
 from .branch_state import StepStates, restore_state_at
 from .budget import TokenBudget
 from .execution import AGUIRun
 from .history import ThreadConversationStore, conversation_of
+from .interrupts import interrupt_of
 from .message_ids import RunIds
 from .questions import RunQuestions, wants_live_questions
 from .tree import ConversationTree
@@ -164,6 +167,8 @@ class AGUIRunFactory:
         ids = RunIds.for_new_turn(new_turn)
         store = ThreadConversationStore(entry.record.extras, ids)
         conversation = await store.read_record(run_input.thread_id)
+        if run_input.resume:
+            _check_resumable(run_input.resume, conversation)
         prior = conversation.usage if conversation is not None else RunUsage()
         # the limits per principal, last: a request refused above counts against none of them
         admission = await self.quotas.admit_run(
@@ -269,6 +274,25 @@ def _waits_for_the_model(tree: ConversationTree) -> bool:
     """Whether the active path ends with a request (a question or tool results) no answer follows."""
     head = tree.head
     return head is not None and tree.entries[head]["message"].get("kind") == "request"
+
+
+def _check_resumable(resume: Sequence[ResumeEntry], conversation: ConversationRecord | None) -> None:
+    """``RunConflict`` (``interrupt_not_pending``) for a resume entry that answers nothing pending.
+
+    An interrupt already answered (a second click on "approve", a resume replayed after the run that
+    took it) or never asked is refused before the run starts, so the thread stays as it was and the
+    client learns which entry is stale and what is pending now.
+    """
+    requests = conversation.deferred_tool_requests if conversation is not None else None
+    pending = [interrupt_of(call, requests.metadata).id for call in requests.approvals] if requests else []
+    for index, entry in enumerate(resume):
+        if entry.interrupt_id not in pending:
+            waiting = ", ".join(repr(i) for i in pending) or "nothing"
+            raise RunConflict(
+                f"resume[{index}] answers interrupt {entry.interrupt_id!r}, which is not pending on"
+                f" this thread (pending: {waiting})",
+                "interrupt_not_pending",
+            )
 
 
 def _check_convertible(index: int, message: Message) -> None:

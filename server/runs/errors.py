@@ -17,7 +17,8 @@ class RunConflict(RunError):
     """The run cannot start now: its thread is busy, or its id is already taken in the thread.
 
     ``code`` names which (``thread_busy``, ``run_exists``, ``remote_run``); an answer to a run that
-    ended or to a question already closed conflicts too (``run_ended``, ``question_closed``).
+    ended or to a question already closed conflicts too (``run_ended``, ``question_closed``), and
+    so does a resume that answers an interrupt not pending on the thread (``interrupt_not_pending``).
     """
 
     def __init__(self, message: str, code: str) -> None:
