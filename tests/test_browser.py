@@ -17,6 +17,7 @@ import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -244,6 +245,22 @@ async def test_tabs_of_one_chat_follow_each_other_and_a_deleted_chat_is_not_made
     assert await second.shown_messages() == await first.shown_messages()
     assert await second.shown_messages() == thread_messages(await first.server_view())
     assert await second.shown_cards() == thread_cards(await first.server_view())
+
+    # a turn asked on another device: the first tab, shown again, reads the chat once and shows it
+    history = (await first.server_view())["messages"]
+    asked = {"id": "u-elsewhere", "role": "user", "content": CITING_KINDS[1]}
+    async with httpx.AsyncClient(base_url=rag_server, timeout=30) as client:
+        body = run_body(thread_id, "elsewhere-r1", None, messages=[*history, asked])
+        assert (await client.post("/agui", json=body)).status_code == 200
+    reads: list[str] = []
+    first.page.on(
+        "request",
+        lambda r: reads.append(r.url) if urlsplit(r.url).path == f"/threads/{thread_id}" else None,
+    )
+    await first.page.evaluate("() => document.dispatchEvent(new Event('visibilitychange'))")
+    await expect(first.answers()).to_have_count(3)
+    assert await first.shown_messages() == thread_messages(await first.server_view())
+    assert len(reads) == 1, reads
 
     # deleted in the second tab: the first leaves it, says so, and its next question is a new chat
     await second.page.bring_to_front()

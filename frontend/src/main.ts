@@ -11,7 +11,7 @@ import { FilterView, SourcesView, ThreadListView } from "./panels";
 import { ChatSession, type RunResult, describe } from "./session";
 import "./styles.css";
 import { UploadsView } from "./uploads";
-import type { ThreadSummary } from "./types";
+import type { ThreadSummary, ThreadView } from "./types";
 
 const api = new Api(takeToken());
 // The server's state key (RAGSTREAM_STATE_KEY), read once; a failure leaves the state flat.
@@ -132,12 +132,15 @@ function setUrlThread(threadId: string | null): void {
 }
 
 /** Open a saved thread (by id) or a new one (null). */
-async function openThread(threadId: string | null): Promise<void> {
+/** Show `threadId` (a new chat for null); `view` when the caller has just read it (null: gone). */
+async function openThread(threadId: string | null, view?: ThreadView | null): Promise<void> {
   const ticket = ++opening;
   let next: ChatSession;
   try {
     const key = await stateKey;
-    next = threadId ? await ChatSession.open(api, threadId, key) : new ChatSession(api, newId(), null, key);
+    next = threadId
+      ? await ChatSession.open(api, threadId, key, view)
+      : new ChatSession(api, newId(), null, key);
   } catch (error) {
     showBanner(`Could not open the chat: ${describe(error)}`);
     next = new ChatSession(api, newId(), null, await stateKey);
@@ -241,10 +244,15 @@ function tellTabs(news: TabNews): void {
  * question continues what the user last saw there (not a stale copy that would branch it). Neither
  * while this tab runs or switches: its own run ends with what the server keeps.
  */
-async function followElsewhere(threadId: string, deleted: boolean, where: string): Promise<void> {
+async function followElsewhere(
+  threadId: string,
+  deleted: boolean,
+  where: string,
+  view?: ThreadView,
+): Promise<void> {
   if (threadId !== session.threadId || !session.saved || !session.canSwitch) return;
   if (!deleted) {
-    await openThread(threadId);
+    await openThread(threadId, view);
     return;
   }
   setUrlThread(null);
@@ -269,7 +277,7 @@ document.addEventListener("visibilitychange", () => {
     (view) => {
       if (view === null) return followElsewhere(threadId, true, "elsewhere");
       const changed = view.messages.at(-1)?.id !== session.messages.at(-1)?.id;
-      return changed ? followElsewhere(threadId, false, "elsewhere") : undefined;
+      return changed ? followElsewhere(threadId, false, "elsewhere", view) : undefined;
     },
     () => undefined, // offline for a moment: the next question tells
   );

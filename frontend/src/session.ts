@@ -178,8 +178,13 @@ export class ChatSession {
   }
 
   /** The thread as the server has it, or a new, empty thread when it has none by that id. */
-  static async open(api: Api, threadId: string, stateKey: string | null = null): Promise<ChatSession> {
-    const view = await api.getThread(threadId);
+  static async open(
+    api: Api,
+    threadId: string,
+    stateKey: string | null = null,
+    known?: ThreadView | null,
+  ): Promise<ChatSession> {
+    const view = known !== undefined ? known : await api.getThread(threadId);
     const session = new ChatSession(api, threadId, view, stateKey);
     if (view?.activeRunId) session.following = session.follow(view.activeRunId);
     return session;
