@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
 from ag_ui.core import Interrupt
 
 from rag_tools.kb.access import ALL, Reader
-from rag_tools.readable import drop_unreadable
+from rag_tools.readable import Withholding, drop_unreadable
 from rag_tools.state import CacheEntry, ListPosition, ThreadRecord, ToolContext
 from rag_tools.tools import (
     APPROVAL_NAMESPACE,
@@ -32,7 +33,7 @@ from rag_tools.tools.results import AttachmentRecord
 
 from .access import MessageNotFound, StateItemNotFound, ThreadNotFound, owned_entry
 from .agui.branch_state import fork_states, restore_state_at, state_at
-from .agui.history import conversation_of, path_title, stored_record, thread_messages
+from .agui.history import conversation_of, path_title, path_tool_results, stored_record, thread_messages
 from .agui.interrupts import interrupt_of
 from .agui.tree import ConversationTree
 from .runs import RunConflict, RunNotFound
@@ -85,13 +86,16 @@ def _position(cursor: str) -> ListPosition:
     )
 
 
-async def _readable_state(services: Services, context: ToolContext, reader: Reader) -> ToolContext:
-    """The thread's state as ``reader`` may see it now (a copy without what it may not read)."""
+async def _readable_state(
+    services: Services, context: ToolContext, reader: Reader, results: Iterable[Any] = ()
+) -> tuple[ToolContext, Withholding]:
+    """The thread's state as ``reader`` may see it now (a copy without what it may not read), and
+    which of its tool ``results`` the reader may not see."""
     if reader.reads_all:
-        return context
+        return context, Withholding()
     view = context.view()
-    await drop_unreadable(view, services.kb.restricted(reader))
-    return view
+    withholding = await drop_unreadable(view, services.kb.restricted(reader), results)
+    return view, withholding
 
 
 async def thread_view(
@@ -108,9 +112,11 @@ async def thread_view(
         entry = await owned_entry(services.cache, thread_id, principal)
     except ThreadNotFound:
         entry = await _first_run_entry(services, thread_id, principal, active_run)
-    state = (await _readable_state(services, entry.context, reader)).build_state_snapshot()
+    results = () if reader.reads_all else path_tool_results(entry.record.extras)
+    context, withholding = await _readable_state(services, entry.context, reader, results)
+    state = context.build_state_snapshot()
     conversation = stored_record(entry.record.extras, thread_id)
-    path = thread_messages(entry.record.extras)
+    path = thread_messages(entry.record.extras, withholding or None)
     interrupts: list[Interrupt] = []
     pending_calls: list[str] = []
     if conversation is not None and conversation.deferred_tool_requests is not None:
@@ -163,7 +169,7 @@ async def state_item(
     stays with the thread and is read here, e.g. the card of an old answer's ``[n]``.
     """
     entry = await owned_entry(services.cache, thread_id, principal)
-    context = await _readable_state(services, entry.context, reader)
+    context, _ = await _readable_state(services, entry.context, reader)
     try:
         return context.read_field(field) if key is None else context.read_item(field, key)
     except KeyError:

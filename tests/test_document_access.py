@@ -20,12 +20,22 @@ import httpx
 import lancedb
 import pytest
 from pydantic import SecretStr
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import DeferredToolRequests
 
+from rag_tools import build_chat_toolkit
+from rag_tools.deps import ChatDeps
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.access import ALL, InvalidGroups, Reader
+from rag_tools.readable import WITHHELD, drop_unreadable
+from rag_tools.state import SESSION_NAMESPACE, SessionState, ToolContext
+from server.app import create_app
 from server.config import StaticToken
 from tests.conftest import scenario_app
 from tests.embedders import HashingEmbeddingModel
+from tests.scenario import _stream as scenario_stream
 from tests.servers import serve
 from tests.test_documents_api import finished_job
 
@@ -93,6 +103,39 @@ async def test_groups_on_ingest_regrouping_and_lookups(tmp_path: Path) -> None:
             await kb.ingest_bytes(b"x", name="x.md", groups=["*"])
 
 
+async def test_tool_results_are_withheld_by_id_source_or_citation_number(tmp_path: Path) -> None:
+    """A thread's tool result naming a document its reader may not read, however it names it, is
+    withheld whole; results naming readable documents, web pages or nothing stay as they are."""
+    pay, open_ = tmp_path / "pay.md", tmp_path / "open.md"
+    pay.write_text("# Pay\n\nSalaries are paid on the 25th.")
+    open_.write_text("# Open\n\nThe office opens at nine.")
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
+        pay_id = (await kb.ingest_paths([pay], groups=["hr"])).outcomes[0].document_id
+        open_id = (await kb.ingest_paths([open_])).outcomes[0].document_id
+        assert pay_id and open_id
+        context = ToolContext()
+        session = context.get_or_create(SESSION_NAMESPACE, SessionState)
+        for chunk, document, uri in ((f"{pay_id}:0", pay_id, "pay.md"), (f"{open_id}:0", open_id, "open.md")):
+            session.cite(chunk_id=chunk, document_id=document, title=uri, uri=uri, text="...")
+        session.citations.clear()  # the cards went long ago: citation 1 is known by the registry only
+        hidden = [
+            {"document_id": pay_id, "content": "Salaries are paid on the 25th."},
+            {"found": True, "uri": "pay.md", "content": "Salaries are paid on the 25th."},
+            {"results": [{"citation": 2, "text": "nine"}, {"citation": 1, "text": "the 25th"}]},
+        ]
+        shown = [
+            {"results": [{"citation": 2, "uri": "open.md", "text": "The office opens at nine."}]},
+            {"uri": "https://example.com/pay.md", "text": "a page a tool fetched"},
+            "plain text",
+            [1, 2, 3],
+        ]
+        for reader, withheld in ((Reader.member_of(["eng"]), hidden), (Reader.member_of(["hr"]), [])):
+            withholding = await drop_unreadable(context.view(), kb.restricted(reader), [*hidden, *shown])
+            assert [r for r in [*hidden, *shown] if withholding(r) == WITHHELD] == withheld
+            assert all(withholding(r) is r for r in shown)
+        assert not await drop_unreadable(context, kb, hidden)  # a reader of everything
+
+
 async def test_a_format_3_knowledge_base_gains_groups_when_opened(tmp_path: Path) -> None:
     embedder = HashingEmbeddingModel()
     async with KnowledgeBase(tmp_path / "kb", embedder=embedder) as kb:
@@ -153,13 +196,14 @@ def _run(thread: str, text: str, run: str = "r1", message: str = "m1") -> dict[s
 
 
 @asynccontextmanager
-async def _server(config: Any, *, scenario: bool) -> AsyncIterator[httpx.AsyncClient]:
-    from server.app import create_app
-
+async def _server(config: Any, *, scenario: bool = True, **parts: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """The app on ``config`` with the test's tokens and editors: the scenario agent, the offline
+    model (``scenario=False``), or the ``agent`` and ``toolkit`` given."""
     config.tokens = TOKENS
     config.editors = ["root"]
     config.editor_groups = ["kb-editors"]
-    app = scenario_app(config) if scenario else create_app(config)  # no model: the offline one
+    # the scenario agent, else the agent given, else the offline model
+    app = scenario_app(config) if scenario and not parts else create_app(config, **parts)
     async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=60) as client:
         yield client
 
@@ -266,6 +310,69 @@ async def test_cached_results_go_once_the_owner_may_not_read_them(scenario_confi
         assert again.status_code == 200
         tail = again.text[again.text.index('"runId":"r2"') :]
         assert "HRQUOKKA" not in tail and 'recalled_from\\":null' in tail
+
+
+async def test_tool_results_of_a_document_the_owner_may_no_longer_read_are_withheld(
+    scenario_config: Any,
+) -> None:
+    """The thread's tool results go through the same rule as its state: once alice may not read the
+    HR document, the search result that holds its passage is withheld from her thread view and
+    from what the model is sent on her next turn; a result of documents she still reads stays, and
+    nothing is lost from storage (readable again, shown again)."""
+    sent: list[str] = []  # the tool results the model was sent on each request, as text
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        results = [
+            p.model_response_str()
+            for m in messages
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if isinstance(p, ToolReturnPart)
+        ]
+        sent.append("\n".join(results))
+        async for chunk in scenario_stream(messages, info):
+            yield chunk
+
+    toolkit = build_chat_toolkit(scenario_config)
+    agent = Agent(
+        FunctionModel(stream_function=stream, model_name="recorder"),
+        deps_type=ChatDeps,
+        output_type=[str, DeferredToolRequests],
+        toolsets=toolkit.toolsets,
+        capabilities=toolkit.capabilities,
+    )
+    alice = _as("alice")
+    async with _server(scenario_config, agent=agent, toolkit=toolkit) as client:
+        hr_id = await _upload(client, "root", "travel-hr.md", HR_DOC, "hr")
+        first = await client.post("/agui", json=_run("held", QUESTION), headers=alice)
+        assert first.status_code == 200 and "HRQUOKKA" in first.text
+        history = (await client.get("/threads/held", headers=alice)).json()["messages"]
+        second = {"id": "m2", "role": "user", "content": "nightly backups"}
+        body = {**_run("held", "", "r2"), "messages": [*history, second]}
+        assert (await client.post("/agui", json=body, headers=alice)).status_code == 200
+
+        def tool_results(view: dict[str, Any]) -> list[str]:
+            return [m["content"] for m in view["messages"] if m["role"] == "tool"]
+
+        before = tool_results((await client.get("/threads/held", headers=alice)).json())
+        assert len(before) == 2 and "HRQUOKKA" in before[0] and "HRQUOKKA" not in before[1]
+        moved = await client.patch(f"/documents/{hr_id}", json={"groups": ["finance"]}, headers=_as("root"))
+        assert moved.status_code == 200
+
+        view = (await client.get("/threads/held", headers=alice)).json()
+        assert tool_results(view) == [WITHHELD, before[1]]  # the backups search was all readable
+        assert "HRQUOKKA" not in json.dumps(view["state"])
+        third = {"id": "m3", "role": "user", "content": "how do restores work"}
+        body = {**_run("held", "", "r3"), "messages": [*view["messages"], third]}
+        again = await client.post("/agui", json=body, headers=alice)
+        assert again.status_code == 200
+        assert "HRQUOKKA" not in again.text
+        assert "HRQUOKKA" not in sent[-1] and WITHHELD in sent[-1] and before[1][:40] in sent[-1]
+
+        # the stored thread keeps the result: readable again, it is shown again
+        back = await client.patch(f"/documents/{hr_id}", json={"groups": ["hr"]}, headers=_as("root"))
+        assert back.status_code == 200
+        assert tool_results((await client.get("/threads/held", headers=alice)).json())[:2] == before
 
 
 async def test_editors_change_only_their_groups_documents(scenario_config: Any) -> None:

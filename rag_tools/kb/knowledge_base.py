@@ -480,14 +480,29 @@ class KnowledgeBase:
             self._tables, document_id, with_content=with_content, reader=self.reader
         )
 
-    @storage_errors
     async def readable_document_ids(self, document_ids: set[str]) -> set[str]:
         """Those of ``document_ids`` that exist and the reader may read."""
+        return {i for i, ok in (await self.document_readability(document_ids)).items() if ok}
+
+    @storage_errors
+    async def document_readability(self, document_ids: set[str]) -> dict[str, bool]:
+        """For each of ``document_ids`` that exists, whether the reader may read it (others left out)."""
         if not document_ids:
-            return set()
+            return {}
         await self.open()
         published = await self._tables.published_access(document_ids)
-        return {i for i, (_, groups) in published.items() if self.reader.may_read(groups)}
+        return {i: self.reader.may_read(groups) for i, (_, groups) in published.items()}
+
+    @storage_errors
+    async def uri_readability(self, uris: set[str]) -> dict[str, bool]:
+        """For each of ``uris`` (display sources) that shows a document, whether the reader may read
+        every document shown as it."""
+        if not uris:
+            return {}
+        await self.open()
+        ids = await self._tables.ids_by_uri(uris)
+        readable = await self.document_readability(set().union(*ids.values()))
+        return {uri: all(readable.get(i, True) for i in found) for uri, found in ids.items()}
 
     @storage_errors
     async def get_document_file(self, document_id: str) -> DocumentFile | None:

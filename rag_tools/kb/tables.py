@@ -196,6 +196,8 @@ class Tables:
         self.write_lock = asyncio.Lock()
         self._published: dict[str, tuple[str, list[str] | None] | None] = {}
         self._published_version: int | None = None
+        self._by_uri: dict[str, frozenset[str]] = {}
+        self._by_uri_version: int | None = None
 
     async def open(self) -> None:
         """Connect; check the embedder and the format, migrating a format 1 knowledge base.
@@ -315,6 +317,28 @@ class Tables:
             }
             self._published.update({i: found.get(i) for i in missing})
         return {i: found for i in document_ids if (found := self._published[i]) is not None}
+
+    async def ids_by_uri(self, uris: set[str]) -> dict[str, set[str]]:
+        """The ids of the documents shown as each of ``uris`` (display sources; those found).
+        Cached per version of the documents table, as ``published_access`` is."""
+        if self.documents is None or not uris:
+            return {}
+        version = await self.documents.version()
+        if version != self._by_uri_version:
+            self._by_uri_version, self._by_uri = version, {}
+        missing = uris - self._by_uri.keys()
+        if missing:
+            rows = (
+                await self.documents.query()
+                .where(in_list("uri", sorted(missing)))
+                .select(["document_id", "uri"])
+                .to_list()
+            )
+            found: dict[str, set[str]] = {u: set() for u in missing}
+            for row in rows:
+                found[row["uri"]].add(row["document_id"])
+            self._by_uri.update({u: frozenset(ids) for u, ids in found.items()})
+        return {u: set(ids) for u in uris if (ids := self._by_uri[u])}
 
     async def _read_meta(self) -> dict[str, str]:
         table = await self.require_open().open_table(META)

@@ -63,7 +63,7 @@ from ..runs import FailureCode, RunEvent, RunFailure, RunStatus
 from .adapter import classify
 from .branch_state import StepStates, stage_step_states
 from .encoding import encode_event
-from .history import thread_messages, thread_title
+from .history import Withhold, thread_messages, thread_title
 from .interrupts import with_question_interrupts
 from .questions import RunQuestions
 
@@ -97,6 +97,7 @@ class AGUIRun:
     created: float = field(default_factory=time.perf_counter)
     questions: RunQuestions | None = None
     new_turn: list[Message] = field(default_factory=list)  # the client's messages the run answers
+    withhold: Withhold | None = None  # tool results the caller may not see (``rag_tools.readable``)
 
     @property
     def thread_id(self) -> str:
@@ -228,7 +229,7 @@ class AGUIRun:
         yield _with_trace_id(
             RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION)
         )
-        messages = thread_messages(self.txn.entry.record.extras).messages
+        messages = thread_messages(self.txn.entry.record.extras, self.withhold).messages
         if messages:
             yield MessagesSnapshotEvent(messages=messages)
         yield StateSnapshotEvent(snapshot=self.baseline)

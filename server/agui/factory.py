@@ -56,7 +56,7 @@ from .adapter import RagstreamAdapter
 from .branch_state import StepStates, restore_state_at
 from .budget import TokenBudget
 from .execution import AGUIRun
-from .history import ThreadConversationStore, conversation_of
+from .history import ThreadConversationStore, conversation_of, path_tool_results
 from .interrupts import interrupt_of
 from .message_ids import RunIds
 from .questions import RunQuestions, wants_live_questions
@@ -122,7 +122,9 @@ class AGUIRunFactory:
         tree = ConversationTree(conversation_of(entry.record.extras))
         new_turn = self._follow_client(tree, context, run_input.messages)
         kb = self.kb.restricted(reader)
-        await drop_unreadable(context, kb)  # cached results the caller may not read (any more)
+        # cached results the caller may not read (any more): gone from the state, withheld from history
+        results = () if reader.reads_all else path_tool_results(entry.record.extras)
+        withholding = await drop_unreadable(context, kb, results)
         try:
             context.apply_client_proposal(run_input.state if run_input.state is not None else {})
         except ValidationError as exc:
@@ -146,6 +148,7 @@ class AGUIRunFactory:
             steps=StepStates(context),
             start=tree.head,
             count_metrics=self.count_metrics,
+            withhold=withholding or None,
         )
         if wants_live_questions(run_input):
             key = run_key(run_input.thread_id, run_input.run_id)
@@ -165,7 +168,7 @@ class AGUIRunFactory:
         if not new_turn and not run_input.resume and not _waits_for_the_model(tree):
             return run  # nothing to ask the model: the run restates the thread
         ids = RunIds.for_new_turn(new_turn)
-        store = ThreadConversationStore(entry.record.extras, ids)
+        store = ThreadConversationStore(entry.record.extras, ids, withholding or None)
         conversation = await store.read_record(run_input.thread_id)
         if run_input.resume:
             _check_resumable(run_input.resume, conversation)

@@ -12,7 +12,7 @@ what the thread returns; the entries form a tree whose active path is the conver
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from ag_ui.core import Message
@@ -41,8 +41,10 @@ __all__ = [
     "CONVERSATION_KEY",
     "ThreadConversationStore",
     "ThreadPath",
+    "Withhold",
     "conversation_of",
     "path_title",
+    "path_tool_results",
     "stored_messages",
     "stored_record",
     "thread_messages",
@@ -70,6 +72,37 @@ def _dump_entry(entry: ConversationEntry, ids: RunIds | None) -> dict[str, Any]:
     return raw
 
 
+Withhold = Callable[[Any], Any]
+"""A tool result as a reader may see it (``rag_tools.readable.Withholding``): itself or a stand-in."""
+
+_TOOL_RETURN = "tool-return"
+
+
+def _tool_returns(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for p in raw["message"].get("parts", ()) if p.get("part_kind") == _TOOL_RETURN]
+
+
+def _withheld(raw: dict[str, Any], withhold: Withhold) -> dict[str, Any]:
+    """``raw``, or a copy whose tool results ``withhold`` replaces (the stored entry is not changed)."""
+    shown, changed = [], False
+    for part in raw["message"].get("parts", ()):
+        if part.get("part_kind") == _TOOL_RETURN:
+            content = withhold(part.get("content"))
+            if content is not part.get("content"):
+                part, changed = {**part, "content": content}, True
+        shown.append(part)
+    return {**raw, "message": {**raw["message"], "parts": shown}} if changed else raw
+
+
+def path_tool_results(extras: dict[str, Any]) -> list[Any]:
+    """The contents (as stored JSON) of the tool results on the thread's active path."""
+    data = extras.get(CONVERSATION_KEY)
+    if not data or data.get("record") is None:
+        return []
+    tree = ConversationTree(data)
+    return [p.get("content") for key in tree.path() for p in _tool_returns(tree.entries[key])]
+
+
 def _load_entry(raw: dict[str, Any]) -> ConversationEntry:
     return ConversationEntry(
         id=raw["id"], parent_id=raw["parent_id"], message=load_message(raw), kind=raw["kind"]
@@ -80,12 +113,16 @@ class ThreadConversationStore(ConversationStore):
     """The conversation of one thread, read from and staged into that thread's record extras.
 
     ``ids`` are the message ids of the run writing through it: its new entries are stored with
-    the ids the run streamed (``message_ids``).
+    the ids the run streamed (``message_ids``). ``withhold`` replaces the tool results its reader
+    may not see in the history it reads (the stored entries keep them).
     """
 
-    def __init__(self, extras: dict[str, Any], ids: RunIds | None = None) -> None:
+    def __init__(
+        self, extras: dict[str, Any], ids: RunIds | None = None, withhold: Withhold | None = None
+    ) -> None:
         self._data: dict[str, Any] = conversation_of(extras)
         self._ids = ids
+        self._withhold = withhold
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
         raw = self._data.get("record")
@@ -151,6 +188,8 @@ class ThreadConversationStore(ConversationStore):
             chain.append(raw)
             head_id = raw.get("parent_id")
         chain.reverse()
+        if self._withhold is not None:
+            chain = [_withheld(raw, self._withhold) for raw in chain]
         return [
             ConversationEntry(id=raw["id"], parent_id=raw["parent_id"], message=message, kind=raw["kind"])
             for raw, message in zip(chain, load_messages(chain), strict=True)
@@ -190,14 +229,17 @@ class ThreadPath(NamedTuple):
     calls in ``messages`` show what the model proposed)."""
 
 
-def thread_messages(extras: dict[str, Any]) -> ThreadPath:
-    """The active path in AG-UI form, with its branches and the calls run with edited arguments."""
+def thread_messages(extras: dict[str, Any], withhold: Withhold | None = None) -> ThreadPath:
+    """The active path in AG-UI form, with its branches and the calls run with edited arguments;
+    ``withhold`` replaces the tool results its reader may not see."""
     data = extras.get(CONVERSATION_KEY)
     if not data or data.get("record") is None:
         return ThreadPath([], {}, {})
     tree = ConversationTree(data)
     path = tree.path()
     raws = [tree.entries[key] for key in path]
+    if withhold is not None:
+        raws = [_withheld(raw, withhold) for raw in raws]
     models = load_messages(raws)
     uis = [[item.id for item in tree.ui(key)] for key in path]
     dumped = AGUIAdapter.dump_messages(models)  # one call for the path: dumping is per message anyway
