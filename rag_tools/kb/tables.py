@@ -21,9 +21,10 @@ before, or by an older version, keep ``NULL`` and are never swept); older versio
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 from urllib.parse import unquote
 
 import lancedb
@@ -60,6 +61,7 @@ META = "meta"
 FTS_COLUMN = "search_text"
 WRITTEN_AT = "written_at"
 GROUPS = "groups"
+_V = TypeVar("_V")
 HIT_COLUMNS = [
     "chunk_id",
     "document_id",
@@ -194,10 +196,8 @@ class Tables:
         self.files: lancedb.AsyncTable | None = None
         self.dimensions: int | None = None
         self.write_lock = asyncio.Lock()
-        self._published: dict[str, tuple[str, list[str] | None] | None] = {}
-        self._published_version: int | None = None
-        self._by_uri: dict[str, frozenset[str]] = {}
-        self._by_uri_version: int | None = None
+        self._published: _RowsPerVersion[tuple[str, list[str] | None]] = _RowsPerVersion()
+        self._by_uri: _RowsPerVersion[frozenset[str]] = _RowsPerVersion()
 
     async def open(self) -> None:
         """Connect; check the embedder and the format, migrating a format 1 knowledge base.
@@ -300,45 +300,28 @@ class Tables:
         """``published``, with each document's stored ``groups`` (who may read it, ``access.py``)."""
         if self.documents is None or not document_ids:
             return {}
-        version = await self.documents.version()
-        if version != self._published_version:
-            self._published_version, self._published = version, {}
-        missing = document_ids - self._published.keys()
-        if missing:
-            rows = (
-                await self.documents.query()
-                .where(in_list("document_id", sorted(missing)))
-                .select(["document_id", "content_hash", GROUPS])
-                .to_list()
-            )
-            found = {
+
+        def read(rows: list[dict[str, Any]]) -> dict[str, tuple[str, list[str] | None]]:
+            return {
                 row["document_id"]: (version_prefix(row["document_id"], row["content_hash"]), row[GROUPS])
                 for row in rows
             }
-            self._published.update({i: found.get(i) for i in missing})
-        return {i: found for i in document_ids if (found := self._published[i]) is not None}
 
-    async def ids_by_uri(self, uris: set[str]) -> dict[str, set[str]]:
-        """The ids of the documents shown as each of ``uris`` (display sources; those found).
-        Cached per version of the documents table, as ``published_access`` is."""
+        columns = ["document_id", "content_hash", GROUPS]
+        return await self._published.get(self.documents, "document_id", document_ids, columns, read)
+
+    async def ids_by_uri(self, uris: set[str]) -> dict[str, frozenset[str]]:
+        """The ids of the documents shown as each of ``uris`` (display sources; those found)."""
         if self.documents is None or not uris:
             return {}
-        version = await self.documents.version()
-        if version != self._by_uri_version:
-            self._by_uri_version, self._by_uri = version, {}
-        missing = uris - self._by_uri.keys()
-        if missing:
-            rows = (
-                await self.documents.query()
-                .where(in_list("uri", sorted(missing)))
-                .select(["document_id", "uri"])
-                .to_list()
-            )
-            found: dict[str, set[str]] = {u: set() for u in missing}
+
+        def read(rows: list[dict[str, Any]]) -> dict[str, frozenset[str]]:
+            found: dict[str, set[str]] = {}
             for row in rows:
-                found[row["uri"]].add(row["document_id"])
-            self._by_uri.update({u: frozenset(ids) for u, ids in found.items()})
-        return {u: set(ids) for u in uris if (ids := self._by_uri[u])}
+                found.setdefault(row["uri"], set()).add(row["document_id"])
+            return {uri: frozenset(ids) for uri, ids in found.items()}
+
+        return await self._by_uri.get(self.documents, "uri", uris, ["document_id", "uri"], read)
 
     async def _read_meta(self) -> dict[str, str]:
         table = await self.require_open().open_table(META)
@@ -492,3 +475,30 @@ async def _with_written_at(table: lancedb.AsyncTable) -> lancedb.AsyncTable:
             if not (is_commit_conflict(error) or "already exists" in str(error)):
                 raise
     return table
+
+
+class _RowsPerVersion(Generic[_V]):
+    """Lookups of a table's rows by one column, kept until the table's version changes (a write)."""
+
+    def __init__(self) -> None:
+        self._version: int | None = None
+        self._values: dict[str, _V | None] = {}
+
+    async def get(
+        self,
+        table: lancedb.AsyncTable,
+        column: str,
+        keys: set[str],
+        columns: list[str],
+        read: Callable[[list[dict[str, Any]]], dict[str, _V]],
+    ) -> dict[str, _V]:
+        """``read``'s value for each of ``keys`` that has rows (asking the table only for new keys)."""
+        version = await table.version()
+        if version != self._version:
+            self._version, self._values = version, {}
+        missing = keys - self._values.keys()
+        if missing:
+            rows = await table.query().where(in_list(column, sorted(missing))).select(columns).to_list()
+            found = read(rows)
+            self._values.update({key: found.get(key) for key in missing})
+        return {key: value for key in keys if (value := self._values[key]) is not None}
