@@ -1,6 +1,6 @@
 """What branches cost: a thread of 200 turns with 50 branches against a linear thread of 200 turns.
 
-``python -m bench.branches [--turns 200] [--branches 50] [--trials 30]``
+``python -m bench.branches [--turns 200] [--branches 50] [--trials 30] [--restricted]``
 
 Both threads are built through a real ``ragstream serve`` (the offline extractive model over the
 sample corpus, so every turn searches and cites) by a client that sends the conversation it shows,
@@ -13,6 +13,12 @@ branch. Then, in turn between the two threads (so drift on a noisy machine hits 
 - stored bytes of each thread record (state and conversation), and per branch.
 
 Prints the figures side by side and the branched/linear ratios (target: within 1.2x).
+
+``--restricted`` compares instead two linear threads: one of a principal who reads every document
+(an administrator) and one of a principal restricted to its groups, whose thread is checked
+against the documents it may read whenever it is served (``rag_tools/readable.py``: cached
+results dropped, tool results of unreadable documents withheld). The sample corpus is everyone's,
+so both threads hold the same conversation and nothing is withheld: the ratio is the check's cost.
 """
 
 from __future__ import annotations
@@ -105,45 +111,65 @@ def _stored_bytes(data: Path, thread: str) -> int:
     return int(row[0])
 
 
-async def main(turns: int, branches: int, trials: int) -> None:
+#: The principals of ``--restricted``: an administrator, and a reader of its groups' documents.
+_TOKENS = {"admin": "t-admin", "reader": {"token": "t-reader", "groups": ["staff"]}}
+
+
+async def main(turns: int, branches: int, trials: int, restricted: bool = False) -> None:
+    # (label, thread, whose token, branches): the baseline first
+    if restricted:
+        kinds = [("every document", "admin", "t-admin", 0), ("restricted reader", "reader", "t-reader", 0)]
+    else:
+        kinds = [("linear", "linear", None, 0), (f"{branches} branches", "branched", None, branches)]
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
         kb = await build_corpus_kb(data / "kb")
         kb.close()
         env = {"RAGSTREAM_MAX_BODY_BYTES": str(64 * 1024 * 1024), "RAGSTREAM_RUN_TIMEOUT": "600"}
-        async with served(env, data) as url, httpx.AsyncClient(base_url=url, timeout=600) as http:
-            started = time.perf_counter()
-            shown = {
-                "linear": await _build(http, "linear", turns, 0),
-                "branched": await _build(http, "branched", turns, branches),
+        if restricted:
+            env |= {"RAGSTREAM_TOKENS": json.dumps(_TOKENS), "RAGSTREAM_EDITORS": json.dumps(["admin"])}
+        async with served(env, data) as url:
+            clients = {
+                label: httpx.AsyncClient(
+                    base_url=url, timeout=600, headers={"Authorization": f"Bearer {token}"} if token else {}
+                )
+                for label, _, token, _ in kinds
             }
+            started = time.perf_counter()
+            shown = {label: await _build(clients[label], thread, turns, n) for label, thread, _, n in kinds}
             built = time.perf_counter() - started
-            view = (await http.get("/threads/branched")).json()
-            assert len(view["branches"]) == branches, len(view["branches"])
-            assert sum(m["role"] == "user" for m in view["messages"]) == turns
-            size = {kind: _stored_bytes(data, kind) for kind in shown}
-            gets: dict[str, list[float]] = {kind: [] for kind in shown}
-            starts: dict[str, list[float]] = {kind: [] for kind in shown}
+            for label, thread, _, n in kinds:
+                view = (await clients[label].get(f"/threads/{thread}")).json()
+                assert len(view["branches"]) == n, len(view["branches"])
+                assert sum(m["role"] == "user" for m in view["messages"]) == turns
+            size = {label: _stored_bytes(data, thread) for label, thread, _, _ in kinds}
+            gets: dict[str, list[float]] = {label: [] for label in shown}
+            starts: dict[str, list[float]] = {label: [] for label in shown}
             for _ in range(trials):
-                for kind in shown:
+                for label, thread, _, _ in kinds:
                     t0 = time.perf_counter()
-                    (await http.get(f"/threads/{kind}")).raise_for_status()
-                    gets[kind].append((time.perf_counter() - t0) * 1000)
+                    (await clients[label].get(f"/threads/{thread}")).raise_for_status()
+                    gets[label].append((time.perf_counter() - t0) * 1000)
             for _ in range(trials):
-                for kind in shown:
-                    ms, shown[kind] = await _time_to_run_started(http, kind, shown[kind])
-                    starts[kind].append(ms)
+                for label, thread, _, _ in kinds:
+                    ms, shown[label] = await _time_to_run_started(clients[label], thread, shown[label])
+                    starts[label].append(ms)
+            for client in clients.values():
+                await client.aclose()
+    base, other = (label for label, _, _, _ in kinds)
     rows = [
-        ["GET /threads/{id} p50 (ms)", median(gets["linear"]), median(gets["branched"])],
-        ["time to RUN_STARTED p50 (ms)", median(starts["linear"]), median(starts["branched"])],
-        ["stored bytes", size["linear"], size["branched"]],
+        ["GET /threads/{id} p50 (ms)", median(gets[base]), median(gets[other])],
+        ["time to RUN_STARTED p50 (ms)", median(starts[base]), median(starts[other])],
+        ["stored bytes", size[base], size[other]],
     ]
-    print(f"{turns} turns, {branches} branches, {trials} trials each ({built:.0f} s to build both threads)\n")
-    print(table(["", "linear", f"{branches} branches", "ratio"], [[*r, r[2] / r[1]] for r in rows]))
-    per_branch = (size["branched"] - size["linear"]) / branches if branches else 0
-    print(
-        f"\nstored bytes per branch: {per_branch:,.0f} (the replaced turn's messages and state checkpoints)"
-    )
+    what = "restricted reader against every document" if restricted else f"{branches} branches"
+    print(f"{turns} turns, {what}, {trials} trials each ({built:.0f} s to build both threads)\n")
+    print(table(["", base, other, "ratio"], [[*r, r[2] / r[1]] for r in rows]))
+    if not restricted:
+        per_branch = (size[other] - size[base]) / branches if branches else 0
+        print(
+            f"\nstored bytes per branch: {per_branch:,.0f} (the replaced turn's messages and state checkpoints)"
+        )
 
 
 if __name__ == "__main__":
@@ -151,5 +177,8 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--branches", type=int, default=50)
     parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument(
+        "--restricted", action="store_true", help="a restricted reader's thread against an administrator's"
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.turns, args.branches, args.trials))
+    asyncio.run(main(args.turns, args.branches, args.trials, args.restricted))

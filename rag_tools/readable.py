@@ -17,12 +17,12 @@ change replaces a field's value (``ToolContext.view`` copies models shallowly).
 The thread's conversation keeps tool results too (a search's passages, a document's text, a QA
 result), which the model reads again on every turn and a reloaded page shows. The same check
 gives a ``Withholding`` for them: a result that names a document the reader may not read (by
-``document_id``, by ``uri``, the document's display source, or by ``citation``, the thread's
-number for a passage) is replaced whole by ``WITHHELD``, so neither the model nor the page gets
-its text. Whole, because a result's other
-text (a QA answer) may say what the passages said. Documents that are gone do not withhold a
-result here: a ``uri`` may be a web page a user's tool fetched, not a document at all. What the
-assistant said in its answers stays: it is what the user was told.
+``document_id``, by ``citation``, the thread's number for a passage, or by ``uri``, the document's
+display source; ``DocumentNames``) is replaced whole by ``WITHHELD``, so neither the model nor the
+page gets its text. Whole, because a result's other text (a QA answer) may say what the passages
+said. Documents that are gone do not withhold a result here: a ``uri`` may be a web page a user's
+tool fetched, not a document at all. What the assistant said in its answers stays: it is what the
+user was told.
 """
 
 from __future__ import annotations
@@ -42,106 +42,138 @@ from .state import (
     ToolContext,
 )
 
-__all__ = ["WITHHELD", "Withholding", "drop_unreadable"]
+__all__ = ["WITHHELD", "DocumentNames", "Withholding", "drop_unreadable"]
 
 WITHHELD = "Withheld: this result came from a document you may no longer read."
 """What a tool result naming a document its reader may not read (any more) is replaced with."""
 
 
 @dataclass(frozen=True)
-class _Names:
-    """What a tool result names documents by: ids, display sources, the thread's citation numbers."""
+class DocumentNames:
+    """How a tool result names knowledge-base documents: by id, by the thread's citation number,
+    and by display source (``uri``) where a part of it names neither of the others.
 
-    ids: frozenset[str]
-    uris: frozenset[str]
-    citations: frozenset[int]
-
-
-def _names(result: Any) -> _Names:
-    """Every ``document_id``, ``uri`` and ``citation`` (a number) anywhere in a result (as JSON)."""
-    ids: set[str] = set()
-    uris: set[str] = set()
-    citations: set[int] = set()
-    stack = [result]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            document_id, uri, citation = value.get("document_id"), value.get("uri"), value.get("citation")
-            if isinstance(document_id, str):
-                ids.add(document_id)
-            if isinstance(uri, str):
-                uris.add(uri)
-            if isinstance(citation, int) and not isinstance(citation, bool):
-                citations.add(citation)
-            stack.extend(v for v in value.values() if isinstance(v, (dict, list)))
-        elif isinstance(value, list):
-            stack.extend(v for v in value if isinstance(v, (dict, list)))
-    return _Names(frozenset(ids), frozenset(uris), frozenset(citations))
-
-
-@dataclass(frozen=True)
-class Withholding:
-    """Which tool results a reader may not see: those naming a document it may not read, by id,
-    by display source (``uri``) or by the thread's citation number."""
+    Worked out once when a result is stored (``to_json`` keeps it beside the result), so checking a
+    long thread is a set lookup per result, not a walk through every result's JSON.
+    """
 
     ids: frozenset[str] = frozenset()
     uris: frozenset[str] = frozenset()
     citations: frozenset[int] = frozenset()
 
+    @classmethod
+    def of(cls, result: Any) -> DocumentNames:
+        """The names anywhere in ``result`` (as JSON)."""
+        ids: set[str] = set()
+        uris: set[str] = set()
+        citations: set[int] = set()
+        stack = [result]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, list):
+                stack.extend(v for v in value if isinstance(v, (dict, list)))
+                continue
+            if not isinstance(value, dict):
+                continue
+            document_id, citation = value.get("document_id"), value.get("citation")
+            if isinstance(document_id, str):
+                ids.add(document_id)
+            if isinstance(citation, int) and not isinstance(citation, bool):
+                citations.add(citation)
+            elif not isinstance(document_id, str) and isinstance(uri := value.get("uri"), str):
+                uris.add(uri)
+            stack.extend(v for v in value.values() if isinstance(v, (dict, list)))
+        return cls(frozenset(ids), frozenset(uris), frozenset(citations))
+
+    @classmethod
+    def from_json_many(cls, many: Iterable[dict[str, list[Any]]]) -> DocumentNames:
+        """Everything any of ``many`` (``to_json`` values) names, as one."""
+        ids: set[str] = set()
+        uris: set[str] = set()
+        citations: set[int] = set()
+        for data in many:
+            if data:
+                ids.update(data.get("ids", ()))
+                uris.update(data.get("uris", ()))
+                citations.update(data.get("citations", ()))
+        return cls(frozenset(ids), frozenset(uris), frozenset(citations))
+
+    def to_json(self) -> dict[str, list[Any]]:
+        """The names as JSON, empty kinds left out."""
+        kinds = {"ids": self.ids, "uris": self.uris, "citations": self.citations}
+        return {kind: sorted(names) for kind, names in kinds.items() if names}  # type: ignore[type-var]
+
     def __bool__(self) -> bool:
         return bool(self.ids or self.uris or self.citations)
+
+    def meets(self, other: DocumentNames) -> bool:
+        """Whether the two name any document in the same way."""
+        return not (
+            self.ids.isdisjoint(other.ids)
+            and self.uris.isdisjoint(other.uris)
+            and self.citations.isdisjoint(other.citations)
+        )
+
+
+@dataclass(frozen=True)
+class Withholding:
+    """Which tool results a reader may not see: those naming a document it may not read."""
+
+    unreadable: DocumentNames = DocumentNames()
+
+    def __bool__(self) -> bool:
+        return bool(self.unreadable)
 
     def __call__(self, result: Any) -> Any:
         """``result`` itself, or ``WITHHELD`` when it names a document the reader may not read."""
         if not self or not isinstance(result, (dict, list)):
             return result
-        names = _names(result)
-        if (
-            self.ids.isdisjoint(names.ids)
-            and self.uris.isdisjoint(names.uris)
-            and self.citations.isdisjoint(names.citations)
-        ):
-            return result
-        return WITHHELD
+        return WITHHELD if self.unreadable.meets(DocumentNames.of(result)) else result
 
 
 NOTHING_WITHHELD = Withholding()
 
 
-def _document_of(session: SessionState, index: int) -> str | None:
-    """The document a citation number points at (its card, else the registry's chunk id)."""
-    key = str(index)
-    card = session.citations.get(key) or session.pending_citations.get(key)
-    if card is not None:
-        return card.document_id
-    for chunk_id, known in session.citation_registry.items():
-        if known == index:
-            return chunk_id.split(":", 1)[0]
-    return None
+def _citation_documents(session: SessionState, indices: Iterable[int]) -> dict[int, str | None]:
+    """The document each citation number points at: its card's, else the registry's chunk id's."""
+    cards = {**session.pending_citations, **session.citations}
+    found: dict[int, str | None] = {}
+    by_index: dict[int, str] | None = None
+    for index in indices:
+        card = cards.get(str(index))
+        if card is not None:
+            found[index] = card.document_id
+            continue
+        if by_index is None:  # built once, and only when a number has no card
+            by_index = {i: chunk_id.split(":", 1)[0] for chunk_id, i in session.citation_registry.items()}
+        found[index] = by_index.get(index)
+    return found
 
 
 async def drop_unreadable(
-    context: ToolContext, kb: KnowledgeBase, results: Iterable[Any] = ()
+    context: ToolContext, kb: KnowledgeBase, names: DocumentNames | None = None
 ) -> Withholding:
     """Remove from ``context`` what ``kb.reader`` may not read now, and say which of the thread's
-    tool ``results`` (as JSON) it may not see either."""
+    tool results (``names``: everything they name) it may not see either."""
     if kb.reader.reads_all:
         return NOTHING_WITHHELD
-    names = [_names(r) for r in results if isinstance(r, (dict, list))]
+    names = names or DocumentNames()
     session = context.get(SESSION_NAMESPACE, SessionState)
-    cited = _cited(context, session) if session is not None else set()
-    cited.update(c for n in names for c in n.citations)
-    documents = {index: _document_of(session, index) for index in cited} if session is not None else {}
-    named_ids = {i for n in names for i in n.ids}
-    readability = await kb.document_readability(named_ids | {d for d in documents.values() if d})
+    cited = (_cited(context, session) if session is not None else set()) | names.citations
+    documents = _citation_documents(session, cited) if session is not None else {}
+    by_uri = await kb.document_ids_for_uris(set(names.uris))
+    readability = await kb.document_readability(
+        set(names.ids) | {d for d in documents.values() if d} | set().union(*by_uri.values())
+    )
     if session is not None:
         _drop_from_state(context, session, {d for d, ok in readability.items() if ok}, documents)
-    uris = await kb.uri_readability({u for n in names for u in n.uris})
     unreadable = {d for d, ok in readability.items() if not ok}
     return Withholding(
-        ids=frozenset(unreadable & named_ids),
-        uris=frozenset(u for u, ok in uris.items() if not ok),
-        citations=frozenset(c for n in names for c in n.citations if documents.get(c) in unreadable),
+        DocumentNames(
+            ids=frozenset(names.ids & unreadable),
+            uris=frozenset(u for u, ids in by_uri.items() if not ids.isdisjoint(unreadable)),
+            citations=frozenset(c for c in names.citations if documents.get(c) in unreadable),
+        )
     )
 
 
@@ -172,12 +204,14 @@ def _drop_from_state(
         session.citations, session.pending_citations = citations, pending
         context.mark_changed(SESSION_NAMESPACE)
     if searches is not None:
-        records = {
-            key: record.model_copy(update={"hits": tuple(h for h in record.hits if ok(h.citation))})
-            for key, record in searches.searches.items()
-        }
-        if any(len(records[k].hits) != len(r.hits) for k, r in searches.searches.items()):
-            searches.searches = records
+        cut = {k for k, r in searches.searches.items() if not all(ok(h.citation) for h in r.hits)}
+        if cut:  # copies only of the records that lose hits
+            searches.searches = {
+                key: record.model_copy(update={"hits": tuple(h for h in record.hits if ok(h.citation))})
+                if key in cut
+                else record
+                for key, record in searches.searches.items()
+            }
             context.mark_changed(SEARCH_NAMESPACE)
     if qa is not None:
         kept = [e for e in qa.qa_history if all(ok(i) for i in e.citations)]

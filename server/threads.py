@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Iterable
 from typing import Any
 
 import orjson
 from ag_ui.core import Interrupt
 
 from rag_tools.kb.access import ALL, Reader
-from rag_tools.readable import Withholding, drop_unreadable
+from rag_tools.readable import DocumentNames, Withholding, drop_unreadable
 from rag_tools.state import CacheEntry, ListPosition, ThreadRecord, ToolContext
 from rag_tools.tools import (
     APPROVAL_NAMESPACE,
@@ -33,7 +32,7 @@ from rag_tools.tools.results import AttachmentRecord
 
 from .access import MessageNotFound, StateItemNotFound, ThreadNotFound, owned_entry
 from .agui.branch_state import fork_states, restore_state_at, state_at
-from .agui.history import conversation_of, path_title, path_tool_results, stored_record, thread_messages
+from .agui.history import conversation_of, path_document_names, path_title, stored_record, thread_messages
 from .agui.interrupts import interrupt_of
 from .agui.tree import ConversationTree
 from .runs import RunConflict, RunNotFound
@@ -87,14 +86,14 @@ def _position(cursor: str) -> ListPosition:
 
 
 async def _readable_state(
-    services: Services, context: ToolContext, reader: Reader, results: Iterable[Any] = ()
+    services: Services, context: ToolContext, reader: Reader, names: DocumentNames | None = None
 ) -> tuple[ToolContext, Withholding]:
     """The thread's state as ``reader`` may see it now (a copy without what it may not read), and
-    which of its tool ``results`` the reader may not see."""
+    which of its tool results (``names``: what they name) the reader may not see."""
     if reader.reads_all:
         return context, Withholding()
     view = context.view()
-    withholding = await drop_unreadable(view, services.kb.restricted(reader), results)
+    withholding = await drop_unreadable(view, services.kb.restricted(reader), names)
     return view, withholding
 
 
@@ -112,8 +111,8 @@ async def thread_view(
         entry = await owned_entry(services.cache, thread_id, principal)
     except ThreadNotFound:
         entry = await _first_run_entry(services, thread_id, principal, active_run)
-    results = () if reader.reads_all else path_tool_results(entry.record.extras)
-    context, withholding = await _readable_state(services, entry.context, reader, results)
+    names = None if reader.reads_all else path_document_names(entry.record.extras)
+    context, withholding = await _readable_state(services, entry.context, reader, names)
     state = context.build_state_snapshot()
     conversation = stored_record(entry.record.extras, thread_id)
     path = thread_messages(entry.record.extras, withholding or None)

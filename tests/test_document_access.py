@@ -21,7 +21,16 @@ import lancedb
 import pytest
 from pydantic import SecretStr
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
@@ -29,8 +38,9 @@ from rag_tools import build_chat_toolkit
 from rag_tools.deps import ChatDeps
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.access import ALL, InvalidGroups, Reader
-from rag_tools.readable import WITHHELD, drop_unreadable
+from rag_tools.readable import WITHHELD, DocumentNames, drop_unreadable
 from rag_tools.state import SESSION_NAMESPACE, SessionState, ToolContext
+from server.agui.history import CONVERSATION_KEY, ThreadConversationStore, path_document_names
 from server.app import create_app
 from server.config import StaticToken
 from tests.conftest import scenario_app
@@ -130,10 +140,43 @@ async def test_tool_results_are_withheld_by_id_source_or_citation_number(tmp_pat
             [1, 2, 3],
         ]
         for reader, withheld in ((Reader.member_of(["eng"]), hidden), (Reader.member_of(["hr"]), [])):
-            withholding = await drop_unreadable(context.view(), kb.restricted(reader), [*hidden, *shown])
+            named = DocumentNames.of([*hidden, *shown])
+            withholding = await drop_unreadable(context.view(), kb.restricted(reader), named)
             assert [r for r in [*hidden, *shown] if withholding(r) == WITHHELD] == withheld
             assert all(withholding(r) is r for r in shown)
-        assert not await drop_unreadable(context, kb, hidden)  # a reader of everything
+        assert not await drop_unreadable(context, kb, DocumentNames.of(hidden))  # a reader of everything
+        # what a result names survives being stored beside it
+        names = DocumentNames.of(hidden)
+        assert DocumentNames.from_json_many([json.loads(json.dumps(names.to_json()))]) == names
+        assert names.uris == {"pay.md"} and names.ids == {pay_id} and names.citations == {1, 2}
+
+
+async def test_what_a_threads_tool_results_name_is_stored_beside_them() -> None:
+    """A stored entry keeps what its tool results name, and a thread stored before that is read the
+    same way from the results themselves."""
+    extras: dict[str, Any] = {}
+    store = ThreadConversationStore(extras)
+    search = {"query": "pay", "results": [{"citation": 3, "uri": "pay.md", "text": "the 25th"}]}
+    document = {"found": True, "uri": "open.md", "content": "nine"}
+    conversation = Conversation(conversation_id="t")
+    conversation.messages.extend(
+        [
+            ModelRequest(parts=[UserPromptPart("pay?")]),
+            ModelResponse(parts=[ToolCallPart("search", {"query": "pay"}, "c1")]),
+            ModelRequest(
+                parts=[ToolReturnPart("search", search, "c1"), ToolReturnPart("get_document", document, "c2")]
+            ),
+            ModelResponse(parts=[TextPart("On the 25th [3].")]),
+        ]
+    )
+    await store.save(conversation)
+    expected = DocumentNames(uris=frozenset({"open.md"}), citations=frozenset({3}))
+    assert path_document_names(extras) == expected
+    entries = extras[CONVERSATION_KEY]["entries"].values()
+    assert [e["names"] for e in entries if "names" in e] == [expected.to_json()]
+    for entry in entries:
+        entry.pop("names", None)  # as a thread stored before names were
+    assert path_document_names(extras) == expected
 
 
 async def test_a_format_3_knowledge_base_gains_groups_when_opened(tmp_path: Path) -> None:

@@ -494,15 +494,13 @@ class KnowledgeBase:
         return {i: self.reader.may_read(groups) for i, (_, groups) in published.items()}
 
     @storage_errors
-    async def uri_readability(self, uris: set[str]) -> dict[str, bool]:
-        """For each of ``uris`` (display sources) that shows a document, whether the reader may read
-        every document shown as it."""
+    async def document_ids_for_uris(self, uris: set[str]) -> dict[str, frozenset[str]]:
+        """The ids of the documents shown as each of ``uris`` (display sources; those that show one),
+        whoever may read them: pair with ``document_readability``."""
         if not uris:
             return {}
         await self.open()
-        ids = await self._tables.ids_by_uri(uris)
-        readable = await self.document_readability(set().union(*ids.values()))
-        return {uri: all(readable.get(i, True) for i in found) for uri, found in ids.items()}
+        return await self._tables.ids_by_uri(uris)
 
     @storage_errors
     async def get_document_file(self, document_id: str) -> DocumentFile | None:

@@ -56,7 +56,7 @@ from .adapter import RagstreamAdapter
 from .branch_state import StepStates, restore_state_at
 from .budget import TokenBudget
 from .execution import AGUIRun
-from .history import ThreadConversationStore, conversation_of, path_tool_results
+from .history import ThreadConversationStore, conversation_of, path_document_names
 from .interrupts import interrupt_of
 from .message_ids import RunIds
 from .questions import RunQuestions, wants_live_questions
@@ -123,8 +123,8 @@ class AGUIRunFactory:
         new_turn = self._follow_client(tree, context, run_input.messages)
         kb = self.kb.restricted(reader)
         # cached results the caller may not read (any more): gone from the state, withheld from history
-        results = () if reader.reads_all else path_tool_results(entry.record.extras)
-        withholding = await drop_unreadable(context, kb, results)
+        names = None if reader.reads_all else path_document_names(entry.record.extras)
+        withholding = await drop_unreadable(context, kb, names)
         try:
             context.apply_client_proposal(run_input.state if run_input.state is not None else {})
         except ValidationError as exc:

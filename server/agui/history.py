@@ -32,6 +32,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.ui.ag_ui import AGUIAdapter
 
+from rag_tools.readable import DocumentNames
 from rag_tools.tools.approval import EDITED_ARGS_KEY
 
 from .message_ids import RunIds, entry_ui, load_message, load_messages, rename_taken_ids
@@ -43,8 +44,8 @@ __all__ = [
     "ThreadPath",
     "Withhold",
     "conversation_of",
+    "path_document_names",
     "path_title",
-    "path_tool_results",
     "stored_messages",
     "stored_record",
     "thread_messages",
@@ -69,6 +70,8 @@ def _dump_entry(entry: ConversationEntry, ids: RunIds | None) -> dict[str, Any]:
     message = ModelMessagesTypeAdapter.dump_python([entry.message], mode="json")[0]
     raw = {"id": entry.id, "parent_id": entry.parent_id, "kind": entry.kind, "message": message}
     raw["ui"] = entry_ui(raw, entry.message, ids)
+    if _tool_returns(raw):  # kept beside the results, so serving a thread need not read them all
+        raw[_NAMES_KEY] = _names_of(raw)
     return raw
 
 
@@ -94,13 +97,26 @@ def _withheld(raw: dict[str, Any], withhold: Withhold) -> dict[str, Any]:
     return {**raw, "message": {**raw["message"], "parts": shown}} if changed else raw
 
 
-def path_tool_results(extras: dict[str, Any]) -> list[Any]:
-    """The contents (as stored JSON) of the tool results on the thread's active path."""
+_NAMES_KEY = "names"
+
+
+def _names_of(raw: dict[str, Any]) -> dict[str, list[Any]]:
+    """What an entry's tool results name (``DocumentNames`` as JSON): as stored with it, or read
+    from them (an entry stored before names were)."""
+    stored = raw.get(_NAMES_KEY)
+    if stored is not None:
+        return stored  # type: ignore[no-any-return]
+    returns = _tool_returns(raw)
+    return DocumentNames.of([p.get("content") for p in returns]).to_json() if returns else {}
+
+
+def path_document_names(extras: dict[str, Any]) -> DocumentNames:
+    """Everything the tool results on the thread's active path name."""
     data = extras.get(CONVERSATION_KEY)
     if not data or data.get("record") is None:
-        return []
+        return DocumentNames()
     tree = ConversationTree(data)
-    return [p.get("content") for key in tree.path() for p in _tool_returns(tree.entries[key])]
+    return DocumentNames.from_json_many(_names_of(tree.entries[key]) for key in tree.path())
 
 
 def _load_entry(raw: dict[str, Any]) -> ConversationEntry:
