@@ -45,6 +45,7 @@ from server.app import create_app
 from server.config import StaticToken
 from tests.conftest import scenario_app
 from tests.embedders import HashingEmbeddingModel
+from tests.protocol import parse_sse
 from tests.scenario import _stream as scenario_stream
 from tests.servers import serve
 from tests.test_documents_api import finished_job
@@ -411,6 +412,15 @@ async def test_tool_results_of_a_document_the_owner_may_no_longer_read_are_withh
         assert again.status_code == 200
         assert "HRQUOKKA" not in again.text
         assert "HRQUOKKA" not in sent[-1] and WITHHELD in sent[-1] and before[1][:40] in sent[-1]
+        # a run with nothing to answer restates the thread: the same messages a reload gets
+        restated = await client.post("/agui", json={**_run("held", "", "r4"), "messages": []}, headers=alice)
+        events = [e for _, e in parse_sse(restated.text)]
+        (snapshot,) = [e for e in events if e["type"] == "MESSAGES_SNAPSHOT"]
+        assert [m["content"] for m in snapshot["messages"] if m["role"] == "tool"][:2] == [
+            WITHHELD,
+            before[1],
+        ]
+        assert "HRQUOKKA" not in restated.text
 
         # the stored thread keeps the result: readable again, it is shown again
         back = await client.patch(f"/documents/{hr_id}", json={"groups": ["hr"]}, headers=_as("root"))
