@@ -42,7 +42,7 @@ from .state import (
     ToolContext,
 )
 
-__all__ = ["WITHHELD", "DocumentNames", "Withholding", "drop_unreadable"]
+__all__ = ["NOTHING_WITHHELD", "WITHHELD", "DocumentNames", "Withholding", "drop_unreadable"]
 
 WITHHELD = "Withheld: this result came from a document you may no longer read."
 """What a tool result naming a document its reader may not read (any more) is replaced with."""
@@ -151,13 +151,12 @@ def _citation_documents(session: SessionState, indices: Iterable[int]) -> dict[i
 
 
 async def drop_unreadable(
-    context: ToolContext, kb: KnowledgeBase, names: DocumentNames | None = None
+    context: ToolContext, kb: KnowledgeBase, names: DocumentNames = DocumentNames()
 ) -> Withholding:
     """Remove from ``context`` what ``kb.reader`` may not read now, and say which of the thread's
     tool results (``names``: everything they name) it may not see either."""
     if kb.reader.reads_all:
         return NOTHING_WITHHELD
-    names = names or DocumentNames()
     session = context.get(SESSION_NAMESPACE, SessionState)
     cited = (_cited(context, session) if session is not None else set()) | names.citations
     documents = _citation_documents(session, cited) if session is not None else {}

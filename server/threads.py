@@ -16,10 +16,9 @@ import uuid
 from typing import Any
 
 import orjson
-from ag_ui.core import Interrupt
 
 from rag_tools.kb.access import ALL, Reader
-from rag_tools.readable import DocumentNames, Withholding, drop_unreadable
+from rag_tools.readable import NOTHING_WITHHELD, Withholding
 from rag_tools.state import CacheEntry, ListPosition, ThreadRecord, ToolContext
 from rag_tools.tools import (
     APPROVAL_NAMESPACE,
@@ -32,8 +31,14 @@ from rag_tools.tools.results import AttachmentRecord
 
 from .access import MessageNotFound, StateItemNotFound, ThreadNotFound, owned_entry
 from .agui.branch_state import fork_states, restore_state_at, state_at
-from .agui.history import conversation_of, path_document_names, path_title, stored_record, thread_messages
-from .agui.interrupts import interrupt_of
+from .agui.history import (
+    conversation_of,
+    drop_unreadable_from_thread,
+    path_title,
+    stored_record,
+    thread_messages,
+)
+from .agui.interrupts import pending_interrupts
 from .agui.tree import ConversationTree
 from .runs import RunConflict, RunNotFound
 from .services import Services
@@ -86,14 +91,14 @@ def _position(cursor: str) -> ListPosition:
 
 
 async def _readable_state(
-    services: Services, context: ToolContext, reader: Reader, names: DocumentNames | None = None
+    services: Services, context: ToolContext, reader: Reader, extras: dict[str, Any] | None = None
 ) -> tuple[ToolContext, Withholding]:
     """The thread's state as ``reader`` may see it now (a copy without what it may not read), and
-    which of its tool results (``names``: what they name) the reader may not see."""
+    which tool results on the active path of ``extras`` (when given) the reader may not see."""
     if reader.reads_all:
-        return context, Withholding()
+        return context, NOTHING_WITHHELD
     view = context.view()
-    withholding = await drop_unreadable(view, services.kb.restricted(reader), names)
+    withholding = await drop_unreadable_from_thread(view, services.kb.restricted(reader), extras)
     return view, withholding
 
 
@@ -111,17 +116,12 @@ async def thread_view(
         entry = await owned_entry(services.cache, thread_id, principal)
     except ThreadNotFound:
         entry = await _first_run_entry(services, thread_id, principal, active_run)
-    names = None if reader.reads_all else path_document_names(entry.record.extras)
-    context, withholding = await _readable_state(services, entry.context, reader, names)
+    context, withholding = await _readable_state(services, entry.context, reader, entry.record.extras)
     state = context.build_state_snapshot()
     conversation = stored_record(entry.record.extras, thread_id)
     path = thread_messages(entry.record.extras, withholding or None)
-    interrupts: list[Interrupt] = []
-    pending_calls: list[str] = []
-    if conversation is not None and conversation.deferred_tool_requests is not None:
-        requests = conversation.deferred_tool_requests
-        interrupts = [interrupt_of(call, requests.metadata) for call in requests.approvals]
-        pending_calls = [call.tool_call_id for call in requests.calls]
+    requests = conversation.deferred_tool_requests if conversation is not None else None
+    pending_calls = [call.tool_call_id for call in requests.calls] if requests is not None else []
     return {
         "threadId": thread_id,
         "title": entry.record.title,
@@ -131,7 +131,7 @@ async def thread_view(
         "branches": path.branches,
         "editedArgs": path.edited_args,
         "state": state,
-        "interrupts": [i.model_dump(mode="json", by_alias=True) for i in interrupts],
+        "interrupts": [i.model_dump(mode="json", by_alias=True) for i in pending_interrupts(conversation)],
         "pendingToolCallIds": pending_calls,
         "activeRunId": active_run,
         "saved": not entry.is_new,

@@ -131,7 +131,6 @@ function setUrlThread(threadId: string | null): void {
   history.replaceState(history.state, "", url);
 }
 
-/** Open a saved thread (by id) or a new one (null). */
 /** Show `threadId` (a new chat for null); `view` when the caller has just read it (null: gone). */
 async function openThread(threadId: string | null, view?: ThreadView | null): Promise<void> {
   const ticket = ++opening;

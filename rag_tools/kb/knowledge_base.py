@@ -480,10 +480,6 @@ class KnowledgeBase:
             self._tables, document_id, with_content=with_content, reader=self.reader
         )
 
-    async def readable_document_ids(self, document_ids: set[str]) -> set[str]:
-        """Those of ``document_ids`` that exist and the reader may read."""
-        return {i for i, ok in (await self.document_readability(document_ids)).items() if ok}
-
     @storage_errors
     async def document_readability(self, document_ids: set[str]) -> dict[str, bool]:
         """For each of ``document_ids`` that exists, whether the reader may read it (others left out)."""

@@ -45,7 +45,6 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 from rag_tools import ChatDeps, RagConfig
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.access import ALL, Reader
-from rag_tools.readable import drop_unreadable
 from rag_tools.state import ToolContext, ToolContextCache, Transaction
 
 from ..access import ThreadNotFound, check_claimable, may_use
@@ -56,8 +55,8 @@ from .adapter import RagstreamAdapter
 from .branch_state import StepStates, restore_state_at
 from .budget import TokenBudget
 from .execution import AGUIRun
-from .history import ThreadConversationStore, conversation_of, path_document_names
-from .interrupts import interrupt_of
+from .history import ThreadConversationStore, conversation_of, drop_unreadable_from_thread
+from .interrupts import pending_interrupts
 from .message_ids import RunIds
 from .questions import RunQuestions, wants_live_questions
 from .tree import ConversationTree
@@ -123,8 +122,7 @@ class AGUIRunFactory:
         new_turn = self._follow_client(tree, context, run_input.messages)
         kb = self.kb.restricted(reader)
         # cached results the caller may not read (any more): gone from the state, withheld from history
-        names = None if reader.reads_all else path_document_names(entry.record.extras)
-        withholding = await drop_unreadable(context, kb, names)
+        withholding = await drop_unreadable_from_thread(context, kb, entry.record.extras)
         try:
             context.apply_client_proposal(run_input.state if run_input.state is not None else {})
         except ValidationError as exc:
@@ -286,8 +284,7 @@ def _check_resumable(resume: Sequence[ResumeEntry], conversation: ConversationRe
     took it) or never asked is refused before the run starts, so the thread stays as it was and the
     client learns which entry is stale and what is pending now.
     """
-    requests = conversation.deferred_tool_requests if conversation is not None else None
-    pending = [interrupt_of(call, requests.metadata).id for call in requests.approvals] if requests else []
+    pending = [interrupt.id for interrupt in pending_interrupts(conversation)]
     for index, entry in enumerate(resume):
         if entry.interrupt_id not in pending:
             waiting = ", ".join(repr(i) for i in pending) or "nothing"

@@ -32,7 +32,9 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.ui.ag_ui import AGUIAdapter
 
-from rag_tools.readable import DocumentNames
+from rag_tools.kb import KnowledgeBase
+from rag_tools.readable import NOTHING_WITHHELD, DocumentNames, Withholding, drop_unreadable
+from rag_tools.state import ToolContext
 from rag_tools.tools.approval import EDITED_ARGS_KEY
 
 from .message_ids import RunIds, entry_ui, load_message, load_messages, rename_taken_ids
@@ -44,6 +46,7 @@ __all__ = [
     "ThreadPath",
     "Withhold",
     "conversation_of",
+    "drop_unreadable_from_thread",
     "path_document_names",
     "path_title",
     "stored_messages",
@@ -117,6 +120,19 @@ def path_document_names(extras: dict[str, Any]) -> DocumentNames:
         return DocumentNames()
     tree = ConversationTree(data)
     return DocumentNames.from_json_many(_names_of(tree.entries[key]) for key in tree.path())
+
+
+async def drop_unreadable_from_thread(
+    context: ToolContext, kb: KnowledgeBase, extras: dict[str, Any] | None = None
+) -> Withholding:
+    """``drop_unreadable`` for a thread: its state ``context``, and the tool results on the active
+    path of ``extras`` (none asked for: ``None``). A reader of everything costs nothing, not even
+    reading what the path's results name."""
+    if kb.reader.reads_all:
+        return NOTHING_WITHHELD
+    return await drop_unreadable(
+        context, kb, path_document_names(extras) if extras is not None else DocumentNames()
+    )
 
 
 def _load_entry(raw: dict[str, Any]) -> ConversationEntry:

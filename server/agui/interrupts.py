@@ -5,7 +5,8 @@ approval request whose metadata has ``kind: "question"``. pydantic-ai turns it i
 that asks "Approve tool(args)?" and advertises the approval payload; ``for_client`` makes such an
 interrupt say the question and advertise ``answer`` (a string, required) beside ``approved``, so
 a client that renders forms from ``responseSchema`` asks for the answer. The live RUN_FINISHED
-(``AGUIRun``) and a reloaded thread (``thread_view``) both send interrupts through it.
+(``AGUIRun``) and a reloaded thread (``thread_view``, ``pending_interrupts``) both send interrupts
+through it.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from copy import deepcopy
 from typing import Any
 
 from ag_ui.core import BaseEvent, EventType, Interrupt
+from pydantic_ai.conversation_store import ConversationRecord
 from pydantic_ai.messages import ToolCallPart
 
 from rag_tools.tools.calls import ANSWER_KEY, QUESTION_KIND
 
 from ._upstream import approval_to_interrupt
 
-__all__ = ["for_client", "interrupt_of", "with_question_interrupts"]
+__all__ = ["for_client", "pending_interrupts", "with_question_interrupts"]
 
 
 def for_client(interrupt: Interrupt) -> Interrupt:
@@ -34,9 +36,16 @@ def for_client(interrupt: Interrupt) -> Interrupt:
     return interrupt.model_copy(update={"message": metadata["question"], "response_schema": schema})
 
 
-def interrupt_of(call: ToolCallPart, metadata: dict[str, dict[str, Any]]) -> Interrupt:
+def _interrupt_of(call: ToolCallPart, metadata: dict[str, dict[str, Any]]) -> Interrupt:
     """The interrupt for a pending approval (or question) of a stored conversation."""
     return for_client(approval_to_interrupt(call, metadata))
+
+
+def pending_interrupts(record: ConversationRecord | None) -> list[Interrupt]:
+    """The interrupts a stored conversation waits on (approvals and tools' questions), as the client
+    was sent them: what a reloaded page shows and what a resume may answer."""
+    requests = record.deferred_tool_requests if record is not None else None
+    return [_interrupt_of(call, requests.metadata) for call in requests.approvals] if requests else []
 
 
 def with_question_interrupts(event: BaseEvent) -> BaseEvent:
