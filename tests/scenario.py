@@ -111,9 +111,11 @@ def notes_toolset() -> FunctionToolset[Any]:
     return toolset
 
 
-def scenario_agent(toolkit: Toolkit) -> Agent[ChatDeps, Any]:
+def scenario_agent(toolkit: Toolkit, model: FunctionModel | None = None) -> Agent[ChatDeps, Any]:
+    """The scenario agent over ``toolkit``; ``model`` replaces the scenario model (one that records
+    what it is sent and then answers as ``_stream`` does, say)."""
     return Agent(
-        scenario_model(),
+        model or scenario_model(),
         deps_type=ChatDeps,
         output_type=[str, DeferredToolRequests],
         toolsets=[*toolkit.toolsets, notes_toolset()],

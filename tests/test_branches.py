@@ -18,17 +18,14 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import SecretStr
-from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.tools import DeferredToolRequests
 
 from rag_tools import build_chat_toolkit
-from rag_tools.deps import ChatDeps
 from server.app import create_app
 from tests.protocol import check_stream, fold_messages, parse_sse, run_body
 from tests.scenario import _stream as scenario_stream
-from tests.scenario import notes_toolset
+from tests.scenario import scenario_agent
 from tests.servers import serve
 
 
@@ -121,13 +118,7 @@ def shown(messages: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
 async def app_and_model(scenario_config: Any) -> AsyncIterator[tuple[str, Recorder]]:
     recorder = Recorder()
     toolkit = build_chat_toolkit(scenario_config)
-    agent = Agent(
-        recorder.model(),
-        deps_type=ChatDeps,
-        output_type=[str, DeferredToolRequests],
-        toolsets=[*toolkit.toolsets, notes_toolset()],
-        capabilities=toolkit.capabilities,
-    )
+    agent = scenario_agent(toolkit, recorder.model())
     async with serve(create_app(scenario_config, agent=agent, toolkit=toolkit)) as url:
         yield url, recorder
 
@@ -397,13 +388,7 @@ async def test_another_principals_thread_cannot_be_switched_or_forked(scenario_c
     recorder = Recorder()
     toolkit = build_chat_toolkit(scenario_config)
     scenario_config.tokens = {"alice": SecretStr("a-token"), "bob": SecretStr("b-token")}
-    agent = Agent(
-        recorder.model(),
-        deps_type=ChatDeps,
-        output_type=[str, DeferredToolRequests],
-        toolsets=toolkit.toolsets,
-        capabilities=toolkit.capabilities,
-    )
+    agent = scenario_agent(toolkit, recorder.model())
     app = create_app(scenario_config, agent=agent, toolkit=toolkit)
     async with (
         serve(app) as url,

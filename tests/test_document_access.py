@@ -20,7 +20,6 @@ import httpx
 import lancedb
 import pytest
 from pydantic import SecretStr
-from pydantic_ai import Agent
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.messages import (
     ModelMessage,
@@ -32,10 +31,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.tools import DeferredToolRequests
 
 from rag_tools import build_chat_toolkit
-from rag_tools.deps import ChatDeps
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.access import ALL, InvalidGroups, Reader
 from rag_tools.readable import WITHHELD, DocumentNames, drop_unreadable
@@ -47,6 +44,7 @@ from tests.conftest import scenario_app
 from tests.embedders import HashingEmbeddingModel
 from tests.protocol import parse_sse
 from tests.scenario import _stream as scenario_stream
+from tests.scenario import scenario_agent
 from tests.servers import serve
 from tests.test_documents_api import finished_job
 
@@ -378,13 +376,7 @@ async def test_tool_results_of_a_document_the_owner_may_no_longer_read_are_withh
             yield chunk
 
     toolkit = build_chat_toolkit(scenario_config)
-    agent = Agent(
-        FunctionModel(stream_function=stream, model_name="recorder"),
-        deps_type=ChatDeps,
-        output_type=[str, DeferredToolRequests],
-        toolsets=toolkit.toolsets,
-        capabilities=toolkit.capabilities,
-    )
+    agent = scenario_agent(toolkit, FunctionModel(stream_function=stream, model_name="recorder"))
     alice = _as("alice")
     async with _server(scenario_config, agent=agent, toolkit=toolkit) as client:
         hr_id = await _upload(client, "root", "travel-hr.md", HR_DOC, "hr")
