@@ -15,11 +15,13 @@ A document that is gone counts as unreadable. A reader of every document changes
 change replaces a field's value (``ToolContext.view`` copies models shallowly).
 
 The thread's conversation keeps tool results too (a search's passages, a document's text, a QA
-result), which the model reads again on every turn and a reloaded page shows. The same check
-gives a ``Withholding`` for them: a result that names a document the reader may not read (by
-``document_id``, by ``citation``, the thread's number for a passage, or by ``uri``, the document's
-display source; ``DocumentNames``) is replaced whole by ``WITHHELD``, so neither the model nor the
-page gets its text. Whole, because a result's other text (a QA answer) may say what the passages
+result, an analysis and the documents it read), which the model reads again on every turn and a
+reloaded page shows. The same check gives a ``Withholding`` for them: a result that names a
+document the reader may not read (by ``document_id``, by ``citation``, the thread's number for a
+passage, or by ``uri``, the document's display source; ``DocumentNames``) is replaced whole by
+``WITHHELD``, so neither the model nor the page gets its text. A result cut to the output limit
+names what the whole named in its metadata, and its kept full text is read back only by a reader
+of all of them (``rag_tools.tools.outputs``). Whole, because a result's other text (a QA answer) may say what the passages
 said. Documents that are gone do not withhold a result here: a ``uri`` may be a web page a user's
 tool fetched, not a document at all. What the assistant said in its answers stays: it is what the
 user was told.
@@ -98,6 +100,16 @@ class DocumentNames:
                 citations.update(data.get("citations", ()))
         return cls(frozenset(ids), frozenset(uris), frozenset(citations))
 
+    def references(self) -> list[dict[str, Any]]:
+        """The names in a result's own shape (``{"document_id": ...}``, ``{"citation": n}``,
+        ``{"uri": ...}``), which ``of`` reads back: for a stand-in that keeps what a result named
+        without its text (the metadata of a truncated result)."""
+        return [
+            *({"document_id": i} for i in sorted(self.ids)),
+            *({"citation": c} for c in sorted(self.citations)),
+            *({"uri": u} for u in sorted(self.uris)),
+        ]
+
     def to_json(self) -> dict[str, list[Any]]:
         """The names as JSON, empty kinds left out."""
         kinds = {"ids": self.ids, "uris": self.uris, "citations": self.citations}
@@ -105,6 +117,9 @@ class DocumentNames:
 
     def __bool__(self) -> bool:
         return bool(self.ids or self.uris or self.citations)
+
+    def __or__(self, other: DocumentNames) -> DocumentNames:
+        return DocumentNames(self.ids | other.ids, self.uris | other.uris, self.citations | other.citations)
 
     def meets(self, other: DocumentNames) -> bool:
         """Whether the two name any document in the same way."""

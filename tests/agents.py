@@ -71,7 +71,10 @@ class Script:
 
 
 def _has_user(message: ModelRequest) -> bool:
-    return any(part.part_kind == "user-prompt" for part in message.parts)
+    """Whether ``message`` starts a turn: a user prompt, not beside tool results (where pydantic-ai
+    tells a model without tool-availability deltas, as a user prompt, that a tool appeared)."""
+    kinds = {part.part_kind for part in message.parts}
+    return "user-prompt" in kinds and not kinds & {"tool-return", "retry-prompt"}
 
 
 Plan = Callable[[list[ModelMessage], AgentInfo], "tuple[str, dict[str, Any]] | str"]

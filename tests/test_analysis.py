@@ -114,19 +114,27 @@ async def test_program_uses_the_knowledge_base(kb: KnowledgeBase) -> None:
     assert result.value == {"documents": 2}
     assert "documents: ['alpha', 'beta']" in result.output
     assert "kb.search" in result.code
+    # the result says which documents the program read
+    assert sorted((s.title, s.uri) for s in result.sources) == [
+        ("alpha", "mem://alpha"),
+        ("beta", "mem://beta"),
+    ]
+    assert all(s.document_id for s in result.sources)
 
 
 async def test_session_filter_reaches_the_knowledge_base_calls(kb: KnowledgeBase) -> None:
     model, _ = writer(COUNT_PROGRAM)
     result = await analyze(kb, model, {"task": "count"}, document_filter=["beta"])
     assert result.value == {"documents": 1}
+    assert [s.uri for s in result.sources] == ["mem://beta"]
 
 
 async def test_failing_program_goes_back_to_the_writer(kb: KnowledgeBase) -> None:
-    model, feedback = writer("result = 1 / 0", "result = 42")
+    model, feedback = writer("x = kb.search('alpha')\nresult = 1 / 0", "result = 42")
     result = await analyze(kb, model, {"task": "compute"})
     assert result.value == 42
     assert result.errors == []
+    assert result.sources == []  # the failed attempt's reads are not the answer's sources
     assert any("ZeroDivisionError" in f for f in feedback), feedback
 
 
@@ -251,6 +259,10 @@ async def test_document_name_restricts_the_knowledge_base(docs_kb: KnowledgeBase
     model, _ = writer(program)
     result = await analyze(docs_kb, model, {"task": "which documents", "document_name": "pricing"})
     assert result.value == ["pricing"]
+    program = "doc = kb.get_document('pricing')\nresult = len(doc['content'])"
+    model, _ = writer(program)
+    result = await analyze(docs_kb, model, {"task": "how long"})
+    assert [s.uri for s in result.sources] == ["mem://pricing"]
 
 
 # -- limits and failures end as clear errors for the model ----------------------------------------

@@ -20,6 +20,7 @@ import httpx
 import lancedb
 import pytest
 from pydantic import SecretStr
+from pydantic_ai import Agent
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.messages import (
     ModelMessage,
@@ -33,13 +34,23 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from rag_tools import build_chat_toolkit
+from rag_tools.deps import AgentDeps
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.access import ALL, InvalidGroups, Reader
 from rag_tools.readable import WITHHELD, DocumentNames, drop_unreadable
 from rag_tools.state import SESSION_NAMESPACE, SessionState, ToolContext
-from server.agui.history import CONVERSATION_KEY, ThreadConversationStore, path_document_names
+from rag_tools.tools import ToolRegistry, ToolSystem
+from rag_tools.tools.outputs import TRUNCATED_KEY
+from server.agui.history import (
+    CONVERSATION_KEY,
+    ThreadConversationStore,
+    drop_unreadable_from_thread,
+    path_document_names,
+    thread_messages,
+)
 from server.app import create_app
 from server.config import StaticToken
+from tests.agents import Script
 from tests.conftest import scenario_app
 from tests.embedders import HashingEmbeddingModel
 from tests.protocol import parse_sse
@@ -176,6 +187,75 @@ async def test_what_a_threads_tool_results_name_is_stored_beside_them() -> None:
     for entry in entries:
         entry.pop("names", None)  # as a thread stored before names were
     assert path_document_names(extras) == expected
+
+
+async def test_a_cut_result_still_names_what_the_whole_named(tmp_path: Path) -> None:
+    """A result cut to the output limit no longer shows which document it came from in its text:
+    what the whole named goes with it, so the thread withholds it from a reader who may not read
+    that document (an analysis naming its sources the same way), and the kept full text is read
+    back only by a reader of the document."""
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
+        pay_id = (
+            await kb.ingest_bytes(b"# Pay\n\nPaid on the 25th.", name="pay.md", groups=["hr"])
+        ).document_id
+        assert pay_id
+        registry = ToolRegistry()
+
+        def passages() -> dict[str, Any]:
+            """The pay passages."""
+            return {"results": [{"document_id": pay_id, "text": "Salaries are paid on the 25th. " * 40}]}
+
+        def analysis() -> dict[str, Any]:
+            """An analysis that read the pay document."""
+            return {"task": "count", "value": 3, "sources": [{"document_id": pay_id, "uri": "pay.md"}]}
+
+        registry.add_tool(passages)
+        registry.add_tool(analysis)
+        system = ToolSystem(registry, output_limit=200)
+
+        def agent(script: Script) -> Agent[AgentDeps, Any]:
+            return Agent(
+                script.model,
+                deps_type=AgentDeps,
+                toolsets=system.toolsets(),
+                capabilities=[system.capability()],
+            )
+
+        context = ToolContext()
+        script = Script([[("passages", {}), ("analysis", {})]])
+        result = await agent(script).run("go", deps=AgentDeps(client=kb, tool_context=context))
+        cut = next(
+            p
+            for m in result.all_messages()
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if isinstance(p, ToolReturnPart) and p.tool_name == "passages"
+        )
+        assert isinstance(cut.content, str) and "[output truncated:" in cut.content
+        assert cut.metadata[TRUNCATED_KEY] == {"ref": "out-1", "documents": [{"document_id": pay_id}]}
+        assert "output_names" not in json.dumps(context.build_state_snapshot())  # server-only
+
+        extras: dict[str, Any] = {}
+        conversation = Conversation(conversation_id="t")
+        conversation.messages.extend(result.all_messages())
+        await ThreadConversationStore(extras).save(conversation)
+        assert path_document_names(extras).ids == {pay_id}
+        hr, eng = kb.restricted(Reader.member_of(["hr"])), kb.restricted(Reader.member_of(["eng"]))
+        shown = {}
+        for name, reader in (("hr", hr), ("eng", eng)):
+            withholding = await drop_unreadable_from_thread(context.view(), reader, extras)
+            path = thread_messages(extras, withholding or None).messages
+            shown[name] = [m.content for m in path if m.role == "tool"]
+        assert shown["hr"][0] == cut.content and '"sources":' in shown["hr"][1]
+        assert shown["eng"] == [WITHHELD, WITHHELD]
+
+        # the kept full text: read on by a reader of the document, withheld from one who may not
+        for reader, expected in ((hr, "Salaries are paid on the 25th."), (eng, "'out-1' is withheld")):
+            more = Script([[("read_tool_output", {"ref": "out-1", "offset": 200})]])
+            await agent(more).run("more", deps=AgentDeps(client=reader, tool_context=context))
+            (read,) = more.returns["read_tool_output"]
+            assert expected in read, read
+            assert ("Salaries" in read) == (reader is hr)
 
 
 async def test_a_format_3_knowledge_base_gains_groups_when_opened(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from ..progress import report_progress
 from ..sandbox import SANDBOX_MODULES, SandboxLimits, SandboxResult, run_sandboxed
 from ._common import deps_of
 
-__all__ = ["AnalysisResult", "create_analysis_toolset"]
+__all__ = ["AnalysisResult", "AnalysisSource", "create_analysis_toolset"]
 
 WRITER_INSTRUCTIONS = f"""\
 Write one Python 3 program that performs the task. It runs in Monty, a sandboxed subset of Python:
@@ -48,13 +48,24 @@ Print what a reader should see, and put the final answer in a variable named `re
 _RETRIED_ERRORS = ("exception", "blocked", "recursion")
 
 
+class AnalysisSource(BaseModel):
+    """A document the program read (through ``kb.search`` or ``kb.get_document``)."""
+
+    document_id: str
+    title: str
+    uri: str
+
+
 class AnalysisResult(BaseModel):
-    """What ``analyze`` returns: the program, its output and value, and any errors."""
+    """What ``analyze`` returns: the program, its output and value, the documents it read (so a
+    reader sees where the figures came from, and a thread withholds the result from a reader who
+    may no longer read one of them), and any errors."""
 
     task: str
     code: str = ""
     output: str = ""
     value: Any = None
+    sources: list[AnalysisSource] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
 
 
@@ -96,15 +107,27 @@ def create_analysis_toolset(
         if document_name:
             restriction = combine_filters(restriction, build_document_filter(document_name))
 
+        # what each attempt's program read, by document id (a rewrite starts afresh)
+        read: dict[str, AnalysisSource] = {}
+
         async def search(query: str, limit: int = 5) -> list[dict[str, Any]]:
             hits = await deps.client.search(str(query), limit=max(1, min(int(limit), 20)), filter=restriction)
+            for h in hits:
+                read.setdefault(
+                    h.document_id, AnalysisSource(document_id=h.document_id, title=h.title, uri=h.uri)
+                )
             return [{"title": h.title, "uri": h.uri, "text": h.text, "score": h.score} for h in hits]
 
         async def get_document(name: str) -> dict[str, Any] | None:
             doc = await deps.client.get_document(str(name), filter=restriction)
-            return None if doc is None else {"title": doc.title, "uri": doc.uri, "content": doc.content}
+            if doc is None:
+                return None
+            read.setdefault(
+                doc.document_id, AnalysisSource(document_id=doc.document_id, title=doc.title, uri=doc.uri)
+            )
+            return {"title": doc.title, "uri": doc.uri, "content": doc.content}
 
-        runs: list[tuple[str, SandboxResult]] = []
+        runs: list[tuple[str, SandboxResult, list[AnalysisSource]]] = []
         writer = Agent(
             writer_model,
             instructions=WRITER_INSTRUCTIONS,
@@ -116,10 +139,11 @@ def create_analysis_toolset(
         async def run_program(code: str) -> str:
             program = _strip_fences(code)
             await report_progress(ctx, "Running the analysis program", done=len(runs), total=max_attempts)
+            read.clear()
             outcome = await run_sandboxed(
                 program, limits=sandbox_limits, bridge={"search": search, "get_document": get_document}
             )
-            runs.append((program, outcome))
+            runs.append((program, outcome, list(read.values())))
             if outcome.error and outcome.error_kind in _RETRIED_ERRORS:
                 raise ModelRetry(f"The program failed: {outcome.error}\nOutput:\n{outcome.output[-2000:]}")
             return program
@@ -133,11 +157,16 @@ def create_analysis_toolset(
             errors.append(f"no working program: {exc}")
         if not runs:
             return AnalysisResult(task=task, errors=errors or ["the model wrote no program"])
-        program, outcome = runs[-1]
+        program, outcome, sources = runs[-1]
         if outcome.error:
             errors.append(outcome.error)
         return AnalysisResult(
-            task=task, code=program, output=outcome.output, value=outcome.value, errors=errors
+            task=task,
+            code=program,
+            output=outcome.output,
+            value=outcome.value,
+            sources=sources,
+            errors=errors,
         )
 
     toolset.add_function(analyze, name=tool_name)

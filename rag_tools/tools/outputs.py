@@ -9,6 +9,12 @@ size, reference) in the emitted state, so the client can show that a result was 
 The reader is offered to the model only while the thread keeps a full output (checked at every
 step, so it appears in the same run as the truncation). Most threads never truncate anything, and
 a tool the model cannot use costs its schema in every model request and a toolset in every run.
+
+A cut result no longer shows which knowledge-base documents it came from, so what the whole named
+(``rag_tools.readable.DocumentNames``) goes with it: in the result's metadata under
+``TRUNCATED_KEY`` (where a thread's check for readers finds it, as it finds the names in whole
+results) and beside the kept full text, which ``read_tool_output`` gives back only to a reader of
+all of those documents.
 """
 
 from __future__ import annotations
@@ -21,12 +27,16 @@ from pydantic_ai import RunContext, ToolReturn
 from pydantic_ai.toolsets import DynamicToolset, FunctionToolset
 from pydantic_core import to_json
 
+from ..kb import KnowledgeBase
+from ..readable import DocumentNames, drop_unreadable
 from ..state import StateModel, ToolContext
+from .timing import with_metadata
 
 __all__ = [
     "MAX_STORED_OUTPUTS",
     "OUTPUTS_NAMESPACE",
     "READER_TOOL",
+    "TRUNCATED_KEY",
     "OutputReaderToolset",
     "StoredOutput",
     "ToolOutputs",
@@ -38,6 +48,8 @@ __all__ = [
 OUTPUTS_NAMESPACE = "tools.outputs"
 MAX_STORED_OUTPUTS = 20
 READER_TOOL = "read_tool_output"
+TRUNCATED_KEY = "truncated_output"
+"""The metadata key of a cut result naming documents: its output's ``ref`` and what the whole named."""
 
 
 class StoredOutput(BaseModel):
@@ -56,22 +68,30 @@ class StoredOutput(BaseModel):
 class ToolOutputs(StateModel):
     """Truncated tool results of a thread: records emitted, full texts kept server-side."""
 
-    server_only_fields: ClassVar[frozenset[str]] = frozenset({"full_outputs", "next_ref"})
+    server_only_fields: ClassVar[frozenset[str]] = frozenset({"full_outputs", "output_names", "next_ref"})
 
     truncated_outputs: dict[str, StoredOutput] = Field(default_factory=dict)
     full_outputs: dict[str, str] = Field(default_factory=dict)
+    output_names: dict[str, dict[str, list[Any]]] = Field(
+        default_factory=dict, description="What each kept full output names (DocumentNames as JSON)."
+    )
     next_ref: int = 1
 
-    def keep(self, tool: str, tool_call_id: str, text: str, kept: int) -> StoredOutput:
+    def keep(
+        self, tool: str, tool_call_id: str, text: str, kept: int, names: DocumentNames | None = None
+    ) -> StoredOutput:
         ref = f"out-{self.next_ref}"
         self.next_ref += 1
         record = StoredOutput(ref=ref, tool=tool, tool_call_id=tool_call_id, size=len(text), kept=kept)
         self.truncated_outputs[ref] = record
         self.full_outputs[ref] = text
+        if names:
+            self.output_names[ref] = names.to_json()
         while len(self.full_outputs) > MAX_STORED_OUTPUTS:
             oldest = next(iter(self.full_outputs))
             del self.full_outputs[oldest]
             self.truncated_outputs.pop(oldest, None)
+            self.output_names.pop(oldest, None)
         return record
 
 
@@ -80,22 +100,36 @@ def text_of(value: Any) -> str:
     return value if isinstance(value, str) else to_json(value).decode()
 
 
-def truncate(context: ToolContext, tool: str, tool_call_id: str, result: Any, limit: int) -> Any:
-    """``result`` as the model should see it: whole when short, else cut with a reference note."""
-    content = result.return_value if isinstance(result, ToolReturn) else result
-    text = text_of(content)
+def cut_output(
+    context: ToolContext, tool: str, tool_call_id: str, output: Any, limit: int
+) -> tuple[str, dict[str, Any]] | None:
+    """``output`` cut for the model and what its result's metadata keeps (``{}``, or what the whole
+    named under ``TRUNCATED_KEY``); ``None`` when it is short enough to go whole."""
+    text = text_of(output)
     if len(text) <= limit:
-        return result
+        return None
+    names = DocumentNames.of(output)
     outputs = context.get_or_create(OUTPUTS_NAMESPACE, ToolOutputs)
-    record = outputs.keep(tool, tool_call_id, text, limit)
+    record = outputs.keep(tool, tool_call_id, text, limit, names)
     context.mark_changed(OUTPUTS_NAMESPACE)
     cut = (
         f"{text[:limit]}\n[output truncated: {record.size} characters, the first {limit} shown. The full output "
         f"is kept as {record.ref!r}: call read_tool_output(ref={record.ref!r}, offset={limit}) to read on.]"
     )
+    stamp = {TRUNCATED_KEY: {"ref": record.ref, "documents": names.references()}} if names else {}
+    return cut, stamp
+
+
+def truncate(context: ToolContext, tool: str, tool_call_id: str, result: Any, limit: int) -> Any:
+    """``result`` as the model should see it: whole when short, else cut with a reference note."""
+    content = result.return_value if isinstance(result, ToolReturn) else result
+    done = cut_output(context, tool, tool_call_id, content, limit)
+    if done is None:
+        return result
+    cut, stamp = done
     if isinstance(result, ToolReturn):
-        return ToolReturn(return_value=cut, content=result.content, metadata=result.metadata)
-    return cut
+        cut = ToolReturn(return_value=cut, content=result.content, metadata=result.metadata)
+    return with_metadata(cut, stamp) if stamp else cut
 
 
 class OutputReaderToolset(DynamicToolset[Any]):
@@ -127,6 +161,15 @@ def _outputs_of(ctx: RunContext[Any]) -> ToolOutputs | None:
     return context.get(OUTPUTS_NAMESPACE, ToolOutputs) if isinstance(context, ToolContext) else None
 
 
+async def _withheld_from_reader(ctx: RunContext[Any], names: dict[str, list[Any]] | None) -> bool:
+    """Whether an output naming ``names`` names a document the run's reader may not read."""
+    kb, context = getattr(ctx.deps, "client", None), getattr(ctx.deps, "tool_context", None)
+    if not names or not isinstance(kb, KnowledgeBase) or kb.reader.reads_all:
+        return False
+    scratch = context.view() if isinstance(context, ToolContext) else ToolContext()
+    return bool(await drop_unreadable(scratch, kb, DocumentNames.from_json_many([names])))
+
+
 def _reader_toolset(limit: int) -> FunctionToolset[Any]:
     toolset: FunctionToolset[Any] = FunctionToolset(id="tool-outputs-reader")
 
@@ -140,8 +183,10 @@ def _reader_toolset(limit: int) -> FunctionToolset[Any]:
         """
         outputs = _outputs_of(ctx)
         full = outputs.full_outputs.get(ref) if outputs is not None else None
-        if full is None:
+        if outputs is None or full is None:
             return f"No stored output {ref!r} (only the newest {MAX_STORED_OUTPUTS} outputs are kept)."
+        if await _withheld_from_reader(ctx, outputs.output_names.get(ref)):
+            return f"Output {ref!r} is withheld: it came from a document you may no longer read."
         start = max(0, offset)
         part = full[start : start + limit]
         end = start + len(part)

@@ -35,7 +35,7 @@ from pydantic_core import to_jsonable_python
 
 from ..deps import AGUIEvent
 from ..state import StateModel, ToolContext
-from .outputs import text_of, truncate
+from .outputs import cut_output, text_of
 
 __all__ = [
     "ATTACHMENTS_NAMESPACE",
@@ -160,12 +160,13 @@ async def deliver(
     context = getattr(ctx.deps, "tool_context", None)
     context = context if isinstance(context, ToolContext) else None
     output = result.output
+    named: dict[str, Any] = {}  # what the cut whole named, for the history's readers (not the client)
     if output_limit and context is not None:
-        cut = truncate(context, tool, tool_call_id, output, output_limit)
-        if cut is not output:
+        done = cut_output(context, tool, tool_call_id, output, output_limit)
+        if done is not None:
             result.was_truncated = True
             result.original_bytes = len(text_of(output).encode())
-            output = cut
+            output, named = done
     records: list[dict[str, Any]] = []
     if result.attachments and context is not None:
         kept = context.get_or_create(ATTACHMENTS_NAMESPACE, ToolAttachments)
@@ -191,4 +192,4 @@ async def deliver(
     )
     if result.is_error:
         raise ToolFailed(text_of(output))
-    return ToolReturn(return_value=output, metadata=shown)
+    return ToolReturn(return_value=output, metadata={**shown, **named})

@@ -93,9 +93,10 @@ def _withheld(raw: dict[str, Any], withhold: Withhold) -> dict[str, Any]:
     shown, changed = [], False
     for part in raw["message"].get("parts", ()):
         if part.get("part_kind") == _TOOL_RETURN:
-            content = withhold(part.get("content"))
-            if content is not part.get("content"):
-                part, changed = {**part, "content": content}, True
+            named = _named_by(part)  # a cut result names in its metadata what the whole named
+            stand_in = withhold(named)
+            if stand_in is not named:
+                part, changed = {**part, "content": stand_in, "metadata": None}, True
         shown.append(part)
     return {**raw, "message": {**raw["message"], "parts": shown}} if changed else raw
 
@@ -110,7 +111,12 @@ def _names_of(raw: dict[str, Any]) -> dict[str, list[Any]]:
     if stored is not None:
         return stored  # type: ignore[no-any-return]
     returns = _tool_returns(raw)
-    return DocumentNames.of([p.get("content") for p in returns]).to_json() if returns else {}
+    return DocumentNames.of([_named_by(p) for p in returns]).to_json() if returns else {}
+
+
+def _named_by(part: dict[str, Any]) -> list[Any]:
+    """Where a stored tool result names documents: its content and its metadata."""
+    return [part.get("content"), part.get("metadata")]
 
 
 def path_document_names(extras: dict[str, Any]) -> DocumentNames:

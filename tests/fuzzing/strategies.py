@@ -534,6 +534,7 @@ SERVER_ONLY = [
     "question_embeddings",
     "next_qa",
     "full_outputs",
+    "output_names",
     "attachment_bytes",
 ]
 
