@@ -118,9 +118,6 @@ class DocumentNames:
     def __bool__(self) -> bool:
         return bool(self.ids or self.uris or self.citations)
 
-    def __or__(self, other: DocumentNames) -> DocumentNames:
-        return DocumentNames(self.ids | other.ids, self.uris | other.uris, self.citations | other.citations)
-
     def meets(self, other: DocumentNames) -> bool:
         """Whether the two name any document in the same way."""
         return not (
