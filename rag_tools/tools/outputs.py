@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai import RunContext, ToolReturn
 from pydantic_ai.toolsets import DynamicToolset, FunctionToolset
-from pydantic_core import to_json
+from pydantic_core import from_json, to_json
 
 from ..kb import KnowledgeBase
 from ..readable import DocumentNames, drop_unreadable
@@ -161,13 +161,27 @@ def _outputs_of(ctx: RunContext[Any]) -> ToolOutputs | None:
     return context.get(OUTPUTS_NAMESPACE, ToolOutputs) if isinstance(context, ToolContext) else None
 
 
-async def _withheld_from_reader(ctx: RunContext[Any], names: dict[str, list[Any]] | None) -> bool:
-    """Whether an output naming ``names`` names a document the run's reader may not read."""
+async def _withheld_from_reader(ctx: RunContext[Any], outputs: ToolOutputs, ref: str) -> bool:
+    """Whether the kept output ``ref`` names a document the run's reader may not read."""
     kb, context = getattr(ctx.deps, "client", None), getattr(ctx.deps, "tool_context", None)
-    if not names or not isinstance(kb, KnowledgeBase) or kb.reader.reads_all:
+    if not isinstance(kb, KnowledgeBase) or kb.reader.reads_all:
+        return False
+    stored = outputs.output_names.get(ref)
+    # an output kept before its names were: read them from its text, when that is JSON
+    names = (
+        DocumentNames.from_json_many([stored]) if stored is not None else _names_in(outputs.full_outputs[ref])
+    )
+    if not names:
         return False
     scratch = context.view() if isinstance(context, ToolContext) else ToolContext()
-    return bool(await drop_unreadable(scratch, kb, DocumentNames.from_json_many([names])))
+    return bool(await drop_unreadable(scratch, kb, names))
+
+
+def _names_in(text: str) -> DocumentNames:
+    try:
+        return DocumentNames.of(from_json(text))
+    except ValueError:
+        return DocumentNames()
 
 
 def _reader_toolset(limit: int) -> FunctionToolset[Any]:
@@ -185,7 +199,7 @@ def _reader_toolset(limit: int) -> FunctionToolset[Any]:
         full = outputs.full_outputs.get(ref) if outputs is not None else None
         if outputs is None or full is None:
             return f"No stored output {ref!r} (only the newest {MAX_STORED_OUTPUTS} outputs are kept)."
-        if await _withheld_from_reader(ctx, outputs.output_names.get(ref)):
+        if await _withheld_from_reader(ctx, outputs, ref):
             return f"Output {ref!r} is withheld: it came from a document you may no longer read."
         start = max(0, offset)
         part = full[start : start + limit]
