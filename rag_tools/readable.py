@@ -19,12 +19,12 @@ result, an analysis and the documents it read), which the model reads again on e
 reloaded page shows. The same check gives a ``Withholding`` for them: a result that names a
 document the reader may not read (by ``document_id``, by ``citation``, the thread's number for a
 passage, or by ``uri``, the document's display source; ``DocumentNames``) is replaced whole by
-``WITHHELD``, so neither the model nor the page gets its text. A result cut to the output limit
-names what the whole named in its metadata, and its kept full text is read back only by a reader
-of all of them (``rag_tools.tools.outputs``). Whole, because a result's other text (a QA answer) may say what the passages
-said. Documents that are gone do not withhold a result here: a ``uri`` may be a web page a user's
-tool fetched, not a document at all. What the assistant said in its answers stays: it is what the
-user was told.
+``WITHHELD``, so neither the model nor the page gets its text. Whole, because a result's other
+text (a QA answer) may say what the passages said. A result cut to the output limit names what the
+whole named in its metadata, and its kept full text is read back only by a reader of all of them
+(``rag_tools.tools.outputs``). Documents that are gone do not withhold a result here: a ``uri`` may
+be a web page a user's tool fetched, not a document at all. What the assistant said in its answers
+stays: it is what the user was told.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from pydantic_ai.models import Model
 
 from ..config import RagConfig
 from ..filters import build_document_filter, combine_filters, get_session_filter
-from ..kb import FilterLike
+from ..kb import Document, FilterLike, SearchHit
 from ..offline_model import is_extractive_model
 from ..progress import report_progress
 from ..sandbox import SANDBOX_MODULES, SandboxLimits, SandboxResult, run_sandboxed
@@ -110,21 +110,23 @@ def create_analysis_toolset(
         # what each attempt's program read, by document id (a rewrite starts afresh)
         read: dict[str, AnalysisSource] = {}
 
+        def note(found: SearchHit | Document) -> None:
+            read.setdefault(
+                found.document_id,
+                AnalysisSource(document_id=found.document_id, title=found.title, uri=found.uri),
+            )
+
         async def search(query: str, limit: int = 5) -> list[dict[str, Any]]:
             hits = await deps.client.search(str(query), limit=max(1, min(int(limit), 20)), filter=restriction)
             for h in hits:
-                read.setdefault(
-                    h.document_id, AnalysisSource(document_id=h.document_id, title=h.title, uri=h.uri)
-                )
+                note(h)
             return [{"title": h.title, "uri": h.uri, "text": h.text, "score": h.score} for h in hits]
 
         async def get_document(name: str) -> dict[str, Any] | None:
             doc = await deps.client.get_document(str(name), filter=restriction)
             if doc is None:
                 return None
-            read.setdefault(
-                doc.document_id, AnalysisSource(document_id=doc.document_id, title=doc.title, uri=doc.uri)
-            )
+            note(doc)
             return {"title": doc.title, "uri": doc.uri, "content": doc.content}
 
         runs: list[tuple[str, SandboxResult, list[AnalysisSource]]] = []

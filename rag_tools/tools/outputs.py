@@ -13,8 +13,8 @@ a tool the model cannot use costs its schema in every model request and a toolse
 A cut result no longer shows which knowledge-base documents it came from, so what the whole named
 (``rag_tools.readable.DocumentNames``) goes with it: in the result's metadata under
 ``TRUNCATED_KEY`` (where a thread's check for readers finds it, as it finds the names in whole
-results) and beside the kept full text, which ``read_tool_output`` gives back only to a reader of
-all of those documents.
+results); ``read_tool_output`` reads the same names from the kept full text and gives it back only
+to a reader of all of those documents.
 """
 
 from __future__ import annotations
@@ -68,30 +68,22 @@ class StoredOutput(BaseModel):
 class ToolOutputs(StateModel):
     """Truncated tool results of a thread: records emitted, full texts kept server-side."""
 
-    server_only_fields: ClassVar[frozenset[str]] = frozenset({"full_outputs", "output_names", "next_ref"})
+    server_only_fields: ClassVar[frozenset[str]] = frozenset({"full_outputs", "next_ref"})
 
     truncated_outputs: dict[str, StoredOutput] = Field(default_factory=dict)
     full_outputs: dict[str, str] = Field(default_factory=dict)
-    output_names: dict[str, dict[str, list[Any]]] = Field(
-        default_factory=dict, description="What each kept full output names (DocumentNames as JSON)."
-    )
     next_ref: int = 1
 
-    def keep(
-        self, tool: str, tool_call_id: str, text: str, kept: int, names: DocumentNames | None = None
-    ) -> StoredOutput:
+    def keep(self, tool: str, tool_call_id: str, text: str, kept: int) -> StoredOutput:
         ref = f"out-{self.next_ref}"
         self.next_ref += 1
         record = StoredOutput(ref=ref, tool=tool, tool_call_id=tool_call_id, size=len(text), kept=kept)
         self.truncated_outputs[ref] = record
         self.full_outputs[ref] = text
-        if names:
-            self.output_names[ref] = names.to_json()
         while len(self.full_outputs) > MAX_STORED_OUTPUTS:
             oldest = next(iter(self.full_outputs))
             del self.full_outputs[oldest]
             self.truncated_outputs.pop(oldest, None)
-            self.output_names.pop(oldest, None)
         return record
 
 
@@ -110,7 +102,7 @@ def cut_output(
         return None
     names = DocumentNames.of(output)
     outputs = context.get_or_create(OUTPUTS_NAMESPACE, ToolOutputs)
-    record = outputs.keep(tool, tool_call_id, text, limit, names)
+    record = outputs.keep(tool, tool_call_id, text, limit)
     context.mark_changed(OUTPUTS_NAMESPACE)
     cut = (
         f"{text[:limit]}\n[output truncated: {record.size} characters, the first {limit} shown. The full output "
@@ -161,16 +153,12 @@ def _outputs_of(ctx: RunContext[Any]) -> ToolOutputs | None:
     return context.get(OUTPUTS_NAMESPACE, ToolOutputs) if isinstance(context, ToolContext) else None
 
 
-async def _withheld_from_reader(ctx: RunContext[Any], outputs: ToolOutputs, ref: str) -> bool:
-    """Whether the kept output ``ref`` names a document the run's reader may not read."""
+async def _withheld_from_reader(ctx: RunContext[Any], full: str) -> bool:
+    """Whether the kept output ``full`` names a document the run's reader may not read."""
     kb, context = getattr(ctx.deps, "client", None), getattr(ctx.deps, "tool_context", None)
     if not isinstance(kb, KnowledgeBase) or kb.reader.reads_all:
         return False
-    stored = outputs.output_names.get(ref)
-    # an output kept before its names were: read them from its text, when that is JSON
-    names = (
-        DocumentNames.from_json_many([stored]) if stored is not None else _names_in(outputs.full_outputs[ref])
-    )
+    names = _names_in(full)
     if not names:
         return False
     scratch = context.view() if isinstance(context, ToolContext) else ToolContext()
@@ -178,6 +166,7 @@ async def _withheld_from_reader(ctx: RunContext[Any], outputs: ToolOutputs, ref:
 
 
 def _names_in(text: str) -> DocumentNames:
+    """What a kept output names: its text is the result's JSON (``text_of``), or a plain string."""
     try:
         return DocumentNames.of(from_json(text))
     except ValueError:
@@ -199,7 +188,7 @@ def _reader_toolset(limit: int) -> FunctionToolset[Any]:
         full = outputs.full_outputs.get(ref) if outputs is not None else None
         if outputs is None or full is None:
             return f"No stored output {ref!r} (only the newest {MAX_STORED_OUTPUTS} outputs are kept)."
-        if await _withheld_from_reader(ctx, outputs, ref):
+        if await _withheld_from_reader(ctx, full):
             return f"Output {ref!r} is withheld: it came from a document you may no longer read."
         start = max(0, offset)
         part = full[start : start + limit]

@@ -534,7 +534,6 @@ SERVER_ONLY = [
     "question_embeddings",
     "next_qa",
     "full_outputs",
-    "output_names",
     "attachment_bytes",
 ]
 
