@@ -9,7 +9,9 @@ checked against the knowledge base as the current reader sees it (``KnowledgeBas
 - citation cards (shown or pending) of a document the reader may not read are dropped;
 - a search summary keeps only the hits of readable documents;
 - a QA entry that cites any passage of an unreadable document is dropped with its question's
-  embedding, so it is neither shown nor recalled.
+  embedding, so it is neither shown nor recalled;
+- any other namespace that keeps what documents gave (``NamesDocuments``: the tool system's
+  attachments) hides the items naming a document the reader may not read, until it may again.
 
 A document that is gone counts as unreadable. A reader of every document changes nothing. Every
 change replaces a field's value (``ToolContext.view`` copies models shallowly).
@@ -44,7 +46,15 @@ from .state import (
     ToolContext,
 )
 
-__all__ = ["NOTHING_WITHHELD", "WITHHELD", "DocumentNames", "Withholding", "drop_unreadable"]
+__all__ = [
+    "NOTHING_WITHHELD",
+    "WITHHELD",
+    "DocumentNames",
+    "NamesDocuments",
+    "Withholding",
+    "drop_unreadable",
+    "hides_any",
+]
 
 WITHHELD = "Withheld: this result came from a document you may no longer read."
 """What a tool result naming a document its reader may not read (any more) is replaced with."""
@@ -118,6 +128,9 @@ class DocumentNames:
     def __bool__(self) -> bool:
         return bool(self.ids or self.uris or self.citations)
 
+    def __or__(self, other: DocumentNames) -> DocumentNames:
+        return DocumentNames(self.ids | other.ids, self.uris | other.uris, self.citations | other.citations)
+
     def meets(self, other: DocumentNames) -> bool:
         """Whether the two name any document in the same way."""
         return not (
@@ -146,6 +159,45 @@ class Withholding:
 NOTHING_WITHHELD = Withholding()
 
 
+class NamesDocuments:
+    """Base of a state namespace keeping items that came from documents (a tool's attachments):
+    it says what they name and shows a reader only the items naming nothing it may not read.
+
+    ``drop_unreadable`` checks every namespace of this kind beside the RAG namespaces it knows.
+    Unlike a citation card, an item is hidden, not dropped: it is the user's (a file a tool made),
+    so it comes back when its documents are readable again. ``show_readable`` may run on a
+    ``ToolContext.view`` copy: it replaces fields, never mutates them.
+    """
+
+    def document_names(self) -> DocumentNames:
+        """Everything the namespace's items name, shown or hidden."""
+        raise NotImplementedError
+
+    def show_readable(self, unreadable: DocumentNames) -> bool:
+        """Show the items naming none of ``unreadable``, hide the others; whether anything moved."""
+        raise NotImplementedError
+
+    def hides_any(self) -> bool:
+        """Whether any item is hidden now (from the last reader it was shown to)."""
+        raise NotImplementedError
+
+
+def _holders(context: ToolContext) -> list[tuple[str, NamesDocuments]]:
+    return [(ns, m) for ns, m in context.namespaces.items() if isinstance(m, NamesDocuments)]
+
+
+def _show(context: ToolContext, holders: list[tuple[str, NamesDocuments]], unreadable: DocumentNames) -> None:
+    for namespace, holder in holders:
+        if holder.show_readable(unreadable):
+            context.mark_changed(namespace)
+
+
+def hides_any(context: ToolContext) -> bool:
+    """Whether ``context`` hides an item from its last restricted reader (``NamesDocuments``), which a
+    reader of every document would be shown (on a ``drop_unreadable`` of a view)."""
+    return any(holder.hides_any() for _, holder in _holders(context))
+
+
 def _citation_documents(session: SessionState, indices: Iterable[int]) -> dict[int, str | None]:
     """The document each citation number points at: its card's, else the registry's chunk id's."""
     cards = {**session.pending_citations, **session.citations}
@@ -167,8 +219,12 @@ async def drop_unreadable(
 ) -> Withholding:
     """Remove from ``context`` what ``kb.reader`` may not read now, and say which of the thread's
     tool results (``names``: everything they name) it may not see either."""
+    holders = _holders(context)
     if kb.reader.reads_all:
+        _show(context, holders, DocumentNames())
         return NOTHING_WITHHELD
+    for _, holder in holders:
+        names |= holder.document_names()
     session = context.get(SESSION_NAMESPACE, SessionState)
     cited = (_cited(context, session) if session is not None else set()) | names.citations
     documents = _citation_documents(session, cited) if session is not None else {}
@@ -179,13 +235,15 @@ async def drop_unreadable(
     if session is not None:
         _drop_from_state(context, session, {d for d, ok in readability.items() if ok}, documents)
     unreadable = {d for d, ok in readability.items() if not ok}
-    return Withholding(
+    withholding = Withholding(
         DocumentNames(
             ids=frozenset(names.ids & unreadable),
             uris=frozenset(u for u, ids in by_uri.items() if not ids.isdisjoint(unreadable)),
             citations=frozenset(c for c in names.citations if documents.get(c) in unreadable),
         )
     )
+    _show(context, holders, withholding.unreadable)
+    return withholding
 
 
 def _cited(context: ToolContext, session: SessionState) -> set[int]:

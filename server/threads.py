@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from rag_tools.kb.access import ALL, Reader
-from rag_tools.readable import NOTHING_WITHHELD, Withholding
+from rag_tools.readable import NOTHING_WITHHELD, Withholding, hides_any
 from rag_tools.state import CacheEntry, ListPosition, ThreadRecord, ToolContext
 from rag_tools.tools import (
     APPROVAL_NAMESPACE,
@@ -95,7 +95,7 @@ async def _readable_state(
 ) -> tuple[ToolContext, Withholding]:
     """The thread's state as ``reader`` may see it now (a copy without what it may not read), and
     which tool results on the active path of ``extras`` (when given) the reader may not see."""
-    if reader.reads_all:
+    if reader.reads_all and not hides_any(context):
         return context, NOTHING_WITHHELD
     view = context.view()
     withholding = await drop_unreadable_from_thread(view, services.kb.restricted(reader), extras)
@@ -177,11 +177,13 @@ async def state_item(
 
 
 async def attachment(
-    services: Services, thread_id: str, principal: str, ref: str
+    services: Services, thread_id: str, principal: str, ref: str, reader: Reader = ALL
 ) -> tuple[AttachmentRecord, bytes]:
-    """A tool attachment the thread keeps (``ToolResult.attachments``): its record and bytes."""
+    """A tool attachment the thread keeps (``ToolResult.attachments``): its record and bytes, when
+    ``reader`` may read what the tool's result named (else not found, as if it were not kept)."""
     entry = await owned_entry(services.cache, thread_id, principal)
-    kept = entry.context.get(ATTACHMENTS_NAMESPACE, ToolAttachments)
+    context, _ = await _readable_state(services, entry.context, reader)
+    kept = context.get(ATTACHMENTS_NAMESPACE, ToolAttachments)
     found = kept.content(ref) if kept is not None else None
     if found is None:
         raise StateItemNotFound(f"thread {thread_id!r} keeps no attachment {ref!r}")

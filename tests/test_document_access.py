@@ -4,7 +4,7 @@ KB level: restricted search filters inside the query (k results of the reader's 
 they are a minority), groups on ingest and regrouping, the format 3 migration. Server level, over
 real HTTP with static tokens: two principals in different groups ask the same question and see
 only their own documents across search, QA, citations, the documents list, ``GET
-/documents/{id}``, originals and thread state; editors change only their groups' documents; a
+/documents/{id}``, originals, thread state and tool attachments; editors change only their groups' documents; a
 thread's cached results go once its owner may not read them.
 """
 
@@ -37,9 +37,9 @@ from rag_tools import build_chat_toolkit
 from rag_tools.deps import AgentDeps
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.access import ALL, InvalidGroups, Reader
-from rag_tools.readable import WITHHELD, DocumentNames, drop_unreadable
+from rag_tools.readable import WITHHELD, DocumentNames, drop_unreadable, hides_any
 from rag_tools.state import SESSION_NAMESPACE, SessionState, ToolContext
-from rag_tools.tools import ToolRegistry, ToolSystem
+from rag_tools.tools import ATTACHMENTS_NAMESPACE, ToolAttachment, ToolAttachments, ToolRegistry, ToolSystem
 from rag_tools.tools.outputs import TRUNCATED_KEY
 from server.agui.history import (
     CONVERSATION_KEY,
@@ -255,6 +255,37 @@ async def test_a_cut_result_still_names_what_the_whole_named(tmp_path: Path) -> 
             (read,) = more.returns["read_tool_output"]
             assert expected in read, read
             assert ("Salaries" in read) == (reader is hr)
+
+
+async def test_a_hidden_attachment_is_kept_and_shown_to_a_reader_of_its_documents(tmp_path: Path) -> None:
+    """An attachment whose result named a document its reader may not read is withheld (record and
+    bytes), survives saving and loading the thread, and a reader of every document is shown it."""
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
+        pay_id = (
+            await kb.ingest_bytes(b"# Pay\n\nPaid on the 25th.", name="pay.md", groups=["hr"])
+        ).document_id
+        assert pay_id
+        context = ToolContext()
+        kept = context.get_or_create(ATTACHMENTS_NAMESPACE, ToolAttachments)
+        pay = kept.keep(
+            ToolAttachment("pay.csv", "day\n25\n"),
+            "export",
+            "c1",
+            100,
+            DocumentNames(ids=frozenset({pay_id})),
+        )
+        note = kept.keep(ToolAttachment("note.txt", "mine"), "export", "c2", 100)
+
+        await drop_unreadable(context, kb.restricted(Reader.member_of(["eng"])))
+        assert set(context.build_state_snapshot()["tool_attachments"]) == {note.ref}
+        assert kept.content(pay.ref) is None and kept.content(note.ref) is not None
+
+        saved = ToolContext.from_dump(context.dump_namespaces())
+        loaded = saved.get_or_create(ATTACHMENTS_NAMESPACE, ToolAttachments)
+        assert loaded.hides_any() and hides_any(saved)
+        await drop_unreadable(saved, kb)  # a reader of every document
+        assert list(saved.build_state_snapshot()["tool_attachments"]) == [pay.ref, note.ref]
+        assert loaded.content(pay.ref) == (pay, b"day\n25\n") and not hides_any(saved)
 
 
 async def test_a_format_3_knowledge_base_gains_groups_when_opened(tmp_path: Path) -> None:
@@ -497,6 +528,98 @@ async def test_tool_results_of_a_document_the_owner_may_no_longer_read_are_withh
         back = await client.patch(f"/documents/{hr_id}", json={"groups": ["hr"]}, headers=_as("root"))
         assert back.status_code == 200
         assert tool_results((await client.get("/threads/held", headers=alice)).json())[:2] == before
+
+
+EXPORT_TOOLS = """
+from pydantic_ai import RunContext
+
+from rag_tools.tools import ToolAttachment, ToolResult
+
+
+async def export_passages(ctx: RunContext, query: str) -> ToolResult:
+    \"\"\"Export the passages found for ``query`` as CSV; the result names their documents.
+
+    Args:
+        query: What to search for.
+    \"\"\"
+    hits = await ctx.deps.client.search(query, limit=3)
+    rows = "".join(f"{h.document_id},{h.text!r}\\n" for h in hits)
+    return ToolResult(
+        f"exported {len(hits)} passages",
+        metadata={"sources": [{"document_id": h.document_id} for h in hits]},
+        attachments=[ToolAttachment("passages.csv", "document,text\\n" + rows, "text/csv")],
+    )
+
+
+def export_note(text: str) -> ToolResult:
+    \"\"\"Export a note of the user's own as a text file.
+
+    Args:
+        text: The note.
+    \"\"\"
+    return ToolResult("exported the note", attachments=[ToolAttachment("note.txt", text, "text/plain")])
+
+
+TOOLS = [export_passages, export_note]
+"""
+
+
+async def test_an_attachment_of_a_document_the_owner_may_no_longer_read_is_not_served(
+    scenario_config: Any, tmp_path: Path
+) -> None:
+    """A tool's attachment keeps what its result named: once alice may not read the HR document,
+    the export made from its passages is neither listed in her thread's state nor downloadable,
+    while an attachment whose result named no document (her own note) stays. Hidden, not dropped:
+    a run she starts meanwhile saves the thread with it, and readable again, the export is back."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "export_tools.py").write_text(EXPORT_TOOLS)
+    scenario_config.tool_dirs = [tools]
+    alice = _as("alice")
+    async with _server(scenario_config) as client:
+        hr_id = await _upload(client, "root", "travel-hr.md", HR_DOC, "hr")
+        cited = f"call export_passages {json.dumps({'query': QUESTION})}"
+        first = await client.post("/agui", json=_run("exp", cited), headers=alice)
+        assert first.status_code == 200 and "export_passages: exported 3 passages" in first.text
+        history = (await client.get("/threads/exp", headers=alice)).json()["messages"]
+        plain = f"call export_note {json.dumps({'text': 'my own note'})}"
+        body = {
+            **_run("exp", "", "r2"),
+            "messages": [*history, {"id": "m2", "role": "user", "content": plain}],
+        }
+        assert (await client.post("/agui", json=body, headers=alice)).status_code == 200
+
+        async def shown() -> dict[str, int]:
+            """The thread's attachments as alice's page sees them: ref -> status of its download."""
+            state = (await client.get("/threads/exp", headers=alice)).json()["state"]
+            listed = await client.get("/threads/exp/state/tool_attachments", headers=alice)
+            assert listed.status_code == 200 and listed.json()["value"] == state["tool_attachments"]
+            statuses = {}
+            for ref, record in state["tool_attachments"].items():
+                download = await client.get(f"/threads/exp/attachments/{ref}", headers=alice)
+                statuses[ref] = download.status_code
+                expected = {"passages.csv": "HRQUOKKA", "note.txt": "my own note"}[record["name"]]
+                assert download.status_code == 200 and expected in download.text
+            return statuses
+
+        before = await shown()
+        assert list(before.values()) == [200, 200]
+        named, unnamed = before
+        moved = await client.patch(f"/documents/{hr_id}", json={"groups": ["finance"]}, headers=_as("root"))
+        assert moved.status_code == 200
+        assert await shown() == {unnamed: 200}
+        gone = await client.get(f"/threads/exp/attachments/{named}", headers=alice)
+        assert gone.status_code == 404 and "keeps no attachment" in gone.json()["error"]["message"]
+        # a run's baseline state for alice does not list it either, and the run saves the thread
+        again = await client.post("/agui", json={**_run("exp", "", "r3"), "messages": []}, headers=alice)
+        assert named not in again.text and unnamed in again.text
+        assert await shown() == {unnamed: 200}
+        # hidden, not lost: readable again, it is back
+        back = await client.patch(f"/documents/{hr_id}", json={"groups": ["hr"]}, headers=_as("root"))
+        assert back.status_code == 200
+        assert await shown() == before
+        again = await client.post("/agui", json={**_run("exp", "", "r4"), "messages": []}, headers=alice)
+        assert named in again.text and unnamed in again.text
 
 
 async def test_editors_change_only_their_groups_documents(scenario_config: Any) -> None:

@@ -11,7 +11,9 @@ capability (``ToolSystem.capability()``) then:
   emitted state as ``tool_attachments``, the bytes stay on the server and are saved with the
   thread: the newest ``MAX_STORED_ATTACHMENTS`` kept, within ``MAX_STORED_ATTACHMENT_BYTES``
   (base64) together, one attachment at most ``attachment_limit`` bytes; a larger one is recorded
-  as omitted). The server serves them at ``GET /threads/{id}/attachments/{ref}``;
+  as omitted), with what the result (output and metadata) named, so that a reader who may not
+  read those documents gets neither record nor bytes. The server serves them at
+  ``GET /threads/{id}/attachments/{ref}``;
 - sends the client a CUSTOM event ``ragstream.tool_result`` (``toolCallId``, ``tool``, ``title``,
   ``metadata``, ``attachments`` records, ``isError``, ``wasTruncated``, ``originalBytes``) just
   before the call's TOOL_CALL_RESULT;
@@ -34,6 +36,7 @@ from pydantic_ai import RunContext, ToolFailed, ToolReturn
 from pydantic_core import to_jsonable_python
 
 from ..deps import AGUIEvent
+from ..readable import DocumentNames, NamesDocuments
 from ..state import StateModel, ToolContext
 from .outputs import cut_output, text_of
 
@@ -100,15 +103,33 @@ class AttachmentRecord(BaseModel):
     at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
 
-class ToolAttachments(StateModel):
-    """A thread's tool attachments: records emitted, bytes (base64) kept server-side."""
+class ToolAttachments(StateModel, NamesDocuments):
+    """A thread's tool attachments: records emitted, bytes (base64) kept server-side.
 
-    server_only_fields: ClassVar[frozenset[str]] = frozenset({"attachment_bytes"})
+    Each keeps what its tool's result named (``DocumentNames`` as JSON, server-side): an export of
+    a document's passages is that document's, so a reader who may not read it (any more) gets
+    neither the record nor the bytes. Such a record moves to ``withheld_attachments`` (server-side)
+    with its bytes kept, and back when its documents are readable again
+    (``rag_tools.readable.NamesDocuments``).
+    """
+
+    server_only_fields: ClassVar[frozenset[str]] = frozenset(
+        {"attachment_bytes", "attachment_documents", "withheld_attachments"}
+    )
 
     tool_attachments: dict[str, AttachmentRecord] = Field(default_factory=dict)
     attachment_bytes: dict[str, str] = Field(default_factory=dict)
+    attachment_documents: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
+    withheld_attachments: dict[str, AttachmentRecord] = Field(default_factory=dict)
 
-    def keep(self, attachment: ToolAttachment, tool: str, tool_call_id: str, limit: int) -> AttachmentRecord:
+    def keep(
+        self,
+        attachment: ToolAttachment,
+        tool: str,
+        tool_call_id: str,
+        limit: int,
+        names: DocumentNames | None = None,
+    ) -> AttachmentRecord:
         data = attachment.data
         ref = f"att-{uuid.uuid4().hex[:16]}"
         omitted = f"larger than the {limit} bytes an attachment may have" if len(data) > limit else None
@@ -122,17 +143,46 @@ class ToolAttachments(StateModel):
             omitted=omitted,
         )
         self.tool_attachments[ref] = record
+        if names:
+            self.attachment_documents[ref] = names.to_json()
         if omitted is None:
             self.attachment_bytes[ref] = base64.b64encode(data).decode()
         else:
             logger.warning("attachment %r of %s not kept: %s", attachment.name, tool, omitted)
-        while len(self.tool_attachments) > MAX_STORED_ATTACHMENTS or (
+        while len(self.tool_attachments) + len(self.withheld_attachments) > MAX_STORED_ATTACHMENTS or (
             len(self.attachment_bytes) > 1 and self.stored_bytes() > MAX_STORED_ATTACHMENT_BYTES
         ):
-            oldest = next(iter(self.tool_attachments))
-            del self.tool_attachments[oldest]
-            self.attachment_bytes.pop(oldest, None)
+            oldest = min((*self.tool_attachments.values(), *self.withheld_attachments.values()), key=_at)
+            self.tool_attachments.pop(oldest.ref, None)
+            self.withheld_attachments.pop(oldest.ref, None)
+            self.attachment_bytes.pop(oldest.ref, None)
+            self.attachment_documents.pop(oldest.ref, None)
         return record
+
+    def document_names(self) -> DocumentNames:
+        """What the kept attachments' results named, all together."""
+        return DocumentNames.from_json_many(self.attachment_documents.values())
+
+    def show_readable(self, unreadable: DocumentNames) -> bool:
+        """Show the attachments whose result named none of ``unreadable``, withhold the others."""
+        if not unreadable and not self.withheld_attachments:
+            return False
+
+        def readable(ref: str) -> bool:
+            names = self.attachment_documents.get(ref)
+            return not names or not unreadable.meets(DocumentNames.from_json_many([names]))
+
+        if all(readable(r) for r in self.tool_attachments) and not any(
+            readable(r) for r in self.withheld_attachments
+        ):
+            return False
+        records = sorted((*self.tool_attachments.values(), *self.withheld_attachments.values()), key=_at)
+        self.tool_attachments = {a.ref: a for a in records if readable(a.ref)}
+        self.withheld_attachments = {a.ref: a for a in records if not readable(a.ref)}
+        return True
+
+    def hides_any(self) -> bool:
+        return bool(self.withheld_attachments)
 
     def stored_bytes(self) -> int:
         """Bytes the thread keeps for its attachments (as stored: base64)."""
@@ -145,6 +195,10 @@ class ToolAttachments(StateModel):
         if record is None or encoded is None:
             return None
         return record, base64.b64decode(encoded)
+
+
+def _at(record: AttachmentRecord) -> datetime:
+    return record.at
 
 
 async def deliver(
@@ -167,17 +221,18 @@ async def deliver(
             result.was_truncated = True
             result.original_bytes = len(text_of(output).encode())
             output, named = done
+    metadata = to_jsonable_python(result.metadata, fallback=str)
     records: list[dict[str, Any]] = []
     if result.attachments and context is not None:
         kept = context.get_or_create(ATTACHMENTS_NAMESPACE, ToolAttachments)
+        names = DocumentNames.of([to_jsonable_python(result.output, fallback=str), metadata])
         for attachment in result.attachments:
-            records.append(
-                kept.keep(attachment, tool, tool_call_id, attachment_limit).model_dump(mode="json")
-            )
+            record = kept.keep(attachment, tool, tool_call_id, attachment_limit, names)
+            records.append(record.model_dump(mode="json"))
         context.mark_changed(ATTACHMENTS_NAMESPACE)
     shown = {
         "title": result.title,
-        "metadata": to_jsonable_python(result.metadata, fallback=str),
+        "metadata": metadata,
         "attachments": records,
         "isError": result.is_error,
         "wasTruncated": result.was_truncated,

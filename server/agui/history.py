@@ -33,7 +33,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.ui.ag_ui import AGUIAdapter
 
 from rag_tools.kb import KnowledgeBase
-from rag_tools.readable import NOTHING_WITHHELD, DocumentNames, Withholding, drop_unreadable
+from rag_tools.readable import DocumentNames, Withholding, drop_unreadable
 from rag_tools.state import ToolContext
 from rag_tools.tools.approval import EDITED_ARGS_KEY
 
@@ -132,10 +132,10 @@ async def drop_unreadable_from_thread(
     context: ToolContext, kb: KnowledgeBase, extras: dict[str, Any] | None = None
 ) -> Withholding:
     """``drop_unreadable`` for a thread: its state ``context``, and the tool results on the active
-    path of ``extras`` (none asked for: ``None``). A reader of everything costs nothing, not even
-    reading what the path's results name."""
+    path of ``extras`` (none asked for: ``None``). A reader of everything costs next to nothing,
+    not even reading what the path's results name."""
     if kb.reader.reads_all:
-        return NOTHING_WITHHELD
+        return await drop_unreadable(context, kb)  # shows what an earlier reader was not shown
     return await drop_unreadable(
         context, kb, path_document_names(extras) if extras is not None else DocumentNames()
     )

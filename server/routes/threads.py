@@ -80,7 +80,7 @@ async def get_attachment(request: Request) -> Response:
     """``/threads/{id}/attachments/{ref}``: the bytes of a file a tool attached to its result."""
     thread_id = path_id(request, "thread_id", "threadId")
     ref = path_id(request, "ref", "ref")
-    record, data = await attachment(services_of(request), thread_id, caller(request), ref)
+    record, data = await attachment(services_of(request), thread_id, caller(request), ref, reader(request))
     return Response(
         data,
         media_type=record.mime_type,
