@@ -2,13 +2,13 @@
 
     python -m bench.run_start [--trials 300] [--profile]
 
-Both apps of ``bench/stream_servers.py`` (ragstream as served, and pydantic-ai's
-``AGUIAdapter.dispatch_request`` in a plain route) are called as ASGI apps in this process, with no
-sockets, on the same short run (one tool call, three tokens). Each trial times, from the request,
+Three apps of ``bench/stream_servers.py`` (ragstream as served, pydantic-ai's
+``AGUIAdapter.dispatch_request`` in a plain route, and that adapter's events sent through the
+sse-starlette response ragstream uses) are called as ASGI apps in this process, with no sockets, on the same short run (one tool call, three tokens). Each trial times, from the request,
 when the response's first ``RUN_STARTED`` frame and first text token are handed to ``send``, and
 counts the Python calls made up to each point (``sys.setprofile``): calls do not depend on what
 else the machine is doing, so they say where the work is even when the times are noisy. Trials
-alternate between the two apps. ``--per-event`` counts the calls per streamed token on one long
+alternate between the apps. ``--per-event`` counts the calls per streamed token on one long
 run of each (what a feature costs per event, which wall-clock events/s cannot resolve below a few
 per cent on these machines). ``--profile`` prints, for ragstream, the functions that take the
 most calls before ``RUN_STARTED`` and between it and the first token (cProfile, cumulative).
@@ -222,10 +222,14 @@ async def main() -> None:
     )
     args = parser.parse_args()
 
-    from .stream_servers import bare_app, ragstream_app
+    from .stream_servers import bare_app, bare_sse_app, ragstream_app
 
     data = Path(tempfile.mkdtemp(prefix="ragstream-bench-start-"))
-    apps = {"bare": bare_app(data / "bare"), "ragstream": ragstream_app(data / "ragstream")}
+    apps = {
+        "bare": bare_app(data / "bare"),
+        "bare-sse": bare_sse_app(data / "bare-sse"),
+        "ragstream": ragstream_app(data / "ragstream"),
+    }
     stops = [await _lifespan(app) for app in apps.values()]
     for name, app in apps.items():  # warm up: imports, schemas, caches
         for i in range(20):
@@ -242,25 +246,45 @@ async def main() -> None:
             times[name].append(await _one(app, f"{name}-{trial}"))
     rows = []
     for label, attr in (("ms to RUN_STARTED", "run_started"), ("ms to first token", "first_token")):
-        bare = median([getattr(m, attr) for m in times["bare"]]) * 1000
-        ours = median([getattr(m, attr) for m in times["ragstream"]]) * 1000
-        rows.append([label + " (median)", bare, ours, f"{bare / ours:.2f}x"])
+        bare, sse, ours = (median([getattr(m, attr) for m in times[n]]) * 1000 for n in apps)
+        rows.append([label + " (median)", bare, sse, ours, f"{bare / ours:.2f}x", f"{sse / ours:.2f}x"])
     for label, index in (("calls to RUN_STARTED", 0), ("calls to first token", 1)):
-        bare = median([sum(c.marks[index].values()) for c in counters["bare"]])
-        ours = median([sum(c.marks[index].values()) for c in counters["ragstream"]])
-        rows.append([label + f" (median of {COUNTED})", bare, ours, f"{bare / ours:.2f}x"])
-    print(table(["in-process, per run", "bare adapter", "ragstream", "ragstream vs bare"], rows))
+        bare, sse, ours = (median([sum(c.marks[index].values()) for c in counters[n]]) for n in apps)
+        rows.append(
+            [label + f" (median of {COUNTED})", bare, sse, ours, f"{bare / ours:.2f}x", f"{sse / ours:.2f}x"]
+        )
+    print(
+        table(
+            [
+                "in-process, per run",
+                "bare adapter",
+                "bare adapter, sse-starlette",
+                "ragstream",
+                "ragstream vs bare",
+                "ragstream vs bare on sse-starlette",
+            ],
+            rows,
+        )
+    )
     print("\nCalls by the package of the calling code (median of the counted runs):\n")
     rows = []
     for package in (*_PACKAGES, "other"):
         row: list[object] = [package]
         for index in (0, 1):
-            for name in ("bare", "ragstream"):
+            for name in apps:
                 row.append(median([_segment(c, index)[package] for c in counters[name]]))
         rows.append(row)
     print(
         table(
-            ["package", "to RUN_STARTED: bare", "ragstream", "RUN_STARTED to token: bare", "ragstream"],
+            [
+                "package",
+                "to RUN_STARTED: bare",
+                "bare-sse",
+                "ragstream",
+                "RUN_STARTED to token: bare",
+                "bare-sse",
+                "ragstream",
+            ],
             rows,
         )
     )

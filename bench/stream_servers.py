@@ -1,14 +1,17 @@
-"""The three servers ``bench/stream.py`` compares, each run as its own uvicorn process.
+"""The servers ``bench/stream.py`` compares, each run as its own uvicorn process.
 
-    python -m bench.stream_servers {ragstream|bare|floor} PORT DATA_DIR
+    python -m bench.stream_servers {ragstream|bare|bare-sse|floor} PORT DATA_DIR
 
-All three stream what the same ``FunctionModel`` produces for a prompt ``"<tokens> <pace_ms>"``:
+All of them stream what the same ``FunctionModel`` produces for a prompt ``"<tokens> <pace_ms>"``:
 one state-changing tool call, then ``tokens`` text tokens, ``pace_ms`` apart (0: as fast as
 possible).
 
 - ``ragstream``: ``server.app.create_app`` (state tracking, persistence, event log, SSE ids);
 - ``bare``: pydantic-ai's ``AGUIAdapter.dispatch_request`` in a plain Starlette route, same agent
   and deps type, no persistence;
+- ``bare-sse``: the bare adapter's events framed and sent as ragstream sends them, through
+  ``server.routes.sse.sse_response`` (sse-starlette, the transport the project requires): what
+  that transport costs on its own, so the two gaps can be told apart;
 - ``floor``: the same number of pre-encoded SSE frames from a Starlette route, same uvicorn
   settings: the transport's own cost.
 """
@@ -118,6 +121,27 @@ def bare_app(data_dir: Path) -> Starlette:
     return Starlette(routes=[Route("/agui", run, methods=["POST"])])
 
 
+def bare_sse_app(data_dir: Path) -> Starlette:
+    from server.routes.sse import sse_response
+
+    kb = KnowledgeBase(RagConfig(data_dir=data_dir).resolved_kb_uri)
+    agent = bench_agent(AgentDeps)
+
+    async def run(request: Request) -> Response:
+        adapter = await AGUIAdapter.from_request(request, agent=agent)
+        events = adapter.run_stream(deps=AgentDeps(client=kb, tool_context=ToolContext()))
+
+        async def batches() -> AsyncIterator[list[tuple[int, bytes]]]:
+            seq = 0
+            async for event in events:
+                seq += 1
+                yield [(seq, event.model_dump_json(by_alias=True, exclude_none=True).encode())]
+
+        return sse_response(batches(), keepalive=15)
+
+    return Starlette(routes=[Route("/agui", run, methods=["POST"])])
+
+
 def floor_app() -> Starlette:
     def frames(tokens: int) -> list[bytes]:
         message = b'"messageId":"5f0e6b2c-1d5d-4f43-9f4e-3a2b1c0d9e8f"'
@@ -153,5 +177,10 @@ def floor_app() -> Starlette:
 
 if __name__ == "__main__":
     kind, port, data = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
-    apps = {"ragstream": lambda: ragstream_app(data), "bare": lambda: bare_app(data), "floor": floor_app}
+    apps = {
+        "ragstream": lambda: ragstream_app(data),
+        "bare": lambda: bare_app(data),
+        "bare-sse": lambda: bare_sse_app(data),
+        "floor": floor_app,
+    }
     uvicorn.run(apps[kind](), host="127.0.0.1", port=port, log_level="warning", access_log=False)
