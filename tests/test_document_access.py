@@ -4,8 +4,8 @@ KB level: restricted search filters inside the query (k results of the reader's 
 they are a minority), groups on ingest and regrouping, the format 3 migration. Server level, over
 real HTTP with static tokens: two principals in different groups ask the same question and see
 only their own documents across search, QA, citations, the documents list, ``GET
-/documents/{id}``, originals, thread state and tool attachments; editors change only their groups' documents; a
-thread's cached results go once its owner may not read them.
+/documents/{id}``, originals, thread state and tool attachments; editors change only their groups'
+documents; a thread's cached results go once its owner may not read them.
 """
 
 from __future__ import annotations
