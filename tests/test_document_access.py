@@ -189,16 +189,20 @@ async def test_what_a_threads_tool_results_name_is_stored_beside_them() -> None:
     assert path_document_names(extras) == expected
 
 
+async def _hr_pay_document(kb: KnowledgeBase) -> str:
+    """A small document for the ``hr`` group only; its id."""
+    pay_id = (await kb.ingest_bytes(b"# Pay\n\nPaid on the 25th.", name="pay.md", groups=["hr"])).document_id
+    assert pay_id
+    return pay_id
+
+
 async def test_a_cut_result_still_names_what_the_whole_named(tmp_path: Path) -> None:
     """A result cut to the output limit no longer shows which document it came from in its text:
     what the whole named goes with it, so the thread withholds it from a reader who may not read
     that document (an analysis naming its sources the same way), and the kept full text is read
     back only by a reader of the document."""
     async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
-        pay_id = (
-            await kb.ingest_bytes(b"# Pay\n\nPaid on the 25th.", name="pay.md", groups=["hr"])
-        ).document_id
-        assert pay_id
+        pay_id = await _hr_pay_document(kb)
         registry = ToolRegistry()
 
         def passages() -> dict[str, Any]:
@@ -261,10 +265,7 @@ async def test_a_hidden_attachment_is_kept_and_shown_to_a_reader_of_its_document
     """An attachment whose result named a document its reader may not read is withheld (record and
     bytes), survives saving and loading the thread, and a reader of every document is shown it."""
     async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
-        pay_id = (
-            await kb.ingest_bytes(b"# Pay\n\nPaid on the 25th.", name="pay.md", groups=["hr"])
-        ).document_id
-        assert pay_id
+        pay_id = await _hr_pay_document(kb)
         context = ToolContext()
         kept = context.get_or_create(ATTACHMENTS_NAMESPACE, ToolAttachments)
         pay = kept.keep(
