@@ -20,7 +20,8 @@ The thread's conversation keeps tool results too (a search's passages, a documen
 result, an analysis and the documents it read), which the model reads again on every turn and a
 reloaded page shows. The same check gives a ``Withholding`` for them: a result that names a
 document the reader may not read (by ``document_id``, by ``citation``, the thread's number for a
-passage, or by ``uri``, the document's display source; ``DocumentNames``) is replaced whole by
+passage, or by ``uri``, the document's display source; ``DocumentNames``; a result given as text,
+such as a failed ``ToolResult``'s message, is read as the JSON it is) is replaced whole by
 ``WITHHELD``, so neither the model nor the page gets its text. Whole, because a result's other
 text (a QA answer) may say what the passages said. A result cut to the output limit names what the
 whole named in its metadata, and its kept full text is read back only by a reader of all of them
@@ -34,6 +35,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic_core import from_json
 
 from .kb import KnowledgeBase
 from .state import (
@@ -96,6 +99,17 @@ class DocumentNames:
                 uris.add(uri)
             stack.extend(v for v in value.values() if isinstance(v, (dict, list)))
         return cls(frozenset(ids), frozenset(uris), frozenset(citations))
+
+    @classmethod
+    def in_text(cls, text: str) -> DocumentNames:
+        """The names in a result given as text: JSON (a result ``text_of`` made, a failed tool
+        result's message), else a plain string, which names nothing."""
+        if not text.startswith(("{", "[")):
+            return cls()
+        try:
+            return cls.of(from_json(text))
+        except ValueError:
+            return cls()
 
     @classmethod
     def from_json_many(cls, many: Iterable[dict[str, list[Any]]]) -> DocumentNames:

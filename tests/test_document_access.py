@@ -39,7 +39,14 @@ from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.access import ALL, InvalidGroups, Reader
 from rag_tools.readable import WITHHELD, DocumentNames, drop_unreadable, hides_any
 from rag_tools.state import SESSION_NAMESPACE, SessionState, ToolContext
-from rag_tools.tools import ATTACHMENTS_NAMESPACE, ToolAttachment, ToolAttachments, ToolRegistry, ToolSystem
+from rag_tools.tools import (
+    ATTACHMENTS_NAMESPACE,
+    ToolAttachment,
+    ToolAttachments,
+    ToolRegistry,
+    ToolResult,
+    ToolSystem,
+)
 from rag_tools.tools.outputs import TRUNCATED_KEY
 from server.agui.history import (
     CONVERSATION_KEY,
@@ -259,6 +266,58 @@ async def test_a_cut_result_still_names_what_the_whole_named(tmp_path: Path) -> 
             (read,) = more.returns["read_tool_output"]
             assert expected in read, read
             assert ("Salaries" in read) == (reader is hr)
+
+
+async def test_a_failed_tool_result_naming_a_document_is_withheld_too(tmp_path: Path) -> None:
+    """A ``ToolResult`` marked ``is_error`` reaches the model as a failed result whose text is its
+    output's JSON: what that names is checked as for any result, so a reader who may not read the
+    document gets neither the page's nor the model's copy of it."""
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
+        pay_id = await _hr_pay_document(kb)
+        registry = ToolRegistry()
+
+        def pay_day() -> ToolResult:
+            """Look up pay day (fails, quoting the document it read)."""
+            quoted = {"document_id": pay_id, "error": "ambiguous: 'Paid on the 25th.'"}
+            return ToolResult(quoted, is_error=True)
+
+        registry.add_tool(pay_day)
+        system = ToolSystem(registry)
+        agent = Agent(
+            Script([[("pay_day", {})]]).model,
+            deps_type=AgentDeps,
+            toolsets=system.toolsets(),
+            capabilities=[system.capability()],
+        )
+        result = await agent.run("go", deps=AgentDeps(client=kb, tool_context=ToolContext()))
+        failed = next(
+            p
+            for m in result.all_messages()
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if isinstance(p, ToolReturnPart) and p.tool_name == "pay_day"
+        )
+        assert failed.outcome == "failed" and isinstance(failed.content, str) and pay_id in failed.content
+
+        extras: dict[str, Any] = {}
+        conversation = Conversation(conversation_id="t")
+        conversation.messages.extend(result.all_messages())
+        await ThreadConversationStore(extras).save(conversation)
+        assert path_document_names(extras).ids == {pay_id}
+        for reader, expected in (("hr", failed.content), ("eng", WITHHELD)):
+            restricted = kb.restricted(Reader.member_of([reader]))
+            withholding = await drop_unreadable_from_thread(ToolContext(), restricted, extras)
+            path = thread_messages(extras, withholding or None).messages
+            assert [m.content for m in path if m.role == "tool"] == [expected]
+            history = await ThreadConversationStore(extras, withhold=withholding or None).load("t")
+            sent = [
+                p.content
+                for m in history.messages
+                if isinstance(m, ModelRequest)
+                for p in m.parts
+                if isinstance(p, ToolReturnPart)
+            ]
+            assert sent == [expected]
 
 
 async def test_a_hidden_attachment_is_kept_and_shown_to_a_reader_of_its_documents(tmp_path: Path) -> None:

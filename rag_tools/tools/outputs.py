@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai import RunContext, ToolReturn
 from pydantic_ai.toolsets import DynamicToolset, FunctionToolset
-from pydantic_core import from_json, to_json
+from pydantic_core import to_json
 
 from ..kb import KnowledgeBase
 from ..readable import DocumentNames, drop_unreadable
@@ -158,19 +158,11 @@ async def _withheld_from_reader(ctx: RunContext[Any], full: str) -> bool:
     kb, context = getattr(ctx.deps, "client", None), getattr(ctx.deps, "tool_context", None)
     if not isinstance(kb, KnowledgeBase) or kb.reader.reads_all:
         return False
-    names = _names_in(full)
+    names = DocumentNames.in_text(full)
     if not names:
         return False
     scratch = context.view() if isinstance(context, ToolContext) else ToolContext()
     return bool(await drop_unreadable(scratch, kb, names))
-
-
-def _names_in(text: str) -> DocumentNames:
-    """What a kept output names: its text is the result's JSON (``text_of``), or a plain string."""
-    try:
-        return DocumentNames.of(from_json(text))
-    except ValueError:
-        return DocumentNames()
 
 
 def _reader_toolset(limit: int) -> FunctionToolset[Any]:

@@ -115,8 +115,12 @@ def _names_of(raw: dict[str, Any]) -> dict[str, list[Any]]:
 
 
 def _named_by(part: dict[str, Any]) -> list[Any]:
-    """Where a stored tool result names documents: its content and its metadata."""
-    return [part.get("content"), part.get("metadata")]
+    """Where a stored tool result names documents: its content and its metadata. Content given as
+    text is read as JSON when it is (a failed ``ToolResult``'s message is its output's JSON)."""
+    content = part.get("content")
+    if isinstance(content, str):
+        content = DocumentNames.in_text(content).references()
+    return [content, part.get("metadata")]
 
 
 def path_document_names(extras: dict[str, Any]) -> DocumentNames:
