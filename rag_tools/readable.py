@@ -6,15 +6,19 @@ documents its owner could read then; groups change, and a forked thread may be r
 whenever the state is served again (a run's start, the thread view, a state item) it is first
 checked against the knowledge base as the current reader sees it (``KnowledgeBase.reader``):
 
-- citation cards (shown or pending) of a document the reader may not read are dropped;
+- citation cards (shown or pending) of a document the reader may not read are taken out;
 - a search summary keeps only the hits of readable documents;
-- a QA entry that cites any passage of an unreadable document is dropped with its question's
+- a QA entry that cites any passage of an unreadable document is taken out with its question's
   embedding, so it is neither shown nor recalled;
 - any other namespace that keeps what documents gave (``NamesDocuments``: the tool system's
   attachments) hides the items naming a document the reader may not read, until it may again.
 
-A document that is gone counts as unreadable. A reader of every document changes nothing. Every
-change replaces a field's value (``ToolContext.view`` copies models shallowly).
+What is taken out is not lost: it is kept aside in the thread (``WithheldState``, server-side,
+saved with the state a run commits) and put back before every check, so a card, a search's hits
+and an answer return once their documents are readable again (a group given back). A document
+that is gone counts as unreadable, and what only it made unreadable is dropped for good. A reader
+of every document is shown everything, kept aside or not. Every change replaces a field's value
+(``ToolContext.view`` copies models shallowly).
 
 The thread's conversation keeps tool results too (a search's passages, a document's text, a QA
 result, an analysis and the documents it read), which the model reads again on every turn and a
@@ -43,10 +47,13 @@ from .state import (
     QA_NAMESPACE,
     SEARCH_NAMESPACE,
     SESSION_NAMESPACE,
+    WITHHELD_NAMESPACE,
+    Citation,
     QASessionState,
     SearchState,
     SessionState,
     ToolContext,
+    WithheldState,
 )
 
 __all__ = [
@@ -178,9 +185,9 @@ class NamesDocuments:
     it says what they name and shows a reader only the items naming nothing it may not read.
 
     ``drop_unreadable`` checks every namespace of this kind beside the RAG namespaces it knows.
-    Unlike a citation card, an item is hidden, not dropped: it is the user's (a file a tool made),
-    so it comes back when its documents are readable again. ``show_readable`` may run on a
-    ``ToolContext.view`` copy: it replaces fields, never mutates them.
+    Like those, an item is hidden, not dropped, and comes back when its documents are readable
+    again; it keeps its hidden items itself. ``show_readable`` may run on a ``ToolContext.view``
+    copy: it replaces fields, never mutates them.
     """
 
     def document_names(self) -> DocumentNames:
@@ -207,9 +214,17 @@ def _show(context: ToolContext, holders: list[tuple[str, NamesDocuments]], unrea
 
 
 def hides_any(context: ToolContext) -> bool:
-    """Whether ``context`` hides an item from its last restricted reader (``NamesDocuments``), which a
-    reader of every document would be shown (on a ``drop_unreadable`` of a view)."""
-    return any(holder.hides_any() for _, holder in _holders(context))
+    """Whether ``context`` keeps aside anything from its last restricted reader (``WithheldState``,
+    ``NamesDocuments``), which a reader of every document would be shown (on a ``drop_unreadable``
+    of a view)."""
+    return _keeps_aside(context) or any(holder.hides_any() for _, holder in _holders(context))
+
+
+def _keeps_aside(context: ToolContext) -> bool:
+    if not context.has(WITHHELD_NAMESPACE):
+        return False
+    aside = context.get(WITHHELD_NAMESPACE, WithheldState)
+    return aside is None or aside.holds_any()  # (stored and not read yet: it holds something)
 
 
 def _citation_documents(session: SessionState, indices: Iterable[int]) -> dict[int, str | None]:
@@ -231,9 +246,11 @@ def _citation_documents(session: SessionState, indices: Iterable[int]) -> dict[i
 async def drop_unreadable(
     context: ToolContext, kb: KnowledgeBase, names: DocumentNames = DocumentNames()
 ) -> Withholding:
-    """Remove from ``context`` what ``kb.reader`` may not read now, and say which of the thread's
-    tool results (``names``: everything they name) it may not see either."""
+    """Take out of ``context`` what ``kb.reader`` may not read now (kept aside in the thread, see
+    ``WithheldState``), put back what it may read again, and say which of the thread's tool results
+    (``names``: everything they name) it may not see either."""
     holders = _holders(context)
+    _put_back(context)
     if kb.reader.reads_all:
         _show(context, holders, DocumentNames())
         return NOTHING_WITHHELD
@@ -247,7 +264,7 @@ async def drop_unreadable(
         set(names.ids) | {d for d in documents.values() if d} | set().union(*by_uri.values())
     )
     if session is not None:
-        _drop_from_state(context, session, {d for d, ok in readability.items() if ok}, documents)
+        _drop_from_state(context, session, readability, documents)
     unreadable = {d for d, ok in readability.items() if not ok}
     withholding = Withholding(
         DocumentNames(
@@ -273,22 +290,42 @@ def _cited(context: ToolContext, session: SessionState) -> set[int]:
 
 
 def _drop_from_state(
-    context: ToolContext, session: SessionState, readable: set[str], documents: dict[int, str | None]
+    context: ToolContext,
+    session: SessionState,
+    readability: dict[str, bool],
+    documents: dict[int, str | None],
 ) -> None:
+    """Take out what is not readable; keep aside (``WithheldState``) what is of a document that
+    still exists, so it can come back."""
     searches = context.get(SEARCH_NAMESPACE, SearchState)
     qa = context.get(QA_NAMESPACE, QASessionState)
+    aside = _Aside(context)
 
     def ok(index: int) -> bool:
-        return documents.get(index) in readable
+        return readability.get(documents.get(index) or "") is True
 
-    citations = {k: c for k, c in session.citations.items() if c.document_id in readable}
-    pending = {k: c for k, c in session.pending_citations.items() if c.document_id in readable}
-    if len(citations) != len(session.citations) or len(pending) != len(session.pending_citations):
-        session.citations, session.pending_citations = citations, pending
-        context.mark_changed(SESSION_NAMESPACE)
+    def kept_aside(indices: Iterable[int]) -> bool:
+        """Whether an item citing ``indices`` (not all readable) may come back: one is only unreadable."""
+        return any(readability.get(documents.get(i) or "") is False for i in indices)
+
+    for field in ("citations", "pending_citations"):
+        cards: dict[str, Citation] = getattr(session, field)
+        kept = {k: c for k, c in cards.items() if readability.get(c.document_id) is True}
+        if len(kept) != len(cards):
+            setattr(session, field, kept)
+            context.mark_changed(SESSION_NAMESPACE)
+            aside.add(field, {k: c for k, c in cards.items() if k not in kept and kept_aside([int(k)])})
     if searches is not None:
         cut = {k for k, r in searches.searches.items() if not all(ok(h.citation) for h in r.hits)}
         if cut:  # copies only of the records that lose hits
+            aside.add(
+                "searches",
+                {
+                    k: searches.searches[k]
+                    for k in cut
+                    if kept_aside(h.citation for h in searches.searches[k].hits)
+                },
+            )
             searches.searches = {
                 key: record.model_copy(update={"hits": tuple(h for h in record.hits if ok(h.citation))})
                 if key in cut
@@ -297,9 +334,64 @@ def _drop_from_state(
             }
             context.mark_changed(SEARCH_NAMESPACE)
     if qa is not None:
-        kept = [e for e in qa.qa_history if all(ok(i) for i in e.citations)]
-        if len(kept) != len(qa.qa_history):
-            ids = {e.id for e in kept}
-            qa.qa_history = kept
+        kept_entries = [e for e in qa.qa_history if all(ok(i) for i in e.citations)]
+        if len(kept_entries) != len(qa.qa_history):
+            ids = {e.id for e in kept_entries}
+            gone = [e for e in qa.qa_history if e.id not in ids and kept_aside(e.citations)]
+            aside.add("qa_entries", gone)
+            aside.add(
+                "question_embeddings",
+                {e.id: qa.question_embeddings[e.id] for e in gone if e.id in qa.question_embeddings},
+            )
+            qa.qa_history = kept_entries
             qa.question_embeddings = {k: v for k, v in qa.question_embeddings.items() if k in ids}
             context.mark_changed(QA_NAMESPACE)
+
+
+class _Aside:
+    """The thread's ``WithheldState``, created only when something is put in it."""
+
+    def __init__(self, context: ToolContext) -> None:
+        self._context = context
+        self._state: WithheldState | None = None
+
+    def add(self, field: str, items: dict[str, Any] | list[Any]) -> None:
+        if not items:
+            return
+        if self._state is None:
+            self._state = self._context.get_or_create(WITHHELD_NAMESPACE, WithheldState)
+        current = getattr(self._state, field)
+        merged = [*current, *items] if isinstance(current, list) else {**current, **items}
+        setattr(self._state, field, merged)  # replaced, never mutated: it may be a view's copy
+        self._context.mark_changed(WITHHELD_NAMESPACE)
+
+
+def _put_back(context: ToolContext) -> None:
+    """Return what ``WithheldState`` keeps to the state it was taken from (to be checked again)."""
+    if not context.has(WITHHELD_NAMESPACE):
+        return
+    aside = context.get_or_create(WITHHELD_NAMESPACE, WithheldState)
+    if not aside.holds_any():
+        context.unregister(WITHHELD_NAMESPACE)
+        return
+    session = context.get(SESSION_NAMESPACE, SessionState)
+    searches = context.get(SEARCH_NAMESPACE, SearchState)
+    qa = context.get(QA_NAMESPACE, QASessionState)
+    if session is not None and (aside.citations or aside.pending_citations):
+        session.citations = _by_number({**aside.citations, **session.citations})
+        session.pending_citations = _by_number({**aside.pending_citations, **session.pending_citations})
+        context.mark_changed(SESSION_NAMESPACE)
+    if searches is not None and aside.searches:  # a record evicted meanwhile stays out
+        searches.searches = {key: aside.searches.get(key, r) for key, r in searches.searches.items()}
+        context.mark_changed(SEARCH_NAMESPACE)
+    if qa is not None and aside.qa_entries:
+        live = {e.id for e in qa.qa_history}
+        back = [e for e in aside.qa_entries if e.id not in live]
+        qa.qa_history = sorted([*qa.qa_history, *back], key=lambda e: e.at)
+        qa.question_embeddings = {**aside.question_embeddings, **qa.question_embeddings}
+        context.mark_changed(QA_NAMESPACE)
+    context.unregister(WITHHELD_NAMESPACE)
+
+
+def _by_number(cards: dict[str, Citation]) -> dict[str, Citation]:
+    return dict(sorted(cards.items(), key=lambda item: int(item[0])))

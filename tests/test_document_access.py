@@ -38,7 +38,18 @@ from rag_tools.deps import AgentDeps
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.access import ALL, InvalidGroups, Reader
 from rag_tools.readable import WITHHELD, DocumentNames, drop_unreadable, hides_any
-from rag_tools.state import SESSION_NAMESPACE, SessionState, ToolContext
+from rag_tools.state import (
+    QA_NAMESPACE,
+    SEARCH_NAMESPACE,
+    SESSION_NAMESPACE,
+    Citation,
+    QASessionState,
+    SearchHitSummary,
+    SearchState,
+    SessionState,
+    ToolContext,
+    prepare_context,
+)
 from rag_tools.tools import (
     ATTACHMENTS_NAMESPACE,
     ToolAttachment,
@@ -348,6 +359,57 @@ async def test_a_hidden_attachment_is_kept_and_shown_to_a_reader_of_its_document
         assert loaded.content(pay.ref) == (pay, b"day\n25\n") and not hides_any(saved)
 
 
+async def test_what_a_reader_may_not_read_is_kept_aside_and_comes_back(tmp_path: Path) -> None:
+    """Cards, a search's hits and an answer of a document the reader may not read leave the state
+    but stay in the thread (saved and loaded with it) and come back, unchanged, when it may read
+    the document again; those of a document deleted meanwhile do not. A reader of everything (never
+    checked) is shown all of it."""
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
+        pay_id = await _hr_pay_document(kb)
+        old = await kb.ingest_bytes(b"# Old\n\nOld rules.", name="old.md", groups=["hr"])
+        public = await kb.ingest_bytes(b"# Hours\n\nNine to five.", name="hours.md")
+        documents = {1: pay_id, 2: public.document_id, 3: old.document_id}
+        context = prepare_context(ToolContext(), ("search", "qa"))
+        session = context.get(SESSION_NAMESPACE, SessionState)
+        session.citations = {
+            str(n): Citation(index=n, document_id=d, title=f"doc {n}", uri=f"{n}.md", passage=f"text {n}")
+            for n, d in documents.items()
+        }
+        searches = context.get(SEARCH_NAMESPACE, SearchState)
+        hits = [SearchHitSummary(citation=n, title=f"doc {n}", score=0.5) for n in documents]
+        searches.add_search("rules", hits)
+        qa = context.get(QA_NAMESPACE, QASessionState)
+        for n in documents:
+            qa.add_entry(
+                {"question": f"q{n}", "answer": f"a{n}", "confidence": 1.0, "citations": (n,)}, [n], limit=9
+            )
+        whole = context.dump_namespaces()
+
+        eng = kb.restricted(Reader.member_of(["eng"]))
+        await drop_unreadable(context, eng)
+        shown = context.build_state_snapshot()
+        assert list(shown["citations"]) == ["2"] and [e["id"] for e in shown["qa_history"]] == ["qa2"]
+        assert [h["citation"] for h in shown["searches"]["s1"]["hits"]] == [2]
+        assert hides_any(context) and not hides_any(ToolContext())
+
+        await kb.delete_document(old.document_id)
+        saved = prepare_context(ToolContext.from_dump(context.dump_namespaces()), ("search", "qa"))
+        view = saved.view()
+        await drop_unreadable(view, kb.restricted(Reader.member_of(["hr"])))  # may read it again
+        back = view.dump_namespaces()
+        assert set(back[SESSION_NAMESPACE]["citations"]) == {"1", "2"}
+        assert [e["id"] for e in back[QA_NAMESPACE]["qa_history"]] == ["qa1", "qa2"]
+        assert back[QA_NAMESPACE]["question_embeddings"] == {"qa1": [1.0], "qa2": [2.0]}
+        restored = back[SEARCH_NAMESPACE]["searches"]["s1"]
+        assert restored == {**whole[SEARCH_NAMESPACE]["searches"]["s1"], "hits": restored["hits"]}
+        assert [h["citation"] for h in restored["hits"]] == [1, 2] and not hides_any(view)
+        assert hides_any(saved)  # the view changed nothing stored
+        # a reader of everything is shown all of it (such a reader is never checked)
+        await drop_unreadable(saved, kb)
+        assert saved.dump_namespaces() == whole
+        assert not hides_any(saved)
+
+
 async def test_a_format_3_knowledge_base_gains_groups_when_opened(tmp_path: Path) -> None:
     embedder = HashingEmbeddingModel()
     async with KnowledgeBase(tmp_path / "kb", embedder=embedder) as kb:
@@ -507,14 +569,21 @@ async def test_cached_results_go_once_the_owner_may_not_read_them(scenario_confi
         assert "HRQUOKKA" in first.text
         state = (await client.get("/threads/cache", headers=_as("alice"))).json()["state"]
         assert "HRQUOKKA" in json.dumps(state)
+
+        async def whole(field: str) -> Any:
+            item = await client.get(f"/threads/cache/state/{field}", headers=_as("alice"))
+            assert item.status_code == 200
+            return item.json()["value"]
+
+        fields = ("citations", "qa_history", "searches")
+        before = {field: await whole(field) for field in fields}
         # the document moves to another group: the thread's cards, searches and answers are not shown
         moved = await client.patch(f"/documents/{hr_id}", json={"groups": ["finance"]}, headers=_as("root"))
         assert moved.status_code == 200 and moved.json()["groups"] == ["finance"]
         state = (await client.get("/threads/cache", headers=_as("alice"))).json()["state"]
         assert "HRQUOKKA" not in json.dumps(state)
-        for field in ("citations", "qa_history", "searches"):
-            item = await client.get(f"/threads/cache/state/{field}", headers=_as("alice"))
-            assert item.status_code == 200 and "HRQUOKKA" not in item.text
+        for field in fields:
+            assert "HRQUOKKA" not in json.dumps(await whole(field))
         # the same question is not recalled from the cached answer: it searches, and finds nothing
         again = await client.post(
             "/agui", json=_run("cache", ask, "r2", "m2"), headers=_as("alice"), timeout=120
@@ -522,6 +591,17 @@ async def test_cached_results_go_once_the_owner_may_not_read_them(scenario_confi
         assert again.status_code == 200
         tail = again.text[again.text.index('"runId":"r2"') :]
         assert "HRQUOKKA" not in tail and 'recalled_from\\":null' in tail
+        # kept aside, not lost: the run saved the thread, and once alice may read it again the cards,
+        # the search's hit and the answer are back, as they were
+        back = await client.patch(f"/documents/{hr_id}", json={"groups": ["hr"]}, headers=_as("root"))
+        assert back.status_code == 200
+        after = {field: await whole(field) for field in fields}  # with what the second run added
+        assert {k: after["citations"].get(k) for k in before["citations"]} == before["citations"]
+        assert {k: after["searches"].get(k) for k in before["searches"]} == before["searches"]
+        assert [e for e in after["qa_history"] if e["id"] in {b["id"] for b in before["qa_history"]}] == (
+            before["qa_history"]
+        )
+        assert "HRQUOKKA" in json.dumps(after["citations"]) and "HRQUOKKA" in json.dumps(after["qa_history"])
 
 
 async def test_tool_results_of_a_document_the_owner_may_no_longer_read_are_withheld(

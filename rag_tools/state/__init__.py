@@ -8,6 +8,7 @@ from .models import (
     QA_NAMESPACE,
     SEARCH_NAMESPACE,
     SESSION_NAMESPACE,
+    WITHHELD_NAMESPACE,
     Citation,
     QAEntry,
     QASessionState,
@@ -16,6 +17,7 @@ from .models import (
     SearchState,
     SessionContext,
     SessionState,
+    WithheldState,
     prepare_context,
 )
 from .store import (
@@ -34,6 +36,7 @@ __all__ = [
     "QA_NAMESPACE",
     "SEARCH_NAMESPACE",
     "SESSION_NAMESPACE",
+    "WITHHELD_NAMESPACE",
     "CacheEntry",
     "Citation",
     "ListPosition",
@@ -58,6 +61,7 @@ __all__ = [
     "ToolContextCache",
     "Transaction",
     "VersionConflictError",
+    "WithheldState",
     "encoded_size",
     "make_patch",
     "prepare_context",

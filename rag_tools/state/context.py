@@ -143,6 +143,10 @@ class ToolContext:
             self._item_cache.pop(namespace, None)
             self.mark_changed(namespace)
 
+    def has(self, namespace: str) -> bool:
+        """Whether the thread holds ``namespace`` (registered, or stored and not typed yet)."""
+        return namespace in self._namespaces or namespace in self._pending
+
     def get(self, namespace: str, type: type[M] | None = None) -> Any:
         """The model of ``namespace``; ``None`` when absent or not an instance of ``type``."""
         model = self._namespaces.get(namespace)

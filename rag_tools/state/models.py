@@ -31,6 +31,7 @@ __all__ = [
     "QA_NAMESPACE",
     "SEARCH_NAMESPACE",
     "SESSION_NAMESPACE",
+    "WITHHELD_NAMESPACE",
     "Citation",
     "QAEntry",
     "QASessionState",
@@ -39,12 +40,14 @@ __all__ = [
     "SearchState",
     "SessionContext",
     "SessionState",
+    "WithheldState",
     "prepare_context",
 ]
 
 SESSION_NAMESPACE = "rag.session"
 SEARCH_NAMESPACE = "rag.search"
 QA_NAMESPACE = "rag.qa"
+WITHHELD_NAMESPACE = "rag.withheld"
 
 REGISTRY_LIMIT = 10_000
 PENDING_LIMIT = 500
@@ -368,6 +371,30 @@ class QASessionState(StateModel):
             evicted = self.qa_history.pop(0)
             self.question_embeddings.pop(evicted.id, None)
         return entry
+
+
+class WithheldState(StateModel):
+    """What a reader who may not read some documents was not shown of the thread's state: citation
+    cards, the whole search records whose hits it saw cut, QA entries with their embeddings.
+
+    Kept server-side (nothing here is emitted) only while it holds something, and put back before
+    the state is checked again, so all of it returns once its documents are readable again
+    (``rag_tools.readable``). Items of documents that are gone are not kept.
+    """
+
+    server_only_fields: ClassVar[frozenset[str]] = frozenset(
+        {"citations", "pending_citations", "searches", "qa_entries", "question_embeddings"}
+    )
+
+    citations: dict[str, Citation] = Field(default_factory=dict)
+    pending_citations: dict[str, Citation] = Field(default_factory=dict)
+    searches: dict[str, SearchRecord] = Field(default_factory=dict)
+    qa_entries: list[QAEntry] = Field(default_factory=list)
+    question_embeddings: dict[str, list[float]] = Field(default_factory=dict)
+
+    def holds_any(self) -> bool:
+        """Whether anything is kept aside (an emptied one may stay registered after a branch switch)."""
+        return bool(self.citations or self.pending_citations or self.searches or self.qa_entries)
 
 
 FEATURE_NAMESPACES: dict[str, tuple[tuple[str, type[BaseModel]], ...]] = {
