@@ -392,6 +392,13 @@ async def test_what_a_reader_may_not_read_is_kept_aside_and_comes_back(tmp_path:
         assert [h["citation"] for h in shown["searches"]["s1"]["hits"]] == [2]
         assert hides_any(context) and not hides_any(ToolContext())
 
+        # what is kept aside is the branch's: another branch's state brings none of it
+        switched = prepare_context(ToolContext.from_dump(context.dump_namespaces()), ("search", "qa"))
+        switched.restore_branch(prepare_context(ToolContext(), ("search", "qa")).branch_dump())
+        assert not hides_any(switched)
+        await drop_unreadable(switched, kb)
+        assert switched.build_state_snapshot()["citations"] == {}
+
         await kb.delete_document(old.document_id)
         saved = prepare_context(ToolContext.from_dump(context.dump_namespaces()), ("search", "qa"))
         view = saved.view()
