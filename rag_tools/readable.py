@@ -314,7 +314,10 @@ def _drop_from_state(
         if len(kept) != len(cards):
             setattr(session, field, kept)
             context.mark_changed(SESSION_NAMESPACE)
-            aside.add(field, {k: c for k, c in cards.items() if k not in kept and kept_aside([int(k)])})
+            stashed = {k: c for k, c in cards.items() if k not in kept and kept_aside([int(k)])}
+            if stashed:
+                aside.add(field, stashed)
+                aside.add("card_order", {field: list(cards)})
     if searches is not None:
         cut = {k for k, r in searches.searches.items() if not all(ok(h.citation) for h in r.hits)}
         if cut:  # copies only of the records that lose hits
@@ -378,8 +381,12 @@ def _put_back(context: ToolContext) -> None:
     searches = context.get(SEARCH_NAMESPACE, SearchState)
     qa = context.get(QA_NAMESPACE, QASessionState)
     if session is not None and (aside.citations or aside.pending_citations):
-        session.citations = _by_number({**aside.citations, **session.citations})
-        session.pending_citations = _by_number({**aside.pending_citations, **session.pending_citations})
+        for field in ("citations", "pending_citations"):
+            cards = getattr(aside, field)
+            if cards:
+                setattr(
+                    session, field, _in_order(getattr(session, field), cards, aside.card_order.get(field, []))
+                )
         context.mark_changed(SESSION_NAMESPACE)
     if searches is not None and aside.searches:  # a record evicted meanwhile stays out
         searches.searches = {key: aside.searches.get(key, r) for key, r in searches.searches.items()}
@@ -393,5 +400,11 @@ def _put_back(context: ToolContext) -> None:
     context.unregister(WITHHELD_NAMESPACE)
 
 
-def _by_number(cards: dict[str, Citation]) -> dict[str, Citation]:
-    return dict(sorted(cards.items(), key=lambda item: int(item[0])))
+def _in_order(live: dict[str, Citation], back: dict[str, Citation], order: list[str]) -> dict[str, Citation]:
+    """``live`` cards with ``back`` among them, in the ``order`` they had when taken out (cards new
+    since then last: the most recently cited)."""
+    merged = {**back, **live}
+    known = set(order)
+    keys = [k for k in order if k in merged] + [k for k in live if k not in known]
+    keys += [k for k in back if k not in known and k not in live]  # (an order always names them)
+    return {k: merged[k] for k in keys}

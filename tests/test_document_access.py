@@ -371,9 +371,11 @@ async def test_what_a_reader_may_not_read_is_kept_aside_and_comes_back(tmp_path:
         documents = {1: pay_id, 2: public.document_id, 3: old.document_id}
         context = prepare_context(ToolContext(), ("search", "qa"))
         session = context.get(SESSION_NAMESPACE, SessionState)
-        session.citations = {
-            str(n): Citation(index=n, document_id=d, title=f"doc {n}", uri=f"{n}.md", passage=f"text {n}")
-            for n, d in documents.items()
+        session.citations = {  # in the order last cited: 1 before 3 before 2
+            str(n): Citation(
+                index=n, document_id=documents[n], title=f"doc {n}", uri=f"{n}.md", passage=f"text {n}"
+            )
+            for n in (1, 3, 2)
         }
         searches = context.get(SEARCH_NAMESPACE, SearchState)
         hits = [SearchHitSummary(citation=n, title=f"doc {n}", score=0.5) for n in documents]
@@ -404,7 +406,7 @@ async def test_what_a_reader_may_not_read_is_kept_aside_and_comes_back(tmp_path:
         view = saved.view()
         await drop_unreadable(view, kb.restricted(Reader.member_of(["hr"])))  # may read it again
         back = view.dump_namespaces()
-        assert set(back[SESSION_NAMESPACE]["citations"]) == {"1", "2"}
+        assert list(back[SESSION_NAMESPACE]["citations"]) == ["1", "2"]  # back where it was
         assert [e["id"] for e in back[QA_NAMESPACE]["qa_history"]] == ["qa1", "qa2"]
         assert back[QA_NAMESPACE]["question_embeddings"] == {"qa1": [1.0], "qa2": [2.0]}
         restored = back[SEARCH_NAMESPACE]["searches"]["s1"]
@@ -414,6 +416,7 @@ async def test_what_a_reader_may_not_read_is_kept_aside_and_comes_back(tmp_path:
         # a reader of everything is shown all of it (such a reader is never checked)
         await drop_unreadable(saved, kb)
         assert saved.dump_namespaces() == whole
+        assert list(saved.dump_namespaces()[SESSION_NAMESPACE]["citations"]) == ["1", "3", "2"]
         assert not hides_any(saved)
 
 

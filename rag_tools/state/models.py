@@ -383,11 +383,23 @@ class WithheldState(StateModel):
     """
 
     server_only_fields: ClassVar[frozenset[str]] = frozenset(
-        {"citations", "pending_citations", "searches", "qa_entries", "question_embeddings"}
+        {
+            "citations",
+            "pending_citations",
+            "card_order",
+            "searches",
+            "qa_entries",
+            "question_embeddings",
+        }
     )
 
     citations: dict[str, Citation] = Field(default_factory=dict)
     pending_citations: dict[str, Citation] = Field(default_factory=dict)
+    card_order: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Each card field's keys in the order they had (recency: the emit window's and "
+        "eviction's order), so the cards go back where they were.",
+    )
     searches: dict[str, SearchRecord] = Field(default_factory=dict)
     qa_entries: list[QAEntry] = Field(default_factory=list)
     question_embeddings: dict[str, list[float]] = Field(default_factory=dict)
