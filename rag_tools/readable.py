@@ -314,7 +314,7 @@ def _drop_from_state(
         if len(kept) != len(cards):
             setattr(session, field, kept)
             context.mark_changed(SESSION_NAMESPACE)
-            stashed = {k: c for k, c in cards.items() if k not in kept and kept_aside([int(k)])}
+            stashed = {k: c for k, c in cards.items() if readability.get(c.document_id) is False}
             if stashed:
                 aside.add(field, stashed)
                 aside.add("card_order", {field: list(cards)})

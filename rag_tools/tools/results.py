@@ -168,17 +168,17 @@ class ToolAttachments(StateModel, NamesDocuments):
         if not unreadable and not self.withheld_attachments:
             return False
 
-        def readable(ref: str) -> bool:
-            names = self.attachment_documents.get(ref)
-            return not names or not unreadable.meets(DocumentNames.from_json_many([names]))
-
-        if all(readable(r) for r in self.tool_attachments) and not any(
-            readable(r) for r in self.withheld_attachments
-        ):
-            return False
         records = sorted((*self.tool_attachments.values(), *self.withheld_attachments.values()), key=_at)
-        self.tool_attachments = {a.ref: a for a in records if readable(a.ref)}
-        self.withheld_attachments = {a.ref: a for a in records if not readable(a.ref)}
+        shown = {
+            a.ref
+            for a in records
+            if not (names := self.attachment_documents.get(a.ref))
+            or not unreadable.meets(DocumentNames.from_json_many([names]))
+        }
+        if shown == self.tool_attachments.keys():
+            return False
+        self.tool_attachments = {a.ref: a for a in records if a.ref in shown}
+        self.withheld_attachments = {a.ref: a for a in records if a.ref not in shown}
         return True
 
     def hides_any(self) -> bool:
