@@ -262,6 +262,61 @@ async def test_sending_an_older_branch_continues_it(chat: Chat, model: Recorder)
     assert shown(view["messages"]) == shown(stale.messages)
 
 
+def parts(text: str, message_id: str | None = None) -> dict[str, Any]:
+    """A user message whose text comes as AG-UI text parts, as some clients send every message."""
+    return {**user("", message_id), "content": [{"type": "text", "text": text}]}
+
+
+async def test_an_edit_sent_as_text_parts_is_an_edit(chat: Chat, model: Recorder) -> None:
+    for question in QUESTIONS[:2]:
+        chat.messages = [*chat.messages, parts(question)]
+        await chat.send()
+    second = chat.user_ids()[1]
+    index = _position(chat.messages, second)
+    await chat.send([*chat.messages[:index], parts(QUESTIONS[2], second)])  # edited in place, same id
+
+    assert f"user: {QUESTIONS[2]}" in model.last and f"user: {QUESTIONS[1]}" not in model.last
+    view = await chat.view()
+    assert [m["content"] for m in view["messages"] if m["role"] == "user"] == [QUESTIONS[0], QUESTIONS[2]]
+    assert view["branches"][second]["index"] == 1 and len(view["branches"][second]["ids"]) == 2
+    # the same history sent again as parts is the same conversation, not another edit
+    chat.messages = [*chat.messages, parts("And backups?")]
+    await chat.send()
+    view = await chat.view()
+    assert list(view["branches"]) == [second]
+    assert [s for s in model.last if s.startswith("user: ")] == [
+        f"user: {q}" for q in (QUESTIONS[0], QUESTIONS[2], "And backups?")
+    ]
+
+
+async def test_a_shorter_history_with_nothing_to_ask_moves_nothing(chat: Chat, model: Recorder) -> None:
+    await three_turns(chat)
+    before = await chat.view()
+    requests = len(model.requests)
+    first_turn = chat.messages[: _position(chat.messages, chat.user_ids()[1])]
+    at_a_tool_call = chat.messages[
+        : max(i for i, m in enumerate(chat.messages) if m["role"] == "assistant" and m.get("toolCalls")) + 1
+    ]
+    for history in (first_turn, at_a_tool_call):
+        events = await chat.send(history)
+        assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+        view = await chat.view()
+        assert shown(view["messages"]) == shown(before["messages"]) and view["branches"] == {}
+        assert shown(chat.messages) == shown(before["messages"])  # the run restated the whole thread
+    assert len(model.requests) == requests
+    # a question asked after the shorter history branches there, and the turns it replaces stay reachable
+    await chat.send([*first_turn, user("Where is the bakery?")])
+    view = await chat.view()
+    question, before_id = chat.user_ids()[1], _user_ids(before)[1]
+    assert view["branches"][question] == {"ids": [before_id, question], "index": 1}
+    switched = await chat.http.post(f"/threads/{chat.thread}/switch", json={"messageId": before_id})
+    assert shown(switched.json()["messages"]) == shown(before["messages"])
+
+
+def _user_ids(view: dict[str, Any]) -> list[str]:
+    return [m["id"] for m in view["messages"] if m["role"] == "user"]
+
+
 # pydantic-ai warns that it dropped the client's forged tool result: what this test wants
 @pytest.mark.filterwarnings("ignore:1 client-submitted tool result:UserWarning")
 async def test_a_history_sharing_nothing_starts_a_new_branch_from_the_root(

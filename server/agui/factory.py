@@ -119,7 +119,7 @@ class AGUIRunFactory:
             raise ThreadNotFound(run_input.thread_id)
         context = entry.context
         tree = ConversationTree(conversation_of(entry.record.extras))
-        new_turn = self._follow_client(tree, context, run_input.messages)
+        new_turn = self._follow_client(tree, context, run_input.messages, bool(run_input.resume))
         kb = self.kb.restricted(reader)
         # cached results the caller may not read (any more): gone from the state, withheld from history
         withholding = await drop_unreadable_from_thread(context, kb, entry.record.extras)
@@ -163,7 +163,7 @@ class AGUIRunFactory:
         if history:
             await _store_client_history(entry.record.extras, run_input.thread_id, principal, history)
             run.start = ConversationTree(conversation_of(entry.record.extras)).head
-        if not new_turn and not run_input.resume and not _waits_for_the_model(tree):
+        if not new_turn and not run_input.resume and not _waits_for_the_model(tree, tree.head):
             return run  # nothing to ask the model: the run restates the thread
         ids = RunIds.for_new_turn(new_turn)
         store = ThreadConversationStore(entry.record.extras, ids, withholding or None)
@@ -209,18 +209,29 @@ class AGUIRunFactory:
 
     @staticmethod
     def _follow_client(
-        tree: ConversationTree, context: ToolContext, messages: list[Message]
+        tree: ConversationTree, context: ToolContext, messages: list[Message], resume: bool
     ) -> list[Message]:
         """Put the thread on the branch the client's messages show; returns the client's new turn.
 
         Where the client's history leaves the stored path (an edit, a regenerate, an older branch
         sent again), the head moves to the last message both share and the branch's state is
         restored from there, in the run's transaction: a run that fails leaves the thread as it was.
+        A history that only stops short of the stored path, with nothing after it to ask, moves
+        nothing: the turns it leaves out would otherwise hang below the head with no sibling to
+        pick them by, and the run restates the thread.
         """
         if not messages:
             return []
         alignment = tree.align(messages)
         if alignment.branch_point != tree.head:
+            shorter = alignment.branch_point is None or alignment.branch_point in tree.path()
+            if (
+                shorter
+                and not alignment.new_turn
+                and not resume
+                and not _waits_for_the_model(tree, alignment.branch_point)
+            ):
+                return []
             restore_state_at(context, tree.data, alignment.branch_point)
             tree.move_head(alignment.branch_point, str(uuid.uuid4()))
         return alignment.new_turn
@@ -271,10 +282,9 @@ def _only_instructions(messages: list[Message]) -> bool:
     return bool(messages) and all(m.role in ("system", "developer") for m in messages)
 
 
-def _waits_for_the_model(tree: ConversationTree) -> bool:
-    """Whether the active path ends with a request (a question or tool results) no answer follows."""
-    head = tree.head
-    return head is not None and tree.entries[head]["message"].get("kind") == "request"
+def _waits_for_the_model(tree: ConversationTree, entry_id: str | None) -> bool:
+    """Whether a path ending at ``entry_id`` ends with a request (a question or tool results) no answer follows."""
+    return entry_id is not None and tree.entries[entry_id]["message"].get("kind") == "request"
 
 
 def _check_resumable(resume: Sequence[ResumeEntry], conversation: ConversationRecord | None) -> None:

@@ -46,10 +46,27 @@ CONVERSATION_ROLES = frozenset({"user", "assistant", "tool"})
 
 
 def content_hash(content: Any) -> str | None:
-    """A fingerprint of a user message's text; ``None`` for content that is not plain text."""
-    if not isinstance(content, str):
+    """A fingerprint of a user message's text; ``None`` for content that holds none to compare.
+
+    Text given as parts counts as its text parts' text, one per line: pydantic-ai stores a single
+    text part as a plain string, and a client may send either form of the same question. Other
+    parts (images, files) are left out: their stored form differs from what a client sends, and a
+    difference there would make every resent history look like an edit.
+    """
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        text = "\n".join(text for part in content if (text := _part_text(part)) is not None)
+    else:
         return None
-    return hashlib.blake2b(content.encode(), digest_size=8).hexdigest()
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def _part_text(part: Any) -> str | None:
+    """The text of a text part (an AG-UI content model or its JSON); ``None`` for other parts."""
+    fields = part if isinstance(part, dict) else vars(part) if hasattr(part, "__dict__") else {}
+    text = fields.get("text")
+    return text if fields.get("type") == "text" and isinstance(text, str) else None
 
 
 @dataclass(frozen=True)
