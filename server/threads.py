@@ -223,8 +223,14 @@ async def switch_branch(
     The thread's state becomes that branch's, so the next run's baseline shows it; the branch left
     stays stored. Returns the thread view.
     """
-    await owned_entry(services.cache, thread_id, principal)
+    shown = await owned_entry(services.cache, thread_id, principal)
     await _check_idle(services, thread_id, "switch branches after it ends")
+    tree = ConversationTree(conversation_of(shown.record.extras))
+    target = tree.entry_of(message_id)
+    if target is None:
+        raise MessageNotFound(thread_id, message_id)
+    if tree.tip(target) == tree.head:  # already shown: nothing to save, the thread keeps its place
+        return await thread_view(services, thread_id, principal, reader)
     async with services.cache.transaction(thread_id) as entry:
         tree = ConversationTree(conversation_of(entry.record.extras))
         target = tree.entry_of(message_id)
@@ -264,7 +270,12 @@ async def fork_thread(
         "conversation_id": new_id,
         "head_id": target,
         "branches": [],
-        "deferred_tool_requests": source.get("deferred_tool_requests") if target == tree.head else None,
+        # the calls the fork point waits on: the record's when it is the head, else kept with the tip
+        "deferred_tool_requests": (
+            source.get("deferred_tool_requests")
+            if target == tree.head
+            else data.get("deferred", {}).get(target)
+        ),
         "scope": principal,
         "forked_from": thread_id,
         "forked_at": target,
@@ -277,7 +288,7 @@ async def fork_thread(
         ThreadRecord(
             new_id,
             owner=principal,
-            title=entry.record.title,
+            title=path_title({"conversation": conversation}) or entry.record.title,
             state=context.dump_namespaces(),
             extras={"conversation": conversation},
         )

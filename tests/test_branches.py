@@ -407,6 +407,74 @@ async def test_fork_copies_the_path_into_a_new_thread(chat: Chat) -> None:
     assert {t["threadId"] for t in listed} >= {chat.thread, fork["threadId"]}
 
 
+async def test_a_fork_of_a_branch_waiting_for_approval_keeps_the_approval(chat: Chat) -> None:
+    """Forked while another branch is shown, a branch's pending approval comes along with it."""
+    await chat.ask(QUESTIONS[0])
+    policy = f"/threads/{chat.thread}/approval-policy"
+    assert (await chat.http.put(policy, json={"needUserApproveTools": ["search"]})).status_code == 200
+    events = await chat.ask(QUESTIONS[1])
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"]["type"] == "interrupt", events[-1]
+    waiting = (await chat.view())["interrupts"]
+    call = next(m for m in reversed(chat.messages) if m["role"] == "assistant" and m.get("toolCalls"))
+    assert (await chat.http.put(policy, json={"needUserApproveTools": []})).status_code == 200
+    index = _position(chat.messages, chat.user_ids()[1])
+    await chat.send([*chat.messages[:index], user(QUESTIONS[2])])  # another branch is shown now
+    assert (await chat.view())["interrupts"] == []
+
+    response = await chat.http.post(f"/threads/{chat.thread}/fork", json={"messageId": call["id"]})
+    assert response.status_code == 201, response.text
+    assert response.json()["interrupts"] == waiting
+
+
+async def test_switching_to_the_branch_shown_changes_nothing(chat: Chat) -> None:
+    await three_turns(chat)
+    before = await chat.view()
+    listed = (await chat.http.get("/threads")).json()["threads"]
+    response = await chat.http.post(f"/threads/{chat.thread}/switch", json={"messageId": chat.user_ids()[1]})
+    assert response.status_code == 200 and response.json() == before
+    assert (await chat.http.get("/threads")).json()["threads"] == listed  # not saved, not moved up
+
+
+async def test_every_id_a_thread_shows_can_be_switched_to(chat: Chat) -> None:
+    """Long client ids, and versions renamed by in-place edits again and again, stay usable."""
+    long_id = "q" * 300
+    await chat.send([user(QUESTIONS[0], long_id)])
+    await chat.send([user(QUESTIONS[1], long_id)])  # edited in place
+    for round_ in range(2):  # show the first version, then edit that one in place under the id it shows
+        (branch,) = (await chat.view())["branches"].values()  # the first question's versions
+        ids = branch["ids"]
+        response = await chat.http.post(f"/threads/{chat.thread}/switch", json={"messageId": ids[0]})
+        assert response.status_code == 200, response.text
+        await chat.send([user(f"{QUESTIONS[2]} ({round_})", ids[0])])
+    branches = (await chat.view())["branches"]
+    ids = next(iter(branches.values()))["ids"]
+    assert len(ids) == len(set(ids)) == 4
+    assert all(i.count("~") <= 1 for i in ids), [i.replace(long_id, "Q") for i in ids]  # not nested
+    for message_id in ids:
+        response = await chat.http.post(f"/threads/{chat.thread}/switch", json={"messageId": message_id})
+        assert response.status_code == 200, response.text
+        shown_ids = [m["id"] for m in response.json()["messages"]]
+        assert message_id in shown_ids
+
+
+async def test_an_edit_back_to_the_earlier_words_shows_the_id_the_client_sent(chat: Chat) -> None:
+    await chat.send([user(QUESTIONS[0], "q1")])
+    await chat.send([user(QUESTIONS[1], "q1")])  # edited in place
+    await chat.send([user(QUESTIONS[0], "q1")])  # and back to the first words
+    view = await chat.view()
+    assert shown(view["messages"]) == shown(chat.messages)  # the client's q1, not a renamed id
+    assert view["messages"][0]["id"] == "q1" and view["messages"][0]["content"] == QUESTIONS[0]
+    ids = view["branches"]["q1"]["ids"]
+    assert len(set(ids)) == 2 and view["branches"]["q1"]["index"] == ids.index("q1")
+    (other,) = (i for i in ids if i != "q1")
+    switched = await chat.http.post(f"/threads/{chat.thread}/switch", json={"messageId": other})
+    assert switched.json()["messages"][0] == {
+        **switched.json()["messages"][0],
+        "id": other,
+        "content": QUESTIONS[1],
+    }
+
+
 async def test_a_failed_edit_leaves_the_thread_as_it_was(chat: Chat) -> None:
     await three_turns(chat)
     before = await chat.view()
@@ -497,6 +565,9 @@ async def test_the_title_is_the_shown_paths_first_question(chat: Chat) -> None:
     await chat.send([user("  How long   are monthly backups kept? ", first_id)])
     assert await titles() == ("How long are monthly backups kept?", "How long are monthly backups kept?")
     original = (await chat.view())["branches"][first_id]["ids"][0]  # the replaced version's (new) id
+    # a fork of the replaced version is named after its own first question
+    fork = await chat.http.post(f"/threads/{chat.thread}/fork", json={"messageId": original})
+    assert fork.status_code == 201 and fork.json()["title"] == QUESTIONS[0]
     switched = await chat.http.post(f"/threads/{chat.thread}/switch", json={"messageId": original})
     assert switched.status_code == 200 and switched.json()["title"] == QUESTIONS[0]
     assert await titles() == (QUESTIONS[0], QUESTIONS[0])

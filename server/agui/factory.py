@@ -223,6 +223,7 @@ class AGUIRunFactory:
         if not messages:
             return []
         alignment = tree.align(messages)
+        tree.give_back_ids(messages, alignment.branch_point)
         if alignment.branch_point != tree.head:
             shorter = alignment.branch_point is None or alignment.branch_point in tree.path()
             if (
@@ -313,6 +314,12 @@ def _check_convertible(index: int, message: Message) -> None:
     """
     if message.role == "tool":
         return
+    if message.role == "user" and message.content == []:
+        raise InvalidRequest(
+            f"messages[{index}] has no content this server can read: an empty list, or only parts of"
+            " kinds it does not know",
+            [{"loc": ["messages", index, "content"]}],
+        )
     plain_text = isinstance(message.content, str) and getattr(message, "encrypted_value", None) is None
     if message.role == "user" and plain_text:
         return

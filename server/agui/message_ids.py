@@ -169,13 +169,34 @@ def rename_taken_ids(entries: dict[str, dict[str, Any]], added: dict[str, Any]) 
     A client that edits a message in place sends it again under the same id; the new entry keeps
     that id (the client shows it), and the replaced sibling, which the client no longer shows, is
     named after its entry instead, keeping the old id as an alias a stale client may still send.
+    A version renamed before is renamed from its original id (``u1~<entry>``, never ``u1~a~b``),
+    so ids do not grow with every edit.
     """
     first = next((item for item in added.get("ui", ()) if item[1] in CONVERSATION_ROLES), None)
     if first is None:
         return
-    for key, raw in entries.items():
-        if key == added["id"] or raw.get("parent_id") != added.get("parent_id"):
+    siblings = [key for key, raw in entries.items() if raw.get("parent_id") == added.get("parent_id")]
+    taken = {item[0] for key in siblings for item in entries[key].get("ui") or ()}
+    for key in siblings:
+        if key == added["id"]:
             continue
-        for item in raw.get("ui") or ():
+        for item in entries[key].get("ui") or ():
             if item[0] == first[0]:
-                item[:] = [f"{item[0]}~{key}", item[1], item[2], item[0]]
+                original = _before_renames(item[0], entries)
+                # named after its own entry; if an edit already took that name, after another one
+                renamed = next(
+                    name
+                    for suffix in (key, added["id"], *siblings)
+                    if (name := f"{original}~{suffix}") not in taken
+                )
+                taken.add(renamed)
+                item[:] = [renamed, item[1], item[2], item[0]]
+
+
+def _before_renames(message_id: str, entries: dict[str, dict[str, Any]]) -> str:
+    """``message_id`` without the ``~<entry>`` suffixes earlier renames gave it."""
+    while True:
+        head, tilde, tail = message_id.rpartition("~")
+        if not tilde or tail not in entries:
+            return message_id
+        message_id = head

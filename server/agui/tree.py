@@ -27,7 +27,7 @@ from typing import Any
 
 from ag_ui.core import Message
 
-from .message_ids import CONVERSATION_ROLES, UiMessage, entry_ui
+from .message_ids import CONVERSATION_ROLES, UiMessage, entry_ui, rename_taken_ids
 
 __all__ = [
     "CONVERSATION_KEY",
@@ -224,6 +224,22 @@ class ConversationTree:
             return False
         stored = {item.id for key in self.entries for item in self.ui(key)}
         return not any(m.id in stored for _, m in convo)
+
+    def give_back_ids(self, messages: Sequence[Message], until: str | None) -> None:
+        """Give a message on the path to ``until`` back the id the client sends it by.
+
+        An in-place edit takes its question's id and renames the version it replaces; a client that
+        later goes back to that version by its text under the old id (an edit back to the earlier
+        words) shows it under that id, so the thread does too: the version takes the id back, keeping
+        the name it had as an alias, and the sibling holding the id is renamed in turn.
+        """
+        sent = {m.id for m in messages}
+        for entry_id in self.ancestors(until):
+            raw = self.entries[entry_id]
+            first = next((item for item in raw.get("ui") or () if item[1] in CONVERSATION_ROLES), None)
+            if first is not None and len(first) > 3 and first[3] in sent and first[0] not in sent:
+                first[:] = [first[3], first[1], first[2], first[0]]
+                rename_taken_ids(self.entries, raw)
 
     # -- moving the head ---------------------------------------------------------------------
 

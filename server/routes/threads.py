@@ -165,7 +165,8 @@ async def run_events(request: Request) -> Response:
 class _MessageBody(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
-    message_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    #: any id a run may have stored (``/agui`` sets no length on message ids); the body limit bounds it
+    message_id: Annotated[str, StringConstraints(min_length=1)]
 
 
 async def _message_id(request: Request) -> str:
