@@ -831,6 +831,13 @@ async def test_editors_change_only_their_groups_documents(scenario_config: Any) 
             headers=_as("root"),
         )
         assert bad_upload.status_code == 422 and bad_upload.json()["error"]["code"] == "invalid_groups"
+        # groups sent as a file part (what some clients do with every field) would otherwise be no groups
+        as_file = await client.post(
+            "/documents",
+            files={"file": ("x.md", b"# X", "text/markdown"), "groups": ("groups.txt", b"hr", "text/plain")},
+            headers=_as("root"),
+        )
+        assert as_file.status_code == 422 and "groups must be a text field" in as_file.text
         assert (await patch("root", "0123456789abcdef01234567", {"groups": []})).status_code == 404
         # the administrator changes anything
         assert (await patch("root", both_id, {"groups": ["eng"]})).json()["groups"] == ["eng"]

@@ -67,6 +67,7 @@ async def upload_flow(client: httpx.AsyncClient, **auth: Any) -> None:
         ("file", ZEBRA),
         ("file", ("okapi.pdf", pdf, "application/pdf")),
         ("file", ("tool.exe", b"MZ", "application/octet-stream")),
+        ("file", (".md", b"# A name that is all suffix", "text/markdown")),
     ]
     response = await client.post("/documents", files=files, **auth)
     assert response.status_code == 202, response.text
@@ -79,9 +80,10 @@ async def upload_flow(client: httpx.AsyncClient, **auth: Any) -> None:
         ("zebra-facts.md", "added"),
         ("okapi.pdf", "added"),
         ("tool.exe", "error"),
+        (".md", "error"),
     ]
-    assert job["files"][2]["error"] == "unsupported file type"
-    assert job["progress"]["filesDone"] == job["progress"]["filesTotal"] == 3
+    assert job["files"][2]["error"] == job["files"][3]["error"] == "unsupported file type"
+    assert job["progress"]["filesDone"] == job["progress"]["filesTotal"] == 4
     assert job["progress"]["chunksDone"] == job["progress"]["chunksTotal"] > 0
 
     listing = (await client.get("/documents", params={"page_size": 500})).json()["documents"]

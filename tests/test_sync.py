@@ -93,6 +93,7 @@ async def test_sync_adds_updates_deletes_and_skips_unchanged(source: Folder | Bu
     source.put("broken.pdf", BROKEN_PDF)
     source.put(".hidden/secret.md", b"# Hidden\n\nNot to be synced.")
     source.put("tool.exe", b"MZ\x00\x00")
+    source.put("guides/~$ports.docx", b"\x05alice")  # Word's owner file while someone has it open
     async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
         plans: list[SyncPlan] = []
         seen: list[IngestProgress] = []
@@ -290,3 +291,4 @@ def test_a_file_is_ingestible_by_its_suffix_only() -> None:
     assert is_ingestible("guide.MD") and is_ingestible("docs/notes.txt")
     assert not is_ingestible("txt") and not is_ingestible("docs/md") and not is_ingestible("docs/pdf")
     assert not is_ingestible(".hidden/guide.md") and not is_ingestible("docs/.draft.md")
+    assert not is_ingestible("docs/~$report.docx") and is_ingestible("docs/report~$.docx")

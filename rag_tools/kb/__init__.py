@@ -32,7 +32,7 @@ from .models import (
     IngestReport,
     SearchHit,
 )
-from .readers import SUPPORTED_SUFFIXES, BinaryContentError, UnsupportedFormatError
+from .readers import SUPPORTED_SUFFIXES, BinaryContentError, UnsupportedFormatError, detect_format
 from .sources import document_id_for
 from .sync import SyncPlan, SyncSource, SyncSourceError, open_sync_source
 
@@ -62,6 +62,7 @@ __all__ = [
     "UnsupportedFormatError",
     "as_filter",
     "combine_filters",
+    "detect_format",
     "document_id_for",
     "open_sync_source",
     "sql_literal",

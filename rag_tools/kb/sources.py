@@ -98,10 +98,15 @@ def _glob_base(pattern: str) -> Path:
 
 
 def is_ingestible(relative: str) -> bool:
-    """A file a folder's ingestion takes: a supported suffix, and no hidden part in its relative path."""
+    """A file a folder's ingestion takes: a supported suffix, no hidden part in its relative path,
+    and not an Office owner file (``~$report.docx``, which Word and Excel keep beside a file while
+    it is open: a few bytes naming who has it, never a document)."""
     parts = relative.split("/")
-    return PurePosixPath(parts[-1]).suffix.lower() in SUPPORTED_SUFFIXES and not any(
-        p.startswith(".") for p in parts
+    name = parts[-1]
+    return (
+        PurePosixPath(name).suffix.lower() in SUPPORTED_SUFFIXES
+        and not name.startswith("~$")
+        and not any(p.startswith(".") for p in parts)
     )
 
 

@@ -19,7 +19,7 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from rag_tools.kb import SUPPORTED_SUFFIXES, KnowledgeBase, document_id_for
+from rag_tools.kb import KnowledgeBase, UnsupportedFormatError, detect_format, document_id_for
 from rag_tools.kb.access import InvalidGroups, check_groups
 
 from ..access import (
@@ -117,6 +117,15 @@ def _checked_groups(names: list[str]) -> tuple[str, ...]:
         raise ApiError(422, str(exc), code="invalid_groups", details=[{"loc": ["groups"]}]) from None
 
 
+def _supported(name: str) -> bool:
+    """Whether the job can read a file of this name (the ingestion's own rule: ``.md`` alone is not)."""
+    try:
+        detect_format(name)
+    except UnsupportedFormatError:
+        return False
+    return True
+
+
 async def list_documents(request: Request) -> Response:
     page = int_param(request, "page", 1, low=1, high=10**6)
     page_size = int_param(request, "page_size", 50, low=1, high=500)
@@ -154,7 +163,15 @@ async def upload_documents(request: Request) -> Response:
         files = [f for f in form.getlist("file") if isinstance(f, UploadFile)]
         if not files:
             raise ApiError(422, "no file in the 'file' field", details=[{"loc": ["file"]}])
-        groups = _form_groups([v for v in form.getlist("groups") if isinstance(v, str)])
+        group_values = form.getlist("groups")
+        if any(not isinstance(v, str) for v in group_values):
+            raise ApiError(
+                422,
+                "groups must be a text field, not a file",
+                code="invalid_groups",
+                details=[{"loc": ["groups"]}],
+            )
+        groups = _form_groups([v for v in group_values if isinstance(v, str)])
         names = [(f.filename or "").replace("\\", "/").rsplit("/", 1)[-1] for f in files]
         for name in dict.fromkeys(n for n in names if n):  # what the job will create or replace
             try:
@@ -176,7 +193,7 @@ async def upload_documents(request: Request) -> Response:
         job.groups = None if groups is None else list(groups)
         uploads: dict[int, bytes] = {}
         for index, (upload, name) in enumerate(zip(files, names, strict=True)):
-            if not name or "." + name.rsplit(".", 1)[-1].lower() not in SUPPORTED_SUFFIXES:
+            if not _supported(name):
                 job.files[index].status = "error"
                 job.files[index].error = "unsupported file type"
                 job.progress.files_done += 1
