@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import orjson
 
+from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.access import ALL, Reader
-from rag_tools.readable import NOTHING_WITHHELD, Withholding, hides_any
+from rag_tools.readable import NOTHING_WITHHELD, DocumentNames, Withholding, hides_any
 from rag_tools.state import CacheEntry, ListPosition, ThreadRecord, ToolContext
 from rag_tools.tools import (
     APPROVAL_NAMESPACE,
@@ -40,7 +42,7 @@ from .agui.history import (
 )
 from .agui.interrupts import pending_interrupts
 from .agui.tree import ConversationTree
-from .runs import RunConflict, RunNotFound
+from .runs import FailureCode, RunConflict, RunFailure, RunInfo, RunNotFound
 from .services import Services
 from .validation import InvalidRequest
 
@@ -49,6 +51,7 @@ __all__ = [
     "delete_thread",
     "fork_thread",
     "list_threads",
+    "readable_run_events",
     "set_approval_policy",
     "state_item",
     "switch_branch",
@@ -188,6 +191,64 @@ async def attachment(
     if found is None:
         raise StateItemNotFound(f"thread {thread_id!r} keeps no attachment {ref!r}")
     return found
+
+
+async def readable_run_events(
+    services: Services, info: RunInfo, after: int, reader: Reader = ALL
+) -> AsyncIterator[list[tuple[int, bytes]]]:
+    """The run's events after ``after`` (``RunManager.subscribe``), as ``reader`` may see them.
+
+    A run's event log keeps what the run streamed for a while after it ends; a document may have
+    left the reader's groups since. For a reader who cannot read everything, the replay stops
+    before the first event naming a document it may not read now, with a ``withheld`` error (the
+    thread itself shows what the reader may see).
+    """
+    batches = services.runs.subscribe(info, after)
+    if reader.reads_all:
+        async for batch in batches:
+            yield batch
+        return
+    kb = services.kb.restricted(reader)
+    try:
+        async for batch in batches:
+            for index, (sequence, data) in enumerate(batch):
+                names = _names_in_event(orjson.loads(data))
+                if names and not await _all_readable(kb, names):
+                    if index:
+                        yield batch[:index]
+                    withheld = RunFailure(FailureCode.WITHHELD)
+                    yield [(sequence, services.runs.encode_failure(withheld))]
+                    return
+            yield batch
+    finally:
+        await batches.aclose()  # type: ignore[attr-defined]
+
+
+def _names_in_event(event: Any) -> DocumentNames:
+    """The documents an encoded AG-UI event names, in its fields and in tool results given as JSON text."""
+    names = DocumentNames.of(event)
+    for text in _json_texts(event):
+        names |= DocumentNames.in_text(text)
+    return names
+
+
+def _json_texts(value: Any) -> Iterator[str]:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and item.startswith(("{", "[")):
+            yield item
+
+
+async def _all_readable(kb: KnowledgeBase, names: DocumentNames) -> bool:
+    by_uri = await kb.document_ids_for_uris(set(names.uris))
+    ids = set(names.ids).union(*by_uri.values())
+    readability = await kb.document_readability(ids)
+    return all(readability.values())
 
 
 async def _check_idle(services: Services, thread_id: str, doing: str) -> None:

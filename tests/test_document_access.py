@@ -587,9 +587,16 @@ async def test_cached_results_go_once_the_owner_may_not_read_them(scenario_confi
 
         fields = ("citations", "qa_history", "searches")
         before = {field: await whole(field) for field in fields}
+        replay = "/threads/cache/runs/r1/events?after=0"
+        assert "HRQUOKKA" in (await client.get(replay, headers=_as("alice"))).text
         # the document moves to another group: the thread's cards, searches and answers are not shown
         moved = await client.patch(f"/documents/{hr_id}", json={"groups": ["finance"]}, headers=_as("root"))
         assert moved.status_code == 200 and moved.json()["groups"] == ["finance"]
+        # nor what the run streamed, replayed from its event log: the replay stops before it
+        replayed = [event for _, event in parse_sse((await client.get(replay, headers=_as("alice"))).text)]
+        assert "HRQUOKKA" not in json.dumps(replayed)
+        assert replayed[0]["type"] == "RUN_STARTED"
+        assert replayed[-1]["type"] == "RUN_ERROR" and replayed[-1]["code"] == "withheld"
         state = (await client.get("/threads/cache", headers=_as("alice"))).json()["state"]
         assert "HRQUOKKA" not in json.dumps(state)
         for field in fields:
@@ -842,3 +849,51 @@ async def test_editors_change_only_their_groups_documents(scenario_config: Any) 
         # the administrator changes anything
         assert (await patch("root", both_id, {"groups": ["eng"]})).json()["groups"] == ["eng"]
         assert (await client.delete(f"/documents/{hr_id}", headers=_as("carol"))).status_code == 204
+
+
+@pytest.mark.parametrize(
+    ("found", "then", "status"),
+    [
+        (None, ["eng"], "error"),  # no document when queued; another editor's eng document since
+        ([], ["eng"], "error"),  # a public document when queued, moved to eng since
+        ([], [], "updated"),  # still the document that was checked
+        (None, ["hr"], "updated"),  # this job's own write, left by an attempt that died before saving
+    ],
+    ids=["created-since", "regrouped-since", "unchanged", "own-write"],
+)
+async def test_an_upload_lands_only_on_the_document_it_was_checked_against(
+    tmp_path: Path, found: list[str] | None, then: list[str], status: str
+) -> None:
+    """The upload route checks the caller may change the document a name holds; the job runs later.
+    It writes a file only while that document is still the one checked (an hr editor's queued
+    upload never overwrites a document moved to eng meanwhile, nor one another editor created)."""
+    from server.jobs import IngestJob
+    from server.jobs.models import CHANGED_SINCE_QUEUED, JobContext, run_job
+    from server.runs.locks import MemoryRunLocks
+
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
+        theirs = await kb.ingest_bytes(b"# Plan\n\nThe eng plan: ship in May.", name="plan.md", groups=then)
+        job = IngestJob.new("job-1", "ed", ["plan.md"])
+        job.groups, job.found = ["hr"], {"plan.md": found}
+        saved: list[IngestJob] = []
+
+        async def save(record: IngestJob) -> None:
+            saved.append(record.model_copy(deep=True))
+
+        async def read(index: int) -> bytes:
+            return b"# Plan\n\nThe hr plan: hire in June."
+
+        async def never() -> bool:
+            return False
+
+        finished = await run_job(kb, job, JobContext(save, read, never, MemoryRunLocks()))
+        assert finished.state == "done" and finished.files[0].status == status
+        document = await kb.get_document_by_id(theirs.document_id)
+        assert document is not None
+        text = " ".join(hit.text for hit in await kb.get_chunks(theirs.document_id))
+        if status == "error":
+            assert finished.files[0].error == CHANGED_SINCE_QUEUED
+            assert document.groups == then and "ship in May" in text
+        else:
+            assert document.groups == ["hr"] and "hire in June" in text
+        assert "found" not in finished.public()  # what the job checks stays on the server

@@ -29,6 +29,7 @@ from rag_tools.kb import (
     KnowledgeBase,
     SyncPlan,
     SyncSourceError,
+    document_id_for,
     open_sync_source,
 )
 
@@ -108,6 +109,10 @@ class IngestJob(_Camel):
     attempts: int = 0
     created_at: float = Field(default_factory=time.time)
     groups: list[str] | None = None
+    found: dict[str, list[str] | None] | None = None
+    """An upload's view, when it was accepted, of each document it replaces: that document's groups
+    (``None``: no document had the name). The job writes a file only while this still holds, so
+    an upload checked against one document never lands on another (``_changed_since_queued``)."""
 
     @classmethod
     def new(cls, job_id: str, owner: str, names: list[str]) -> IngestJob:
@@ -148,7 +153,7 @@ class IngestJob(_Camel):
 
     def public(self) -> dict[str, object]:
         """The JSON a client gets (the owner is the caller; not repeated; the target stays here)."""
-        return self.model_dump(mode="json", by_alias=True, exclude={"owner", "target"})
+        return self.model_dump(mode="json", by_alias=True, exclude={"owner", "target", "found"})
 
 
 class IngestFailed(RuntimeError):
@@ -261,6 +266,11 @@ async def _run_upload(kb: KnowledgeBase, job: IngestJob, ctx: JobContext) -> Ing
                 job.progress.chunks_done = done + p.chunks_done
                 job.progress.chunks_total = total + max(p.chunks_total, p.chunks_done)
 
+            if await _changed_since_queued(kb, job, entry.name):
+                entry.status, entry.error = "error", CHANGED_SINCE_QUEUED
+                job.progress.files_done += 1
+                await ctx.save(job)
+                continue
             try:
                 data = await ctx.read(index)
                 outcome = await kb.ingest_bytes(
@@ -278,6 +288,29 @@ async def _run_upload(kb: KnowledgeBase, job: IngestJob, ctx: JobContext) -> Ing
             job.progress.chunks_total = base_total + outcome.chunks
             await ctx.save(job)
     return await _finish(job, ctx)
+
+
+CHANGED_SINCE_QUEUED = (
+    "not ingested: the document of this name changed hands after the upload was accepted (another"
+    " editor created it or changed who may read it); upload it again"
+)
+
+
+async def _changed_since_queued(kb: KnowledgeBase, job: IngestJob, name: str) -> bool:
+    """Whether the document ``name`` would replace is no longer the one the upload was checked against.
+
+    The upload route checks the caller may change the document the name holds; the job runs later,
+    when another editor may have created that document or moved it to other groups. Finding the
+    document as this job itself leaves it (an attempt that wrote it and died before saving the
+    job) is not a change.
+    """
+    if job.found is None or name not in job.found:
+        return False
+    expected = job.found[name]
+    document = await kb.get_document_by_id(document_id_for(f"upload://{name}"))
+    now = None if document is None else sorted(document.groups)
+    own = job.groups if job.groups is not None else (expected if expected is not None else [])
+    return now not in (None if expected is None else sorted(expected), sorted(own))
 
 
 def sync_lease(target: str) -> str:

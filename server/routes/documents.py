@@ -19,7 +19,7 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from rag_tools.kb import KnowledgeBase, UnsupportedFormatError, detect_format, document_id_for
+from rag_tools.kb import Document, KnowledgeBase, UnsupportedFormatError, detect_format, document_id_for
 from rag_tools.kb.access import InvalidGroups, check_groups
 
 from ..access import (
@@ -82,8 +82,9 @@ async def _check_change(
     *,
     new: Sequence[str] | None,
     must_exist: bool,
-) -> None:
-    """``check_document_editor`` for one document (a new one when ``must_exist`` is false)."""
+) -> Document | None:
+    """``check_document_editor`` for one document (a new one when ``must_exist`` is false); the
+    document as it is now (``None``: no such document yet)."""
     document = await services.kb.get_document_by_id(document_id)
     if document is None and must_exist:
         raise DocumentNotFound(document_id)
@@ -98,6 +99,7 @@ async def _check_change(
         editor_groups=config.editor_groups,
         sign_in_required=config.sign_in_required,
     )
+    return document
 
 
 def _form_groups(values: list[str]) -> tuple[str, ...] | None:
@@ -173,9 +175,10 @@ async def upload_documents(request: Request) -> Response:
             )
         groups = _form_groups([v for v in group_values if isinstance(v, str)])
         names = [(f.filename or "").replace("\\", "/").rsplit("/", 1)[-1] for f in files]
+        found: dict[str, list[str] | None] = {}
         for name in dict.fromkeys(n for n in names if n):  # what the job will create or replace
             try:
-                await _check_change(
+                current = await _check_change(
                     request,
                     principal,
                     services,
@@ -183,6 +186,7 @@ async def upload_documents(request: Request) -> Response:
                     new=groups,
                     must_exist=False,
                 )
+                found[name] = None if current is None else list(current.groups)
             except DocumentNotFound:  # a document the caller may not read holds the name: no id given
                 raise ApiError(
                     409,
@@ -191,6 +195,7 @@ async def upload_documents(request: Request) -> Response:
                 ) from None
         job = IngestJob.new(uuid.uuid4().hex, principal, names)
         job.groups = None if groups is None else list(groups)
+        job.found = found  # the job writes each file only while its document is still what was checked here
         uploads: dict[int, bytes] = {}
         for index, (upload, name) in enumerate(zip(files, names, strict=True)):
             if not _supported(name):

@@ -17,6 +17,7 @@ from ..threads import (
     delete_thread,
     fork_thread,
     list_threads,
+    readable_run_events,
     set_approval_policy,
     state_item,
     switch_branch,
@@ -159,7 +160,8 @@ async def run_events(request: Request) -> Response:
         if not _SEQUENCE.fullmatch(last_event_id):
             raise InvalidRequest("Last-Event-ID must be an event sequence number")
         after = int(last_event_id)
-    return sse_response(services.runs.subscribe(info, after), keepalive=services.config.keepalive_seconds)
+    events = readable_run_events(services, info, after, reader(request))
+    return sse_response(events, keepalive=services.config.keepalive_seconds)
 
 
 class _MessageBody(BaseModel):

@@ -37,6 +37,9 @@ class FailureCode(StrEnum):
     """The server process running the run stopped before the run finished."""
     SHUTDOWN = "shutdown"
     """The server shut down while the run was going."""
+    WITHHELD = "withheld"
+    """A replay of the run's events stopped before an event naming a document the reader may no
+    longer read; the run itself is as it was (the thread shows what the reader may see)."""
     INTERNAL_ERROR = "internal_error"
     """Anything else; the message carries a reference to the server's log line."""
 
@@ -52,6 +55,10 @@ _MESSAGES: dict[FailureCode, str] = {
     FailureCode.EVENT_LOG_UNAVAILABLE: "The run's event log is unavailable; the run was stopped.",
     FailureCode.WORKER_LOST: "The server running this run stopped before it finished.",
     FailureCode.SHUTDOWN: "The server stopped the run.",
+    FailureCode.WITHHELD: (
+        "The rest of this run names a document you may no longer read; load the thread again to see"
+        " what you may."
+    ),
     FailureCode.INTERNAL_ERROR: "The run failed because of an internal error.",
 }
 
