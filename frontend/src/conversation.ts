@@ -577,15 +577,19 @@ function resultDetails(result: string): HTMLElement {
   return h("details", { class: "tool-result" }, h("summary", {}, "Result"), body);
 }
 
+/** A tool call's arguments in one short line: a lone string argument quoted, else its JSON. */
 function summarizeArgs(raw: string): string {
   const args = tryJson(raw);
   if (args && typeof args === "object" && !Array.isArray(args)) {
     const values = Object.values(args as Record<string, unknown>);
-    if (values.length === 1 && typeof values[0] === "string") return `“${values[0]}”`;
-    const text = JSON.stringify(args);
-    return text.length > 120 ? `${text.slice(0, 119)}…` : text;
+    if (values.length === 1 && typeof values[0] === "string") return `“${clip(values[0])}”`;
+    return clip(JSON.stringify(args));
   }
-  return raw.length > 120 ? `${raw.slice(0, 119)}…` : raw;
+  return clip(raw);
+}
+
+function clip(text: string, length = 120): string {
+  return text.length > length ? `${text.slice(0, length - 1)}…` : text;
 }
 
 /**

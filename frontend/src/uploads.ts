@@ -147,11 +147,27 @@ export class UploadsView {
  * How far a job got: files, and chunks once the job has counted some (before that "0/0 chunks" says
  * nothing). A job cancelled before it finished a file wrote nothing (it never leaves half a document).
  */
+function failedFiles(job: IngestJob): number {
+  return job.files.filter((file) => file.status === "error").length;
+}
+
 function progressText(job: IngestJob): string {
   const { filesDone, filesTotal, chunksDone, chunksTotal } = job.progress;
   if (job.state === "cancelled" && filesDone === 0) return "nothing was written";
   const chunks = chunksTotal > 0 ? ` · ${chunksDone}/${chunksTotal} chunks` : "";
-  return `${filesDone}/${filesTotal} files${chunks}`;
+  const failed = failedFiles(job);
+  return `${filesDone}/${filesTotal} files${chunks}${failed ? ` · ${failed} failed` : ""}`;
+}
+
+/** What a finished job did: every file, some of them, or none (each failed file says why below). */
+function doneLabel(job: IngestJob): string {
+  const failed = failedFiles(job);
+  if (failed === 0) return "Ingested";
+  return failed === job.files.length ? "Nothing ingested" : "Partly ingested";
+}
+
+function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
 }
 
 function jobCard(job: IngestJob, cancelling: boolean, onCancel: () => void): HTMLElement {
@@ -159,7 +175,7 @@ function jobCard(job: IngestJob, cancelling: boolean, onCancel: () => void): HTM
   const state = {
     queued: "Waiting to be ingested",
     running: cancelling ? "Cancelling" : "Ingesting",
-    done: "Ingested",
+    done: doneLabel(job),
     failed: "Ingestion failed",
     cancelled: "Cancelled",
   }[job.state];
@@ -192,7 +208,7 @@ function jobCard(job: IngestJob, cancelling: boolean, onCancel: () => void): HTM
           "li",
           { class: `job-file file-${file.status}`, "data-status": file.status },
           `${file.name}: ${FILE_STATUS[file.status] ?? file.status}`,
-          file.chunks ? ` (${file.chunks} chunks)` : null,
+          file.chunks ? ` (${plural(file.chunks, "chunk")})` : null,
           file.error ? ` — ${file.error}` : null,
         ),
       ),
