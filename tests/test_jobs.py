@@ -165,3 +165,44 @@ async def test_embedded_restart_fails_a_job_out_of_attempts(scenario_config: Any
     assert [f["status"] for f in record["files"]] == ["added", "pending"]
     uris = {d["uri"] for d in listing}
     assert "first.md" in uris and "zebra-facts.md" not in uris  # nothing half-written
+
+
+async def test_embedded_shutdown_puts_a_running_job_back_without_spending_an_attempt(
+    scenario_config: Any,
+) -> None:
+    """A server stopped gracefully (a deploy, a restart) while a job runs is not a lost worker: the
+    job goes back to the queue as it stands, and more restarts than it has attempts do not fail it."""
+    path = scenario_config.data_dir / "threads.sqlite3"
+    body = "\n\n".join(
+        f"## Part {i}\n\n" + f"The register, part {i}, lists volume {i}. " * 8 for i in range(300)
+    )
+    job = IngestJob.new(uuid.uuid4().hex, "local", ["register.md"])
+    async with KnowledgeBase.from_config(scenario_config) as kb:
+        for restart in range(MAX_ATTEMPTS + 1):
+            jobs = LocalIngestJobs(kb, path)
+            await jobs.start()
+            if restart == 0:
+                await jobs.submit(job, {0: f"# Register\n\n{body}".encode()})
+            for _ in range(600):  # caught while it runs
+                record = await jobs.get(job.id)
+                if record is not None and record.state == "running":
+                    break
+                await asyncio.sleep(0.01)
+            assert record is not None and record.state == "running", record
+            await jobs.close()  # what the server's shutdown does
+            record = await jobs.get(job.id)
+            assert record is not None and record.state == "queued" and record.attempts == 0, record
+        jobs = LocalIngestJobs(kb, path)
+        await jobs.start()
+        try:
+            for _ in range(1200):
+                record = await jobs.get(job.id)
+                if record is not None and record.state not in ("queued", "running"):
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            await jobs.close()
+        assert record is not None and record.state == "done" and record.attempts == 1, record
+        assert record.files[0].status == "added"
+        listing = await kb.list_documents(page_size=500)
+        assert "register.md" in {d.uri for d in listing.documents}

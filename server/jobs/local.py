@@ -4,7 +4,8 @@ No job library covers this case: SAQ and arq need Redis, procrastinate PostgreSQ
 connector is for tests and keeps nothing), and the embedded mode has neither. So this runner is
 deliberately small: jobs and their uploads are rows of ``threads.sqlite3`` (the thread store's
 database, one file to back up), one task works them in order, and at start every job a previous
-process left ``running`` is queued again while it has attempts left, else marked failed. It does
+process left ``running`` is queued again while it has attempts left, else marked failed (a job a
+stopping server puts back itself, its attempt not spent: a deploy is not a crash). It does
 what the SAQ backend does for one process, with the same records, so the routes cannot tell them
 apart. The owner and the cancel request are columns of the job's row (the listing reads the
 owner's rows in creation order); the schedule slots and the sync holds live in memory, since one
@@ -233,6 +234,14 @@ class LocalIngestJobs(IngestJobs):
         )
         try:
             await run_job(self.kb, job, context)
+        except asyncio.CancelledError:
+            # the server is stopping (``close``), which is no failure of the job: it goes back to the
+            # queue as it stands, its attempt not spent, and the next start goes on from its next file
+            job.attempts -= 1
+            job.state = "queued"
+            with contextlib.suppress(StoreError):
+                await self._save(job)
+            raise
         except Exception as exc:
             logger.warning("ingestion job %s failed (attempt %d)", job_id, job.attempts, exc_info=True)
             if job.attempts < MAX_ATTEMPTS:
