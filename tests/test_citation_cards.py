@@ -124,3 +124,31 @@ def test_a_shown_card_is_cut_around_the_sentence_the_answer_quoted_despite_its_m
     shown = session.citations[str(index)].emitted()["passage"]
     assert shown.startswith("…") and "`GET /health` reports whether the process is up" in shown, shown
     assert "Logs go to standard error" not in shown
+
+
+def test_a_card_shows_the_table_row_and_the_whole_sentence_an_answer_quoted() -> None:
+    """A table row is quoted as ``header: value`` pairs; the card still shows that row. A quoted
+    sentence longer than the excerpt is shown to its end. A card cited again by a later answer shows
+    what that answer quoted."""
+    rows = "\n".join(f"| Role {i} | {100 + i} EUR |" for i in range(30))
+    passage = f"# Budgets\n\n| Role | Budget |\n|---|---|\n{rows}\n| Support team lead | 600 EUR |\n"
+    session = SessionState()
+    index = session.cite(
+        chunk_id="c", document_id="d", title="Budgets", uri="b.docx", text=passage, promote=False
+    )
+    session.promote_cited(f"Role: Support team lead, Budget: 600 EUR [{index}].")
+    assert "| Support team lead | 600 EUR |" in session.citations[str(index)].emitted()["passage"]
+
+    long = "Selective sync lets clients choose which subfolders of a team folder they keep locally, " * 2
+    prose = "Opening words of the passage. " * 10 + long.strip() + " Closing words. " * 10
+    other = session.cite(chunk_id="p", document_id="e", title="Notes", uri="n.md", text=prose, promote=False)
+    session.promote_cited(f"{long.strip()} [{other}].")
+    shown = session.citations[str(other)].emitted()["passage"]
+    assert shown.startswith("…Selective sync") and long.strip() in shown, shown
+
+    session.promote_cited(f"Role: Role 3, Budget: 103 EUR [{index}].")  # a later answer, the same card
+    again = session.citations[str(index)].emitted()["passage"]
+    assert again.startswith("…Role 3 | 103 EUR |") and "Support team lead" not in again
+    assert list(session.citations)[-1] == str(index)
+    session.promote_cited(f"Something no passage says at all [{index}].")  # not found: the card stays
+    assert session.citations[str(index)].emitted()["passage"] == again

@@ -59,23 +59,45 @@ _SENTENCE = re.compile(r"[^.!?]*[.!?]?")
 
 
 def _excerpt(passage: str, quoted: Sequence[str]) -> str:
-    """At most ``EXCERPT_CHARS`` of ``passage``, around the first quoted sentence found in it.
+    """At most ``EXCERPT_CHARS`` of ``passage`` (more, up to twice that, to end a long quoted
+    sentence), from the first quoted sentence found in it, else from its start."""
+    if len(passage) <= EXCERPT_CHARS:
+        return passage
+    return _quoted_excerpt(passage, quoted) or _cut(passage, 0, EXCERPT_CHARS)
+
+
+def _quoted_excerpt(passage: str, quoted: Sequence[str]) -> str | None:
+    """The excerpt from the first of ``quoted`` found in ``passage``; ``None`` when none is.
 
     Sentences are found by their letters and digits alone: an answer quotes a passage's text without
-    its Markdown (``GET /health`` for `` `GET /health` ``), its line breaks or its punctuation.
+    its Markdown (``GET /health`` for `` `GET /health` ``), its line breaks or its punctuation. A table
+    row quoted as ``Role: Lead, Budget: 600 EUR`` is found by its values (``| Lead | 600 EUR |``).
     """
     if len(passage) <= EXCERPT_CHARS:
         return passage
     letters, positions = _letters(passage)
-    start = 0
     for sentence in quoted:
-        probe = _letters(sentence)[0][:_PROBE_LETTERS]
-        found = letters.find(probe) if len(probe) >= _MIN_PROBE_LETTERS else -1
+        found = next((at for probe in _probes(sentence) if (at := letters.find(probe)) >= 0), -1)
         if found >= 0:
-            start = max(0, min(positions[found] - 60, len(passage) - EXCERPT_CHARS))
-            break
-    end = start + EXCERPT_CHARS
+            start = max(0, min(positions[found], len(passage) - EXCERPT_CHARS))
+            return _cut(
+                passage, start, start + min(max(EXCERPT_CHARS, len(sentence) + 20), 2 * EXCERPT_CHARS)
+            )
+    return None
+
+
+def _cut(passage: str, start: int, end: int) -> str:
     return ("…" if start else "") + passage[start:end].strip() + ("…" if end < len(passage) else "")
+
+
+def _probes(sentence: str) -> list[str]:
+    """What to look for of a quoted sentence: its first letters, and for a table row read as
+    ``header: value`` pairs, the first letters of its values alone."""
+    probes = [_letters(sentence)[0][:_PROBE_LETTERS]]
+    pairs = [pair.split(": ", 1) for pair in sentence.rstrip(".").split(", ")]
+    if len(pairs) >= 2 and all(len(pair) == 2 for pair in pairs):
+        probes.append(_letters(" ".join(value for _, value in pairs))[0][:_PROBE_LETTERS])
+    return [probe for probe in probes if len(probe) >= _MIN_PROBE_LETTERS]
 
 
 _PROBE_LETTERS = 32
@@ -231,23 +253,30 @@ class SessionState(StateModel):
     def promote(self, indices: Iterable[int], *, limit: int = 200, text: str = "") -> list[int]:
         """Show the cards of ``indices`` (cited by an answer); returns those shown or brought forward.
 
-        A shown card carries an excerpt of its passage, centred on what ``text`` (the answer)
-        quoted from it when that can be found, so the client gets what it renders. A card cited
-        again moves to the end, where the state's emit window (the latest cards) keeps it.
+        A shown card carries an excerpt of its passage, from what ``text`` (the answer) quoted of
+        it when that can be found, so the client gets what it renders. A card cited again moves to
+        the end, where the state's emit window (the latest cards) keeps it, and shows what the new
+        answer quoted of it.
         """
         shown = []
         for index in dict.fromkeys(indices):
             key = str(index)
-            if key in self.citations:
-                if next(reversed(self.citations)) != key:
+            marker = f"[{index}]"
+            quoted = [_CITATION_MARK.sub("", s) for s in _SENTENCE.findall(text) if marker in s]
+            if key in self.citations:  # cited again: shown around what this answer quotes of it
+                card = self.citations[key]
+                excerpt = _quoted_excerpt(card.passage, quoted) or card.excerpt
+                if excerpt != card.excerpt:
+                    self.citations[key] = card.model_copy(update={"excerpt": excerpt})
+                    self.citations[key] = self.citations.pop(key)
+                    shown.append(index)
+                elif next(reversed(self.citations)) != key:
                     self.citations[key] = self.citations.pop(key)
                     shown.append(index)
                 continue
             card = self.pending_citations.get(key)
             if card is None:
                 continue
-            marker = f"[{index}]"
-            quoted = [_CITATION_MARK.sub("", s) for s in _SENTENCE.findall(text) if marker in s]
             self._show(card.model_copy(update={"excerpt": _excerpt(card.passage, quoted)}), limit)
             shown.append(index)
         return shown
