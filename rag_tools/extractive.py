@@ -179,6 +179,13 @@ class _VectorCache:
 _cache = _VectorCache()
 
 
+def _says_something(statement: tuple[str, ...]) -> bool:
+    """Whether a statement can be quoted as an answer: not a rule line (``-----`` under a plain-text
+    heading) nor a one-word heading (``Fixes``, ``Changes``), which would score on its passage's
+    heading alone and answer nothing."""
+    return len(_content_words(" ".join(statement))) >= 2
+
+
 async def extractive_answer(
     model: EmbeddingModel,
     question: str,
@@ -198,7 +205,10 @@ async def extractive_answer(
     """
     candidates = list(
         dict.fromkeys(
-            (p.citation, p.heading, statement) for p in passages for statement in _statements(p.text)
+            (p.citation, p.heading, statement)
+            for p in passages
+            for statement in _statements(p.text)
+            if _says_something(statement)
         )
     )
     if not candidates or not question.strip():

@@ -209,8 +209,9 @@ def create_extractive_model(
             return answer.text, None
         scope = results.get("documents") or []
         where = f" in {', '.join(scope)}" if scope else " in the documents"
-        # the question's own "[1]" quoted back would read as a citation of source 1
-        quoted = _BRACKETED_NUMBER.sub(r"(\1)", searched)
+        # the user's own words, not the search's (which may carry a topic borrowed from an earlier
+        # question); and their "[1]" quoted back would read as a citation of source 1
+        quoted = _BRACKETED_NUMBER.sub(r"(\1)", question.question)
         return f"I could not find anything about “{quoted}”{where}.", None
 
     async def function(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

@@ -172,3 +172,13 @@ async def test_a_short_question_on_a_new_topic_is_searched_once_on_its_own(corpu
     (_, _, _), (priya, answer, _) = await _converse(corpus_kb, questions)
     assert priya == ["Who is Priya Raman?"]
     assert "Head of Platform Operations: Priya Raman" in answer
+
+
+async def test_nothing_found_quotes_the_users_own_question(corpus_kb: KnowledgeBase) -> None:
+    """A question searched with a borrowed topic that still finds nothing is quoted as the user asked
+    it, not as it was searched (the topic in brackets is the server's, not the user's words)."""
+    questions = ["xqzvbnm plorkt wuzzle", "What is the capital of Mongolia?"]
+    turns = await _converse(corpus_kb, questions)
+    for question, (_, answer, cited) in zip(questions, turns, strict=True):
+        assert answer.startswith(f"I could not find anything about “{question}”"), answer
+        assert not cited
