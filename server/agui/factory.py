@@ -223,7 +223,7 @@ class AGUIRunFactory:
         if not messages:
             return []
         alignment = tree.align(messages)
-        tree.give_back_ids(messages, alignment.branch_point)
+        tree.give_back_ids(alignment.by_old_id)
         if alignment.branch_point != tree.head:
             shorter = alignment.branch_point is None or alignment.branch_point in tree.path()
             if (

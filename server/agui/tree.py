@@ -56,6 +56,8 @@ class Alignment:
 
     branch_point: str | None
     new_turn: list[Message]
+    by_old_id: tuple[str, ...] = ()
+    """Entries the client named by the id an in-place edit took from them (``give_back_ids``)."""
 
 
 class ConversationTree:
@@ -182,6 +184,7 @@ class ConversationTree:
         on_path = set(self.path()) if self.head is not None else set()
         node: str | None = None
         shared_until = -1  # index in ``messages`` of the last message of a fully matched entry
+        by_old_id: list[str] = []
         k = 0
         while k < len(convo):
             candidate = self._matching_child(node, convo[k][1], on_path)
@@ -195,12 +198,14 @@ class ConversationTree:
                 item.matches(convo[k + j][1]) for j, item in enumerate(expected)
             ):
                 break
+            if expected and expected[0].id != convo[k][1].id:
+                by_old_id.append(candidate)
             k += len(expected)
             node = candidate
             shared_until = convo[k - 1][0]
         if node is None and self._only_a_new_turn(convo):
             return Alignment(self.head, list(messages))
-        return Alignment(node, list(messages[shared_until + 1 :]))
+        return Alignment(node, list(messages[shared_until + 1 :]), tuple(by_old_id))
 
     def _matching_child(self, node: str | None, message: Message, on_path: set[str]) -> str | None:
         matches = [
@@ -225,19 +230,18 @@ class ConversationTree:
         stored = {item.id for key in self.entries for item in self.ui(key)}
         return not any(m.id in stored for _, m in convo)
 
-    def give_back_ids(self, messages: Sequence[Message], until: str | None) -> None:
-        """Give a message on the path to ``until`` back the id the client sends it by.
+    def give_back_ids(self, entries: Sequence[str]) -> None:
+        """Give ``entries`` (``Alignment.by_old_id``) back the ids the client sends them by.
 
         An in-place edit takes its question's id and renames the version it replaces; a client that
         later goes back to that version by its text under the old id (an edit back to the earlier
         words) shows it under that id, so the thread does too: the version takes the id back, keeping
         the name it had as an alias, and the sibling holding the id is renamed in turn.
         """
-        sent = {m.id for m in messages}
-        for entry_id in self.ancestors(until):
+        for entry_id in entries:
             raw = self.entries[entry_id]
             first = next((item for item in raw.get("ui") or () if item[1] in CONVERSATION_ROLES), None)
-            if first is not None and len(first) > 3 and first[3] in sent and first[0] not in sent:
+            if first is not None and len(first) > 3 and first[3]:
                 first[:] = [first[3], first[1], first[2], first[0]]
                 rename_taken_ids(self.entries, raw)
 
