@@ -260,10 +260,12 @@ export class Api {
    * Ask the server to stop a run. It cancels the run where it executes, ends the stream with
    * RUN_FINISHED (outcome `cancelled`) and keeps the thread at its last saved state. Closing the
    * socket (`agent.abortRun()`) would only stop *this* tab listening; the stop route is the one
-   * that works with any disconnect policy and across workers.
+   * that works with any disconnect policy and across workers. Resolves to whether the run was still
+   * going (false: it had finished, and is saved, before the stop arrived).
    */
-  async stopRun(threadId: string, runId: string): Promise<void> {
-    await this.request<unknown>("POST", `${runPath(threadId, runId)}/stop`);
+  async stopRun(threadId: string, runId: string): Promise<boolean> {
+    const answer = await this.request<{ stopping?: boolean }>("POST", `${runPath(threadId, runId)}/stop`);
+    return answer?.stopping !== false; // false: the run had already ended when the stop arrived
   }
 
   /**

@@ -398,7 +398,8 @@ export class ChatSession {
     this.phase = "stopping";
     this.changed();
     try {
-      await this.api.stopRun(this.threadId, this.runId);
+      if (!(await this.api.stopRun(this.threadId, this.runId)))
+        this.notify("info", "The answer had already finished when you pressed Stop; it is saved.");
     } catch (error) {
       // 404: the run ended on its own meanwhile; anything else is worth showing.
       if (!(error instanceof ApiError && error.status === 404))
