@@ -46,6 +46,7 @@ _APPEND_PRONOUNS = frozenset(
 )
 _WORDS = re.compile(r"[A-Za-z0-9']+")
 _BRACKETED_NUMBER = re.compile(r"\[(\d+)\]")
+_MARKUP = re.compile(r"[`*~<>\[\]|\\]+")  # Markdown and HTML marks, quoted back as spaces
 
 
 def _user_text(part: UserPromptPart) -> str:
@@ -210,8 +211,9 @@ def create_extractive_model(
         scope = results.get("documents") or []
         where = f" in {', '.join(scope)}" if scope else " in the documents"
         # the user's own words, not the search's (which may carry a topic borrowed from an earlier
-        # question); and their "[1]" quoted back would read as a citation of source 1
-        quoted = _BRACKETED_NUMBER.sub(r"(\1)", question.question)
+        # question), as plain words: their "[1]" quoted back would read as a citation of source 1,
+        # and a page that renders answers as Markdown would render their markup
+        quoted = " ".join(_MARKUP.sub(" ", _BRACKETED_NUMBER.sub(r"(\1)", question.question)).split())
         return f"I could not find anything about “{quoted}”{where}.", None
 
     async def function(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

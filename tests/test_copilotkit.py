@@ -430,8 +430,9 @@ async def test_a_failed_turn_leaves_the_thread_as_it_was(browser: Browser, scena
 
 async def test_a_reload_mid_answer_follows_the_run(browser: Browser, scenario_config: Any) -> None:
     """A reload while an answer streams: CopilotChat reconnects to the thread, the example's runtime
-    joins the run still going (CopilotKit's in-memory runner: history and live tail), the answer
-    goes on forming and ends as ragstream saved it."""
+    shows ragstream's saved thread and joins the run still going, the answer goes on forming and ends
+    as ragstream saved it. A stopped and a failed turn before it stay gone (CopilotKit's in-memory
+    runner still remembers them), and a Stop after the reload drops only the turn it stops."""
     app = ragstream_app(scenario_config, scenario=True, state_key=None)
     async with serve(app) as ragstream, example_server(ragstream) as runtime:
         context = await browser.new_context(viewport={"width": 1280, "height": 800})
@@ -439,6 +440,16 @@ async def test_a_reload_mid_answer_follows_the_run(browser: Browser, scenario_co
         await page.open()
         thread = page.thread_id
         await page.ask("nightly backups")
+        # two turns ragstream does not keep: one stopped, one failed
+        await page.type_question("slow answer please")
+        await expect(page.answers().last).to_contain_text("tok3")
+        await page.stop()
+        await expect(page.page.locator("#notice")).to_contain_text("was not saved")
+        await page.wait_idle()
+        await page.type_question("fail now")
+        await expect(page.page.locator("#notice")).to_contain_text("This turn (“fail now”) was not saved.")
+        await page.wait_idle()
+        page.problems.clear()  # CopilotKit logs the RUN_ERROR on the console
         await page.type_question("slow answer please")
         await expect(page.answers().last).to_contain_text("tok3")
 
@@ -448,6 +459,10 @@ async def test_a_reload_mid_answer_follows_the_run(browser: Browser, scenario_co
         await expect(running).to_have_count(1)  # following the run, not showing a finished thread
         await expect(page.answers().last).to_contain_text("tok150")
         assert "tok299" not in await page.answers().last.inner_text()  # forming on the reloaded page
+        assert [q for q in await page.transcript() if q.startswith("user: ")] == [
+            "user: nightly backups",
+            "user: slow answer please",
+        ]  # not the stopped or the failed turn
         await page.wait_idle()
         view = await page.server_view(ragstream)
         assert view["activeRunId"] is None
@@ -457,6 +472,18 @@ async def test_a_reload_mid_answer_follows_the_run(browser: Browser, scenario_co
         # the first answer's source card is back, as the thread's state has it
         state = rag_state(view["state"], None)
         assert state["citations"] and await page.shown_citations() == expected_citations(state)
+
+        # a Stop after a reload into a run: only the stopped turn leaves the page
+        await page.type_question("slow answer please")
+        await expect(page.answers().last).to_contain_text("tok3")
+        await page.page.reload()
+        await expect(running).to_have_count(1)
+        await expect(page.answers().last).to_contain_text("tok10")
+        await page.stop()
+        await expect(page.page.locator("#notice")).to_contain_text("was not saved")
+        await page.wait_idle()
+        assert await page.transcript() == conversation((await page.server_view(ragstream))["messages"])
+        assert user_texts(await page.server_view(ragstream)) == ["nightly backups", "slow answer please"]
         assert runtime.alive, runtime.log()
         page.assert_clean()
         await context.close()

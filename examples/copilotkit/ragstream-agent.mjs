@@ -3,7 +3,7 @@
 // and a reconnect that restores the thread from ragstream's saved record. See NOTES.md.
 import { HttpAgent } from "@ag-ui/client";
 import { InMemoryAgentRunner } from "@copilotkit/runtime/v2";
-import { Observable, from, switchMap } from "rxjs";
+import { Observable, concat, from, skip, switchMap } from "rxjs";
 
 /** ragstream's base URL (`http://host:port`) from its AG-UI endpoint (`.../agui`). */
 export function ragstreamBase(aguiUrl) {
@@ -64,11 +64,11 @@ export function emittedState(state, stateKey) {
  * CopilotKit's `InMemoryAgentRunner`, whose reconnect (`/agent/{id}/connect`, what a reloaded page
  * asks for) is answered from ragstream's saved thread instead of this process's memory.
  *
- * Runs go through the in-memory runner unchanged. A connect to a thread that is running here joins
- * that run the runner's way (history and live tail). Any other connect replays ragstream's
- * `GET /threads/{id}` as one finished run (MESSAGES_SNAPSHOT, STATE_SNAPSHOT): it survives a
- * restart of this process, and it leaves out what ragstream did not keep (a stopped or failed turn,
- * which the runner's memory still holds).
+ * Runs go through the in-memory runner unchanged. A connect replays ragstream's `GET /threads/{id}`
+ * as one finished run (MESSAGES_SNAPSHOT, STATE_SNAPSHOT): it survives a restart of this process,
+ * and it leaves out what ragstream did not keep (a stopped or failed turn, which the runner's memory
+ * still holds). A connect to a thread that is running here then joins that run: its events so far
+ * and its live tail, without the runner's replay of the thread's earlier runs.
  */
 export class RagstreamRunner extends InMemoryAgentRunner {
   constructor({ aguiUrl, stateKey = null, ...options }) {
@@ -79,8 +79,17 @@ export class RagstreamRunner extends InMemoryAgentRunner {
 
   connect(request) {
     return from(this.isRunning({ threadId: request.threadId })).pipe(
-      switchMap((running) => (running ? super.connect(request) : this.#fromRagstream(request))),
+      switchMap((running) =>
+        running ? concat(this.#fromRagstream(request), this.#liveRun(request)) : this.#fromRagstream(request),
+      ),
     );
+  }
+
+  /** The run under way: the runner's connect after the earlier runs it replays first (exactly the
+   * events `getThreadEvents` compacts them to, see CopilotKit's `in-memory.ts`). */
+  #liveRun(request) {
+    const replayed = this.getThreadEvents(request.threadId).length;
+    return super.connect(request).pipe(skip(replayed));
   }
 
   #fromRagstream(request) {

@@ -137,6 +137,11 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
         failure.current = null;
         setNotice(null);
       },
+      onMessagesSnapshotEvent: ({ event }) => {
+        // only ragstream's saved thread comes as a snapshot (a reloaded page's reconnect, a
+        // stopped run's restatement): a page that joined a run under way knows it has one
+        if (event.messages.length) saved.current = true;
+      },
       onRunErrorEvent: ({ event }) => {
         failure.current = event.message;
       },

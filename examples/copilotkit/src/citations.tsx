@@ -78,7 +78,9 @@ export function linkCitations(text: string): string {
   return text.replace(MARKER, (_marker, index: string) => `[\\[${index}\\]](#source-${index})`);
 }
 
-function CiteLink({ href, children, ...props }: ComponentProps<"a">) {
+/** A link in an answer: a citation marker opens its card; any other link opens in a new tab. The
+ * Markdown renderer also passes its syntax-tree `node`, which is no attribute of a link. */
+function CiteLink({ href, children, node: _node, ...props }: ComponentProps<"a"> & { node?: unknown }) {
   const { citations, earlier, open } = useContext(CitationsContext);
   const index = href?.match(SOURCE_LINK)?.[1];
   if (!index) {
