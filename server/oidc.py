@@ -109,7 +109,10 @@ class KeySet:
                 raise SignInUnavailable("the identity provider is unreachable; retry shortly")
         now = self.clock()
         if now - self._refetched_at < self.refetch_floor:
-            raise Refused(UNKNOWN_KEY)
+            if self._failed_at < self._refetched_at:  # the issuer answered, without this key
+                raise Refused(UNKNOWN_KEY)
+            if now - self._failed_at < FAILURE_BACKOFF:  # it did not answer: nothing is known yet
+                raise SignInUnavailable("the identity provider is unreachable; retry shortly")
         self._refetched_at = now
         await self._refresh(seen, keep_stale=False)
         return self._known(kid)
@@ -130,6 +133,8 @@ class KeySet:
         async with self._the_lock():
             if self._generation != seen:
                 return
+            if keep_stale and self.clock() - self._fetched_at <= self.max_age:
+                return  # a request ahead of this one refreshed (or tried, and keeps the keys held)
             if self.clock() - self._failed_at < min(FAILURE_BACKOFF, self.refetch_floor) and not keep_stale:
                 raise SignInUnavailable("the identity provider is unreachable; retry shortly")
             self.fetches += 1

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from server.auth import SignInUnavailable
 from server.oidc import KeySet
 from tests.conftest import scenario_app
 from tests.oidc_provider import AUDIENCE, IdentityProvider, SigningKey, forged
@@ -335,3 +336,36 @@ async def test_the_refetch_floor_and_concurrent_fetches(idp: IdentityProvider) -
     assert keys.fetches == 5
     assert (await keys.get(new.kid)).key_id == new.kid
     assert keys.fetches == 5  # not again right away
+
+
+async def test_an_outage_is_never_answered_as_an_unknown_key(idp: IdentityProvider) -> None:
+    """A refetch for a new key id that failed (the provider was down) does not use up the refetch
+    floor: once the provider answers again the key is found, not refused as unknown for a minute."""
+    now = [1000.0]
+    keys = KeySet(idp.issuer, refetch_floor=60, clock=lambda: now[0])
+    await keys.get(idp.key("RS256").kid)
+    rotated = idp.rotate("ES256")
+    idp.down = True
+    with pytest.raises(SignInUnavailable):
+        await keys.get(rotated.kid)
+    now[0] += 1
+    with pytest.raises(SignInUnavailable):  # still down as far as anyone knows: not "unknown key"
+        await keys.get(rotated.kid)
+    idp.down = False
+    now[0] += 5  # the 503's Retry-After
+    assert (await keys.get(rotated.kid)).key_id == rotated.kid
+
+
+async def test_requests_waiting_on_a_failed_refresh_keep_the_keys_held(idp: IdentityProvider) -> None:
+    """Keys too old to trust without asking again, and the provider down: one request asks, the ones
+    queued behind it use the keys held instead of each waiting for a fetch of their own."""
+    now = [1000.0]
+    keys = KeySet(idp.issuer, refetch_floor=60, clock=lambda: now[0])
+    held = idp.key("RS256")
+    await keys.get(held.kid)
+    before = keys.fetches
+    idp.down = True
+    now[0] += 601
+    found = await asyncio.gather(*(keys.get(held.kid) for _ in range(5)))
+    assert {key.key_id for key in found} == {held.kid}
+    assert keys.fetches == before + 1
