@@ -13,7 +13,8 @@ one-user install).
 Every route needs a principal unless the app declares it public (``AuthBackend(public=...)``), so
 a new route is protected by default. On a public route a caller whose credentials are missing,
 refused or cannot be checked is anonymous (``principal_of`` gives ``None``) and the route shows
-only its public part.
+only its public part. A scheme that fails in any other way (an exception, an answer that is no
+principal) cannot decide either: 503 on the other routes, logged once, never a 500.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import hmac
 import importlib
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError, BaseUser
@@ -47,6 +49,8 @@ __all__ = [
     "load_scheme",
     "principal_of",
 ]
+
+logger = logging.getLogger("ragstream.auth")
 
 #: Seconds a client is asked to wait when a scheme cannot decide (``SignInUnavailable``).
 RETRY_AFTER_SECONDS = 5
@@ -174,6 +178,9 @@ class AuthBackend(AuthenticationBackend):
                 problem = Refused("missing bearer token", error=None)
         except AuthenticationError as exc:  # Refused, SignInUnavailable, or Starlette's own from a hook
             problem = exc
+        except Exception:  # a hook that broke (its database is down, it returned nonsense): undecided
+            logger.exception("a sign-in scheme failed; the caller is answered 503")
+            problem = SignInUnavailable("sign-in cannot be checked just now; retry shortly")
         if self._is_public(conn):
             return None  # anonymous: the route shows its public part
         raise problem

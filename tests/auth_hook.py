@@ -20,6 +20,10 @@ def api_keys(headers: Headers) -> Principal | None:
         return None
     if key in REVOKED:
         raise Refused("this API key was revoked")
+    if key == "key-broken":  # the hook's own database is down: no exception a hook is meant to raise
+        raise RuntimeError("database connection lost")
+    if key == "key-nonsense":
+        return 42  # type: ignore[return-value]
     principal = KEYS.get(key)
     if principal is None:
         raise Refused("unknown API key")

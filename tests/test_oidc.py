@@ -281,6 +281,13 @@ async def test_the_auth_hook_signs_in_refuses_and_passes(scenario_config: Any, h
         nothing = await client.get("/threads")
         assert (nothing.status_code, nothing.json()["error"]["message"]) == (401, "missing bearer token")
         assert (await client.get("/capabilities", headers={"X-Api-Key": "revoked"})).status_code == 200
+        # a hook that breaks cannot decide: 503 where sign-in is needed, anonymous where it is not
+        for key in ("key-broken", "key-nonsense"):
+            broken = await client.get("/threads", headers={"X-Api-Key": key})
+            assert broken.status_code == 503 and broken.json()["error"]["code"] == "sign_in_unavailable"
+            assert broken.headers["retry-after"] == "5" and "database" not in broken.text
+            assert (await client.get("/health", headers={"X-Api-Key": key})).json() == {"status": "ok"}
+            assert (await client.get("/capabilities", headers={"X-Api-Key": key})).status_code == 200
 
 
 def test_a_hook_that_cannot_be_loaded_stops_serve(tmp_path: Any) -> None:
