@@ -61,7 +61,11 @@ from .routes.threads import (
 )
 from .services import Services
 
-__all__ = ["create_app", "create_served_app", "sign_in_schemes"]
+__all__ = ["CORS_HEADERS", "create_app", "create_served_app", "sign_in_schemes"]
+
+#: Request headers a browser of an allowed origin may always send: sign-in, JSON bodies, the
+#: reconnect of a run's events, and the W3C trace context a traced page forwards.
+CORS_HEADERS = ("Authorization", "Content-Type", "Last-Event-ID", "traceparent", "tracestate")
 
 
 def create_app(
@@ -149,7 +153,7 @@ def create_app(
                 CORSMiddleware,
                 allow_origins=config.cors_origins,
                 allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
-                allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+                allow_headers=[*CORS_HEADERS, *config.cors_headers],
                 expose_headers=["Content-Type"],
             )
         )

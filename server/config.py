@@ -185,6 +185,14 @@ class AppConfig(RagConfig, BaseSettings):
         ),
     )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS; empty: off.")
+    cors_headers: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Request headers browsers may send across origins besides Authorization, Content-Type,"
+            ' Last-Event-ID and the trace context (traceparent, tracestate), as JSON: ["X-Api-Key"] for'
+            " a sign-in hook that reads one."
+        ),
+    )
     max_body_bytes: int = Field(default=1_000_000, ge=1024, description="Largest accepted /agui body.")
     max_upload_bytes: int = Field(
         default=20_000_000, ge=1024, description="Largest accepted document upload."

@@ -430,3 +430,29 @@ async def test_cors_is_off_unless_configured(scenario_config: Any, origins: list
         )
         allowed = preflight.headers.get("access-control-allow-origin")
         assert allowed == ("http://app.example" if origins else None)
+
+
+async def test_cors_lets_browsers_send_the_trace_context_and_configured_headers(scenario_config: Any) -> None:
+    """A traced page forwards ``traceparent``; a sign-in hook may read its own header."""
+    async with server(
+        scenario_config, cors_origins=["http://app.example"], cors_headers=["X-Api-Key"]
+    ) as client:
+        for headers in ("traceparent,tracestate,content-type", "x-api-key,authorization"):
+            preflight = await client.options(
+                "/agui",
+                headers={
+                    "Origin": "http://app.example",
+                    "Access-Control-Request-Method": "POST",
+                    "Access-Control-Request-Headers": headers,
+                },
+            )
+            assert preflight.status_code == 200, (headers, preflight.text)
+        refused = await client.options(
+            "/agui",
+            headers={
+                "Origin": "http://app.example",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "x-not-allowed",
+            },
+        )
+        assert refused.status_code == 400
