@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import logging
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import uvicorn
@@ -26,26 +28,37 @@ from .observe import logs, metrics, tracing
 __all__ = ["cmd_documents", "cmd_ingest", "cmd_search", "cmd_serve", "cmd_sync", "ingest_with_progress"]
 
 
+_ingest_log = logging.getLogger("ragstream.ingest")
+
+
 class _Progress:
     """A progress bar moving per embedded chunk, and a line per file outcome as it happens.
 
     Failures are printed as ``error: <path>: <reason>`` on stderr; with ``every_outcome`` the other
-    outcomes too, as ``<status>: <path>`` on stdout.
+    outcomes too, as ``<status>: <path>`` on stdout. With ``json_lines`` (a server logging JSON)
+    there is no bar, and each line is a JSON log record on stderr instead.
     """
 
-    def __init__(self, *, enabled: bool, every_outcome: bool) -> None:
+    def __init__(self, *, enabled: bool, every_outcome: bool, json_lines: bool = False) -> None:
         self.every_outcome = every_outcome
+        self.json_lines = json_lines
         self.bar: tqdm[None] = tqdm(
-            total=0, unit="chunk", desc="ingesting", disable=not enabled, file=sys.stderr
+            total=0, unit="chunk", desc="ingesting", disable=not enabled or json_lines, file=sys.stderr
         )
+
+    def _say(self, line: str, *, error: bool) -> None:
+        if self.json_lines:
+            _ingest_log.log(logging.ERROR if error else logging.INFO, line)
+        else:
+            tqdm.write(line, file=sys.stderr if error else sys.stdout)
 
     def advance(self, state: IngestProgress) -> None:
         outcome = state.outcome
         if outcome is not None and outcome.status == "error":
-            tqdm.write(f"error: {outcome.source}: {outcome.error}", file=sys.stderr)
+            self._say(f"error: {outcome.source}: {outcome.error}", error=True)
         elif outcome is not None and self.every_outcome:
             chunks = f" ({outcome.chunks} chunks)" if outcome.status in ("added", "updated") else ""
-            tqdm.write(f"{outcome.status}: {outcome.source}{chunks}", file=sys.stdout)
+            self._say(f"{outcome.status}: {outcome.source}{chunks}", error=False)
         self.bar.total = state.chunks_total
         self.bar.n = state.chunks_done
         self.bar.set_description(f"ingesting ({state.files_done}/{state.files_total} files)", refresh=False)
@@ -54,8 +67,29 @@ class _Progress:
     def finish(self, report: IngestReport) -> int:
         """Close the bar, print the summary; the exit status."""
         self.bar.close()
-        print(report.summary())
+        if self.json_lines:
+            _ingest_log.info(report.summary())
+        else:
+            print(report.summary())
         return 1 if report.errors else 0
+
+
+@contextlib.contextmanager
+def _json_logs() -> Iterator[None]:
+    """Every log record as a JSON line on stderr for a while (before uvicorn configures logging), the
+    ingest's own lines at INFO: ``serve --ingest`` with ``RAGSTREAM_LOG_FORMAT=json``, where a
+    library warning (a PDF reader's) would otherwise be a plain line among JSON ones."""
+    root = logging.getLogger()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logs.JsonFormatter())
+    root.addHandler(handler)
+    level = _ingest_log.level
+    _ingest_log.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        _ingest_log.setLevel(level)
 
 
 #: How long a worker may leave uvicorn's supervisor without an answer before it is replaced.
@@ -63,7 +97,12 @@ WORKER_HEALTHCHECK_SECONDS = 60
 
 
 async def ingest_with_progress(
-    kb: KnowledgeBase, paths: list[str], *, progress: bool = True, groups: Sequence[str] | None = None
+    kb: KnowledgeBase,
+    paths: list[str],
+    *,
+    progress: bool = True,
+    groups: Sequence[str] | None = None,
+    json_lines: bool = False,
 ) -> int:
     """Ingest ``paths`` with a progress bar moving per embedded chunk and one line per failed source.
 
@@ -72,7 +111,7 @@ async def ingest_with_progress(
     Each failure is printed as it happens (sources that do not exist before any work starts) as
     ``error: <path>: <reason>``; the summary goes to stdout. Returns the exit status.
     """
-    bar = _Progress(enabled=progress, every_outcome=False)
+    bar = _Progress(enabled=progress, every_outcome=False, json_lines=json_lines)
     report = await kb.ingest_paths(paths, on_progress=bar.advance, groups=groups)
     return bar.finish(report)
 
@@ -170,12 +209,14 @@ def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
             print(f"ragstream: {exc}", file=sys.stderr)
             return 2
     if args.ingest:
+        json_lines = config.log_format == "json"
 
         async def ingest() -> int:
             async with KnowledgeBase.from_config(config) as kb:
-                return await ingest_with_progress(kb, args.ingest)
+                return await ingest_with_progress(kb, args.ingest, json_lines=json_lines)
 
-        asyncio.run(ingest())
+        with _json_logs() if json_lines else contextlib.nullcontext():
+            asyncio.run(ingest())
     # Workers are separate processes: hand them the whole validated configuration.
     os.environ[WORKER_CONFIG_ENV] = config.to_worker_payload()
     own_metrics_dir = _prepare_metrics(config)

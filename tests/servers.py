@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -59,16 +59,19 @@ async def wait_ready(http: httpx.AsyncClient, url: str = "", *, timeout: float =
 
 
 @asynccontextmanager
-async def served(env: dict[str, str], data: Path, *, ready: int = 200) -> AsyncIterator[str]:
+async def served(
+    env: dict[str, str], data: Path, *, ready: int = 200, args: Sequence[str] = ()
+) -> AsyncIterator[str]:
     """``ragstream serve`` as its own process (a host of its own) on a free port, with ``env`` on top of
-    this process's environment; yields its base URL once ``/ready`` answers ``ready`` (a status)."""
+    this process's environment and ``args`` after its own; yields its base URL once ``/ready``
+    answers ``ready`` (a status)."""
     port = free_port()
     full = {**os.environ, **env, "PYTHONPATH": str(ROOT), "RAGSTREAM_TOOL_DIRS": "[]"}
     data.mkdir(parents=True, exist_ok=True)
     log = data / f"serve-{port}.log"  # a file, not a pipe: a chatty server never blocks on it
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [*RAGSTREAM, "serve", "--port", str(port), "--data-dir", str(data)],
+            [*RAGSTREAM, "serve", "--port", str(port), "--data-dir", str(data), *args],
             env=full,
             cwd=ROOT,
             stdout=subprocess.DEVNULL,

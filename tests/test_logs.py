@@ -25,13 +25,20 @@ pytestmark = pytest.mark.timeout(600)
 async def test_a_live_servers_stderr_is_json_lines_with_the_runs_ids(tmp_path: Path) -> None:
     trace_id = secrets.token_hex(16)
     data = tmp_path / "data"
+    corpus = tmp_path / "corpus"  # ingested at start (serve --ingest): no progress bar, JSON lines
+    corpus.mkdir()
+    (corpus / "tides.md").write_text("# Tides\n\nThe harbour's high tide comes twice a day.\n")
+    (corpus / "broken.pdf").write_bytes(b"%PDF-1.4 this is not a PDF")
     with OTLPReceiver() as receiver:
         env = {
             "RAGSTREAM_LOG_FORMAT": "json",
             "RAGSTREAM_TOKENS": json.dumps({"alice": "alice-token"}),
             "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
         }
-        async with served(env, data) as url, httpx.AsyncClient(timeout=60) as http:
+        async with (
+            served(env, data, args=["--ingest", str(corpus)]) as url,
+            httpx.AsyncClient(timeout=60) as http,
+        ):
             headers = {
                 "Authorization": "Bearer alice-token",
                 "traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01",
@@ -46,6 +53,10 @@ async def test_a_live_servers_stderr_is_json_lines_with_the_runs_ids(tmp_path: P
         text = (data / f"serve-{port}.log").read_text()
 
     lines = [json.loads(line) for line in text.splitlines() if line.strip()]  # every line is JSON
+    ingest = [line for line in lines if line["logger"] == "ragstream.ingest"]
+    assert [line["level"] for line in ingest] == ["ERROR", "INFO"], ingest
+    assert ingest[0]["message"].startswith(f"error: {corpus / 'broken.pdf'}: ")
+    assert "1 added" in ingest[1]["message"], ingest
     assert "alice-token" not in text and any("/?token=[redacted]" in line["message"] for line in lines)
     assert {"time", "level", "logger", "message"} <= set(lines[0])
     ended = [line for line in lines if line["logger"] == "ragstream.runs" and "ended" in line["message"]]
