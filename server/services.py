@@ -152,8 +152,10 @@ class Services:
             stop_bus = RedisStopBus(client, config.redis_prefix)
             # locked tools (``tool_options(lock=True)``) run alone across every worker
             tools.locks = LeasedToolLocks(redis_locks, ttl_seconds=config.run_lock_ttl_seconds)
+        if observed:  # every use of the store (the cache's, the listing's, a fork's, readiness) is counted
+            store = ObservedThreadStore(store, count_metrics=config.metrics)
         cache = ToolContextCache(
-            ObservedThreadStore(store, count_metrics=config.metrics) if observed else store,
+            store,
             max_entries=config.cache_max_threads,
             ttl_seconds=config.cache_ttl_seconds,
             prepare=toolkit.prepare,

@@ -313,7 +313,7 @@ async def read_only(server: Server, how: str) -> AsyncIterator[Callable[[], Awai
     through the read-only mount (as after a restart on a read-only volume). ``connection``: the
     store's connection is swapped for a read-only one (reads work, writes fail).
     """
-    store = server.services.store
+    store = server.services.store.inner  # the SQLite store under the metrics' and traces' wrapper
     data = server.data_dir
     mounted = False
 
@@ -382,7 +382,7 @@ async def test_a_store_that_cannot_open_does_not_leak_file_descriptors(config: A
         pytest.skip("bind mounts are not permitted here (needs root with CAP_SYS_ADMIN)")
     async with fault_server(config) as server:
         await setup_thread(server, "fds")
-        store_file = str(server.services.store.path)
+        store_file = str(server.services.store.inner.path)
 
         def store_fds() -> int:
             count = 0

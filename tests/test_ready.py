@@ -56,3 +56,18 @@ async def test_ready_names_what_is_down_and_health_stays_up(scenario_config: Any
             }
             live = await http.get("/health")
             assert (live.status_code, live.json()) == (200, {"status": "ok"})
+            # every failed use of the thread store is counted, the listing's and readiness's too
+            failed = {op: _store_errors(op) for op in ("list", "version")}
+            assert (await http.get("/threads", headers=alice)).status_code == 503
+            assert (await http.get("/ready")).status_code == 503
+            assert {op: _store_errors(op) - failed[op] for op in failed} == {"list": 1, "version": 1}
+
+
+def _store_errors(operation: str) -> float:
+    """``ragstream_thread_store_errors_total`` for ``operation``, in this process (the served app's)."""
+    from server.observe import metrics
+
+    found = metrics.registry().get_sample_value(
+        "ragstream_thread_store_errors_total", {"operation": operation}
+    )
+    return found or 0.0
