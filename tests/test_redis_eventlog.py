@@ -54,6 +54,25 @@ async def test_a_burst_reaches_local_and_remote_readers_in_order_exactly_once(
     assert await asyncio.wait_for(late_remote, 10) == expected[990:]
     assert (await b.info("t1/r1")).status == "finished"  # type: ignore[union-attr]
     assert await _collect(b, "t1/r1", after=500) == expected[500:]  # replay after the end, from Redis
+    # a reconnect past the run's last event (a stale Last-Event-ID) ends at once, on either worker
+    for log in (a, b):
+        assert await asyncio.wait_for(_collect(log, "t1/r1", after=5000), 5) == []
+
+
+async def test_a_reader_past_the_events_of_a_running_run_ends_with_the_run(
+    two_workers: tuple[RedisEventLog, RedisEventLog],
+) -> None:
+    a, b = two_workers
+    info = RunInfo("r2", "t2", "alice", "worker-a")
+    await a.locks.acquire("t2", "r2", 30)
+    await a.open(info)
+    await a.append("t2/r2", b'{"n":1}')
+    ahead = asyncio.create_task(_collect(b, "t2/r2", after=50))  # asks for events that never come
+    await asyncio.sleep(0.5)
+    await a.append("t2/r2", b'{"n":2}')
+    await a.close("t2/r2", "finished")
+    await a.locks.release("t2", "r2")
+    assert await asyncio.wait_for(ahead, 10) == []
 
 
 async def test_redis_lost_mid_run_fails_an_append_and_close_writes_what_was_missed(

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -298,19 +299,23 @@ class RedisEventLog(EventLog):
             return
         stream = self._events_key(key)
         last = f"0-{max(0, after)}"
-        while True:  # replay what is already there
-            entries = await _redis(self.redis.xrange(stream, min=f"({last}", count=500))
-            batch, ended = _batch(entries)
-            if batch:
-                last = f"0-{batch[-1][0]}"
-                yield batch
-            if ended:
-                return
-            if len(entries) < 500:
-                break
+        batches, last, ended = await self._drain(stream, last)  # replay what is already there
+        for batch in batches:
+            yield batch
+        if ended:
+            return
         block_ms = int(min(self.liveness_seconds, 4.0) * 1000)
-        checked = time.monotonic()
+        checked = -math.inf  # a run already over (its end before ``after``) is known at once
         while True:  # then follow the tail
+            if time.monotonic() - checked >= self.liveness_seconds:
+                checked = time.monotonic()
+                if not await self._close_if_dead(info):
+                    return  # the log expired under a slow reader: nothing more will come
+                if not await self._running(key):  # it ended where this reader cannot see its end
+                    batches, last, _ = await self._drain(stream, last)
+                    for batch in batches:
+                        yield batch
+                    return
             response = await _redis(self.redis.xread({stream: last}, block=block_ms, count=500))
             batch, ended = _batch(response[0][1] if response else [])
             if batch:
@@ -318,10 +323,25 @@ class RedisEventLog(EventLog):
                 yield batch
             if ended:
                 return
-            if not response or time.monotonic() - checked >= self.liveness_seconds:
-                checked = time.monotonic()
-                if not await self._close_if_dead(info):
-                    return  # the log expired under a slow reader: nothing more will come
+            if not response:
+                checked = -math.inf
+
+    async def _drain(self, stream: str, last: str) -> tuple[list[list[tuple[int, bytes]]], str, bool]:
+        """The events after ``last`` already in ``stream``, the id of the last one, and whether the
+        run's end marker was among them."""
+        batches = []
+        while True:
+            entries = await _redis(self.redis.xrange(stream, min=f"({last}", count=500))
+            batch, ended = _batch(entries)
+            if batch:
+                last = f"0-{batch[-1][0]}"
+                batches.append(batch)
+            if ended or len(entries) < 500:
+                return batches, last, ended
+
+    async def _running(self, key: str) -> bool:
+        current = await self.info(key)
+        return current is not None and current.status == "running"
 
     async def _close_if_dead(self, info: RunInfo) -> bool:
         """Close the run if its worker died; ``False`` when its log no longer exists."""
