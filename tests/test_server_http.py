@@ -456,3 +456,21 @@ async def test_cors_lets_browsers_send_the_trace_context_and_configured_headers(
             },
         )
         assert refused.status_code == 400
+
+
+async def test_a_server_shutting_down_ends_its_runs_with_the_shutdown_error(scenario_config: Any) -> None:
+    """A deploy stopping the server mid-run is no Stop a user pressed: the run's log (what a follower
+    on another host and a reconnect read) ends with RUN_ERROR ``shutdown``, and nothing is saved."""
+    app = scenario_app(scenario_config)
+    async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=60) as client:
+        body = run_body("deploy", "deploy-r", "slow answer please")
+        async with client.stream("POST", "/agui", json=body) as stream:
+            async for line in stream.aiter_lines():
+                if "TEXT_MESSAGE_CONTENT" in line:
+                    break
+            runs = app.state.services.runs
+            await runs.shutdown()  # what the server's lifespan does when it is told to stop
+        logged = [json.loads(data) async for batch in runs.logs.read("deploy/deploy-r") for _, data in batch]
+        assert logged[-1]["type"] == "RUN_ERROR" and logged[-1]["code"] == "shutdown", logged[-1]
+        assert not any(event["type"] == "RUN_FINISHED" for event in logged)  # not the cancelled outcome
+        assert (await client.get("/threads/deploy")).status_code == 404  # the new thread was not saved

@@ -89,6 +89,7 @@ class AGUIRun:
     run_timeout: float
     stream: AsyncIterator[BaseEvent] | None = None
     cancelled: bool = False
+    stopped_by: RunFailure | None = None  # why the engine stopped it, when no user did (``cancel``)
     timed_out: bool = False
     admission: RunAdmission | None = None
     steps: StepStates | None = None
@@ -141,7 +142,8 @@ class AGUIRun:
                 code=failure.code.value,
             )
 
-    def cancel(self) -> None:
+    def cancel(self, failure: RunFailure | None = None) -> None:
+        self.stopped_by = failure
         self.token.cancel()
 
     def unattended(self) -> bool:
@@ -177,11 +179,13 @@ class AGUIRun:
                 elif kind == EventType.RUN_FINISHED and self.cancelled:
                     for restore in self._restore_last_saved_state():
                         yield restore
+                    failure = self.stopped_by
                     if self.timed_out:
                         failure = RunFailure(
                             FailureCode.TIMEOUT,
                             f"The run took longer than {self.run_timeout:g} s and was stopped.",
                         )
+                    if failure is not None:
                         yield RunErrorEvent(message=failure.message, code=failure.code.value)
                         return
                 if kind == EventType.RUN_STARTED:

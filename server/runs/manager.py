@@ -81,8 +81,9 @@ class RunSource(Protocol):
         """The run's events; the last one carries a ``status``. Should not raise."""
         ...
 
-    def cancel(self) -> None:
-        """Ask the run to stop soon (it still ends with a terminal event)."""
+    def cancel(self, failure: RunFailure | None = None) -> None:
+        """Ask the run to stop soon (it still ends with a terminal event): as a stop (the cancelled
+        outcome), or with ``failure`` as its error when the engine stops it for a reason of its own."""
         ...
 
     def unattended(self) -> bool:
@@ -421,12 +422,13 @@ class RunManager:
             active.source.cancel()
 
     async def shutdown(self) -> None:
-        """Cancel every local run and wait for them to end."""
+        """End every local run with ``RUN_ERROR`` ``shutdown`` (a follower elsewhere, or a reconnect,
+        learns the server stopped it, not that someone pressed Stop) and wait for them to end."""
         if self._renewer is not None:
             self._renewer.cancel()
         tasks = [run.task for run in self._runs.values() if run.task is not None]
-        for run in self._runs.values():
-            run.source.cancel()
+        for run in self._runs.values():  # not a stop a user asked for: it ends as the server's failure
+            run.source.cancel(RunFailure(FailureCode.SHUTDOWN))
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=10)
             for task in pending:
