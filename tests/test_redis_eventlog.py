@@ -22,6 +22,12 @@ async def _collect(log: RedisEventLog, run_id: str, after: int = 0) -> list[tupl
     return [item async for batch in log.read(run_id, after) for item in batch]
 
 
+async def _start(log: RedisEventLog, thread: str, run: str) -> None:
+    """A run of ``log``'s worker begins: it holds the thread's lock and opens its event log."""
+    await log.locks.acquire(thread, run, 30)
+    await log.open(RunInfo(run, thread, "alice", "worker-a"))
+
+
 @pytest.fixture
 async def two_workers(
     redis_url: str, redis_prefix: str
@@ -38,9 +44,7 @@ async def test_a_burst_reaches_local_and_remote_readers_in_order_exactly_once(
     two_workers: tuple[RedisEventLog, RedisEventLog],
 ) -> None:
     a, b = two_workers
-    info = RunInfo("r1", "t1", "alice", "worker-a")
-    await a.locks.acquire("t1", "r1", 30)
-    await a.open(info)
+    await _start(a, "t1", "r1")
     local = asyncio.create_task(_collect(a, "t1/r1"))
     remote = asyncio.create_task(_collect(b, "t1/r1"))
     events = [b'{"n":%d}' % i for i in range(1, 1001)]
@@ -63,9 +67,7 @@ async def test_a_reader_past_the_events_of_a_running_run_ends_with_the_run(
     two_workers: tuple[RedisEventLog, RedisEventLog],
 ) -> None:
     a, b = two_workers
-    info = RunInfo("r2", "t2", "alice", "worker-a")
-    await a.locks.acquire("t2", "r2", 30)
-    await a.open(info)
+    await _start(a, "t2", "r2")
     await a.append("t2/r2", b'{"n":1}')
     ahead = asyncio.create_task(_collect(b, "t2/r2", after=50))  # asks for events that never come
     await asyncio.sleep(0.5)
