@@ -75,6 +75,8 @@ def _quoted_excerpt(passage: str, quoted: Sequence[str]) -> str | None:
     """
     if len(passage) <= EXCERPT_CHARS:
         return passage
+    if not quoted:
+        return None
     letters, positions = _letters(passage)
     for sentence in quoted:
         found = next((at for probe in _probes(sentence) if (at := letters.find(probe)) >= 0), -1)
@@ -266,12 +268,11 @@ class SessionState(StateModel):
             if key in self.citations:  # cited again: shown around what this answer quotes of it
                 card = self.citations[key]
                 excerpt = _quoted_excerpt(card.passage, quoted) or card.excerpt
-                if excerpt != card.excerpt:
-                    self.citations[key] = card.model_copy(update={"excerpt": excerpt})
-                    self.citations[key] = self.citations.pop(key)
-                    shown.append(index)
-                elif next(reversed(self.citations)) != key:
-                    self.citations[key] = self.citations.pop(key)
+                if excerpt != card.excerpt or next(reversed(self.citations)) != key:
+                    del self.citations[key]  # (re)inserted last
+                    self.citations[key] = (
+                        card if excerpt == card.excerpt else card.model_copy(update={"excerpt": excerpt})
+                    )
                     shown.append(index)
                 continue
             card = self.pending_citations.get(key)
