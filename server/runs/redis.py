@@ -309,9 +309,10 @@ class RedisEventLog(EventLog):
         while True:  # then follow the tail
             if time.monotonic() - checked >= self.liveness_seconds:
                 checked = time.monotonic()
-                if not await self._close_if_dead(info):
+                status = await self._status_closing_if_dead(info)
+                if status is None:
                     return  # the log expired under a slow reader: nothing more will come
-                if not await self._running(key):  # it ended where this reader cannot see its end
+                if status != "running":  # it ended, maybe where this reader cannot see its end
                     batches, last, _ = await self._drain(stream, last)
                     for batch in batches:
                         yield batch
@@ -339,19 +340,13 @@ class RedisEventLog(EventLog):
             if ended or len(entries) < 500:
                 return batches, last, ended
 
-    async def _running(self, key: str) -> bool:
-        current = await self.info(key)
-        return current is not None and current.status == "running"
-
-    async def _close_if_dead(self, info: RunInfo) -> bool:
-        """Close the run if its worker died; ``False`` when its log no longer exists."""
-        if await self.locks.holder(info.thread_id) == info.run_id:
-            return True
+    async def _status_closing_if_dead(self, info: RunInfo) -> RunStatus | None:
+        """The run's status, after closing it if its worker died; ``None`` when its log no longer exists."""
         current = await self.info(info.key)
-        if current is None:
-            return False
-        if current.status != "running":
-            return True
+        if current is None or current.status != "running":
+            return None if current is None else current.status
+        if await self.locks.holder(info.thread_id) == info.run_id:
+            return "running"  # its worker is alive
         await asyncio.sleep(0.2)  # a run that just ended releases its lock before writing its end marker
         closed = await _redis(
             self._close_dead(
@@ -361,7 +356,8 @@ class RedisEventLog(EventLog):
         )
         if closed:
             logger.warning("run %s lost its worker; closed it with RUN_ERROR", info.run_id)
-        return True
+        current = await self.info(info.key)
+        return None if current is None else current.status
 
     async def aclose(self) -> None:
         await self.redis.aclose()
