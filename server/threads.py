@@ -12,6 +12,8 @@ The conversation is a tree (``agui.tree``): ``switch_branch`` makes another bran
 from __future__ import annotations
 
 import base64
+import functools
+import operator
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -211,21 +213,24 @@ async def readable_run_events(
     kb = services.kb.restricted(reader)
     try:
         async for batch in batches:
-            for index, (sequence, data) in enumerate(batch):
-                names = _names_in_event(orjson.loads(data))
-                if names and not await _all_readable(kb, names):
-                    if index:
-                        yield batch[:index]
-                    withheld = RunFailure(FailureCode.WITHHELD)
-                    yield [(sequence, services.runs.encode_failure(withheld))]
-                    return
+            named = [(i, names) for i, (_, data) in enumerate(batch) if (names := _names_in_event(data))]
+            every = functools.reduce(operator.or_, (names for _, names in named), DocumentNames())
+            if every and not await _all_readable(kb, every):  # one look per batch; then find the event
+                for index, names in named:
+                    if not await _all_readable(kb, names):
+                        if index:
+                            yield batch[:index]
+                        withheld = RunFailure(FailureCode.WITHHELD)
+                        yield [(batch[index][0], services.runs.encode_failure(withheld))]
+                        return
             yield batch
     finally:
         await batches.aclose()  # type: ignore[attr-defined]
 
 
-def _names_in_event(event: Any) -> DocumentNames:
+def _names_in_event(data: bytes) -> DocumentNames:
     """The documents an encoded AG-UI event names, in its fields and in tool results given as JSON text."""
+    event = orjson.loads(data)
     names = DocumentNames.of(event)
     for text in _json_texts(event):
         names |= DocumentNames.in_text(text)
