@@ -33,7 +33,7 @@ from .models import (
     SearchHit,
 )
 from .readers import SUPPORTED_SUFFIXES, BinaryContentError, UnsupportedFormatError, detect_format
-from .sources import document_id_for
+from .sources import document_id_for, upload_origin
 from .sync import SyncPlan, SyncSource, SyncSourceError, open_sync_source
 
 __all__ = [
@@ -66,4 +66,5 @@ __all__ = [
     "document_id_for",
     "open_sync_source",
     "sql_literal",
+    "upload_origin",
 ]

@@ -34,6 +34,7 @@ __all__ = [
     "expand_sources",
     "folder_files",
     "is_ingestible",
+    "upload_origin",
 ]
 
 _GLOB_CHARS = frozenset("*?[")
@@ -65,11 +66,16 @@ class Source:
         return document_id_for(self.origin)
 
 
+def upload_origin(name: str) -> str:
+    """The origin of a file uploaded as ``name`` (``document_id_for`` of it is its document's id)."""
+    return f"upload://{name}"
+
+
 def bytes_source(data: bytes, *, name: str, uri: str | None, title: str | None) -> Source:
     """An in-memory source (an upload): shown as ``uri`` when given, else as ``name``."""
     return Source(
         label=name,
-        origin=uri or f"upload://{name}",
+        origin=uri or upload_origin(name),
         display=uri or name,
         name=name,
         read=lambda: data,

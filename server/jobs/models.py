@@ -31,6 +31,7 @@ from rag_tools.kb import (
     SyncSourceError,
     document_id_for,
     open_sync_source,
+    upload_origin,
 )
 
 from ..observe import metrics, tracing
@@ -307,7 +308,7 @@ async def _changed_since_queued(kb: KnowledgeBase, job: IngestJob, name: str) ->
     if job.found is None or name not in job.found:
         return False
     expected = job.found[name]
-    document = await kb.get_document_by_id(document_id_for(f"upload://{name}"))
+    document = await kb.get_document_by_id(document_id_for(upload_origin(name)))
     now = None if document is None else sorted(document.groups)
     own = job.groups if job.groups is not None else (expected if expected is not None else [])
     return now not in (None if expected is None else sorted(expected), sorted(own))

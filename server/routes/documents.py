@@ -19,7 +19,14 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from rag_tools.kb import Document, KnowledgeBase, UnsupportedFormatError, detect_format, document_id_for
+from rag_tools.kb import (
+    Document,
+    KnowledgeBase,
+    UnsupportedFormatError,
+    detect_format,
+    document_id_for,
+    upload_origin,
+)
 from rag_tools.kb.access import InvalidGroups, check_groups
 
 from ..access import (
@@ -182,7 +189,7 @@ async def upload_documents(request: Request) -> Response:
                     request,
                     principal,
                     services,
-                    document_id_for(f"upload://{name}"),
+                    document_id_for(upload_origin(name)),
                     new=groups,
                     must_exist=False,
                 )
