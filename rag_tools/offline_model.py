@@ -7,7 +7,7 @@ A pydantic-ai ``FunctionModel`` that behaves like a disciplined RAG assistant:
    ("And the monthly ones?") borrows the previous turn's topic (``rag_tools.follow_ups``);
 2. on the search results it streams an answer, word by word, made of the sentences of the
    retrieved passages that best answer the question (``rag_tools.extractive``), each followed by
-   its ``[n]`` citation; when nothing relevant was found it says so, naming the document filter.
+   its ``[n]`` citation; when the passages found do not answer it says so, naming the document filter.
 
 The document filter needs no handling here: the tools apply the session's filter themselves.
 """
@@ -214,6 +214,10 @@ def create_extractive_model(
         # question), as plain words: their "[1]" quoted back would read as a citation of source 1,
         # and a page that renders answers as Markdown would render their markup
         quoted = " ".join(_MARKUP.sub(" ", _BRACKETED_NUMBER.sub(r"(\1)", question.question)).split())
+        if len(passages) == 1:  # the search's card says what it found: agree with it
+            return f"The one passage I found{where} does not answer “{quoted}”.", None
+        if passages:
+            return f"None of the {len(passages)} passages I found{where} answers “{quoted}”.", None
         return f"I could not find anything about “{quoted}”{where}.", None
 
     async def function(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
