@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from pydantic_ai import Agent
 from redis.asyncio import Redis
 
@@ -96,6 +97,9 @@ class Services:
     jobs: IngestJobs
     quotas: Quotas
     redis: Redis | None = None
+    stopping: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the ASGI server is told to stop (by the SSE responses, which watch for it); the
+    local runs then end with ``shutdown`` while their clients are still connected."""
     _background: list[asyncio.Task[Any]] = field(default_factory=list)
 
     @classmethod
@@ -193,11 +197,17 @@ class Services:
         jobs = jobs or open_ingest_jobs(config, kb)
         await jobs.start()
         services = cls(config, kb, store, cache, toolkit, agent, runs, binding, tools, jobs, quotas, client)
+        services._background.append(asyncio.create_task(services._end_runs_when_stopping()))
         services._background.append(asyncio.create_task(services._evict_idle_threads()))
         services._background.append(asyncio.create_task(services._sweep_orphans()))
         if config.sync:
             services._background.append(asyncio.create_task(SyncScheduler(jobs, config.sync).run()))
         return services
+
+    async def _end_runs_when_stopping(self) -> None:
+        await self.stopping.wait()
+        logger.info("the server is stopping: ending %d local runs", len(self.runs.active))
+        self.runs.end_for_shutdown()
 
     async def _evict_idle_threads(self) -> None:
         while True:

@@ -29,6 +29,14 @@ def free_port() -> int:
 @asynccontextmanager
 async def serve(app: Any, **config: Any) -> AsyncIterator[str]:
     """Serve ``app`` in this event loop on a free loopback port; yields the base URL."""
+    async with serving(app, **config) as (url, _):
+        yield url
+
+
+@asynccontextmanager
+async def serving(app: Any, **config: Any) -> AsyncIterator[tuple[str, uvicorn.Server]]:
+    """``serve``, yielding the uvicorn server too (``server.should_exit = True`` is what its signal
+    handler does on SIGTERM)."""
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", **config)
@@ -41,7 +49,7 @@ async def serve(app: Any, **config: Any) -> AsyncIterator[str]:
             task.result()
         await asyncio.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", server
     finally:
         server.should_exit = True
         await asyncio.wait_for(task, 15)

@@ -14,7 +14,7 @@ from pydantic import SecretStr
 
 from tests.conftest import CORPUS_DOCUMENTS, scenario_app
 from tests.protocol import check_stream, parse_sse, run_body
-from tests.servers import serve
+from tests.servers import serve, serving
 from tests.test_documents_api import finished_job
 
 
@@ -474,3 +474,35 @@ async def test_a_server_shutting_down_ends_its_runs_with_the_shutdown_error(scen
         assert logged[-1]["type"] == "RUN_ERROR" and logged[-1]["code"] == "shutdown", logged[-1]
         assert not any(event["type"] == "RUN_FINISHED" for event in logged)  # not the cancelled outcome
         assert (await client.get("/threads/deploy")).status_code == 404  # the new thread was not saved
+
+
+async def test_a_client_streaming_when_the_server_is_told_to_stop_reads_the_shutdown_error(
+    scenario_config: Any,
+) -> None:
+    """SIGTERM mid-run (uvicorn's handler sets ``should_exit``): the page streaming the run reads
+    RUN_ERROR ``shutdown`` as the stream's last event, not a connection cut in mid-answer, and the
+    thread is left as it was before the run."""
+    app = scenario_app(scenario_config)
+    async with (
+        serving(app, timeout_graceful_shutdown=10) as (url, server),
+        httpx.AsyncClient(base_url=url, timeout=60) as client,
+    ):
+        done = await client.post("/agui", json=run_body("deploy2", "before", "backups"))
+        assert done.status_code == 200 and '"RUN_FINISHED"' in done.text
+        before = (await client.get("/threads/deploy2")).json()
+        body = run_body("deploy2", "during", "slow answer please")
+        body["messages"] = before["messages"] + body["messages"]
+        lines: list[str] = []
+        async with client.stream("POST", "/agui", json=body) as stream:
+            async for line in stream.aiter_lines():
+                lines.append(line)
+                if "TEXT_MESSAGE_CONTENT" in line and not server.should_exit:
+                    server.should_exit = True  # what uvicorn's SIGTERM handler does
+        events = [event for _, event in parse_sse("\n".join(lines) + "\n\n")]
+        assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "shutdown", events[-1]
+        assert sum(1 for e in events if e["type"] == "TEXT_MESSAGE_CONTENT") < 300  # cut short
+    # the server back up on the same data: the thread is what it was before the cut run
+    async with serve(scenario_app(scenario_config)) as url, httpx.AsyncClient(base_url=url) as client:
+        after = (await client.get("/threads/deploy2")).json()
+    assert after["messages"] == before["messages"]
+    assert after["state"] == before["state"]

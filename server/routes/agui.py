@@ -21,4 +21,8 @@ async def agui(request: Request) -> Response:
     services = services_of(request)
     run_input = parse_run_input(await read_json_body(request))
     info = await services.agui.start(run_input, caller(request), reader(request))
-    return sse_response(services.runs.subscribe(info), keepalive=services.config.keepalive_seconds)
+    return sse_response(
+        services.runs.subscribe(info),
+        keepalive=services.config.keepalive_seconds,
+        stopping=services.stopping,
+    )

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-__all__ = ["SEND_TIMEOUT_SECONDS", "sse_frame", "sse_response"]
+__all__ = ["SEND_TIMEOUT_SECONDS", "SHUTDOWN_GRACE_SECONDS", "sse_frame", "sse_response"]
 
 SEND_TIMEOUT_SECONDS = 30.0
+SHUTDOWN_GRACE_SECONDS = 5.0
+"""How long a stream may go on after the server is told to stop: under ``ragstream serve``'s
+10 s graceful-shutdown timeout, and far longer than a run takes to write its ``shutdown`` end."""
 _HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
@@ -38,8 +42,16 @@ def _ping() -> ServerSentEvent:
     return ServerSentEvent(comment="ping", sep="\n")
 
 
-def sse_response(batches: AsyncIterator[list[tuple[int, bytes]]], *, keepalive: float) -> EventSourceResponse:
-    """The SSE response streaming ``batches`` (from ``RunManager.subscribe``)."""
+def sse_response(
+    batches: AsyncIterator[list[tuple[int, bytes]]], *, keepalive: float, stopping: anyio.Event | None = None
+) -> EventSourceResponse:
+    """The SSE response streaming ``batches`` (from ``RunManager.subscribe``).
+
+    When the server is told to stop, sse-starlette sets ``stopping`` (``Services.stopping``: the
+    local runs then end with ``RUN_ERROR`` ``shutdown``) and lets the stream run on for up to
+    ``SHUTDOWN_GRACE_SECONDS``, so the client reads that terminal event before the connection
+    closes instead of a cut stream.
+    """
     return EventSourceResponse(
         _frames(batches),
         headers=_HEADERS,
@@ -47,4 +59,6 @@ def sse_response(batches: AsyncIterator[list[tuple[int, bytes]]], *, keepalive: 
         sep="\n",
         ping_message_factory=_ping,
         send_timeout=SEND_TIMEOUT_SECONDS,
+        shutdown_event=stopping,
+        shutdown_grace_period=SHUTDOWN_GRACE_SECONDS if stopping is not None else 0,
     )

@@ -161,7 +161,7 @@ async def run_events(request: Request) -> Response:
             raise InvalidRequest("Last-Event-ID must be an event sequence number")
         after = int(last_event_id)
     events = readable_run_events(services, info, after, reader(request))
-    return sse_response(events, keepalive=services.config.keepalive_seconds)
+    return sse_response(events, keepalive=services.config.keepalive_seconds, stopping=services.stopping)
 
 
 class _MessageBody(BaseModel):

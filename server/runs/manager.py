@@ -421,14 +421,20 @@ class RunManager:
             active.stop_requested = True
             active.source.cancel()
 
+    def end_for_shutdown(self) -> None:
+        """Ask every local run to end with ``RUN_ERROR`` ``shutdown`` (not a stop a user asked for:
+        it ends as the server's failure); each still writes that terminal event to its log, so a
+        client streaming it reads why it ended before its connection closes."""
+        for run in self._runs.values():
+            run.source.cancel(RunFailure(FailureCode.SHUTDOWN))
+
     async def shutdown(self) -> None:
         """End every local run with ``RUN_ERROR`` ``shutdown`` (a follower elsewhere, or a reconnect,
         learns the server stopped it, not that someone pressed Stop) and wait for them to end."""
         if self._renewer is not None:
             self._renewer.cancel()
         tasks = [run.task for run in self._runs.values() if run.task is not None]
-        for run in self._runs.values():  # not a stop a user asked for: it ends as the server's failure
-            run.source.cancel(RunFailure(FailureCode.SHUTDOWN))
+        self.end_for_shutdown()
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=10)
             for task in pending:
