@@ -144,6 +144,34 @@ async def test_bad_requests_are_4xx_with_a_message(scenario_config: Any) -> None
             assert (await client.get(f"/threads/{thread}")).status_code == 404  # the rejects made nothing
 
 
+async def test_a_frontend_tool_named_like_a_server_tool_is_422_and_changes_nothing(
+    scenario_config: Any,
+) -> None:
+    """A client tool that takes a server tool's name (``search``) is refused before the stream: the
+    run could only fail on it once started (pydantic-ai's name conflict), and the thread would get
+    a 200 and a RUN_ERROR instead of a reason it can fix."""
+    async with server(scenario_config) as client:
+        await run(client, run_body("tools", "r1"))
+        before = (await client.get("/threads/tools")).json()
+        clash = {"name": "pick_color", "description": "a browser tool", "parameters": {}}
+        search = {"name": "search", "description": "the browser's own search", "parameters": {}}
+        error = assert_error(
+            await client.post("/agui", json=run_body("tools", "r2", "pick", tools=[clash, search])),
+            422,
+            "tools[1].name 'search' is the name of a server tool",
+        )
+        assert error["details"][0]["loc"] == ["tools", 1, "name"]
+        after = (await client.get("/threads/tools")).json()
+        assert (after["messages"], after["state"], after["version"]) == (
+            before["messages"],
+            before["state"],
+            before["version"],
+        )
+        response, events = await run(client, run_body("tools", "r2", "pick", tools=[clash]))
+        assert response.status_code == 200 and events[-1]["type"] == "RUN_FINISHED", events[-1]
+        assert events[-1]["outcome"]["pendingToolCallIds"], events[-1]
+
+
 async def test_a_resume_of_an_interrupt_not_pending_is_409_and_changes_nothing(scenario_config: Any) -> None:
     """A second click on "approve" (or a resume naming an interrupt never asked) is refused before
     the run starts: the thread keeps its messages, and the client learns what is pending."""

@@ -17,7 +17,14 @@ from .loader import DEFAULT_TOOLS_DIR, LoadReport, ToolDiagnostic, exported_tool
 from .locks import LocalToolLocks, ToolLocks
 from .options import ApprovalInfo, RetryPolicy, ToolOptions, tool_options
 from .outputs import OUTPUTS_NAMESPACE, ToolOutputs
-from .registry import DuplicateToolError, ToolRegistry, ToolsetSpec, ToolSpec, toolset_options
+from .registry import (
+    DuplicateToolError,
+    ToolRegistry,
+    ToolsetSpec,
+    ToolSpec,
+    static_tool_names,
+    toolset_options,
+)
 from .results import ATTACHMENTS_NAMESPACE, RESULT_EVENT, ToolAttachment, ToolAttachments, ToolResult
 from .streaming import STREAM_EVENT, streaming
 from .system import ToolSystem
@@ -69,6 +76,7 @@ __all__ = [
     "load_tool_dirs",
     "matching_pattern",
     "race",
+    "static_tool_names",
     "streaming",
     "tool_options",
     "toolset_options",

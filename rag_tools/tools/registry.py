@@ -37,7 +37,14 @@ from .options import Instructions, ToolOptions, Unavailable, options_of
 from .running import OptionsToolset
 from .streaming import is_streaming, streaming
 
-__all__ = ["DuplicateToolError", "ToolRegistry", "ToolSpec", "ToolsetSpec", "toolset_options"]
+__all__ = [
+    "DuplicateToolError",
+    "ToolRegistry",
+    "ToolSpec",
+    "ToolsetSpec",
+    "static_tool_names",
+    "toolset_options",
+]
 
 logger = logging.getLogger("ragstream.tools")
 
@@ -249,12 +256,12 @@ def _checked_factory(name: str, factory: ToolsetFactory) -> Callable[[RunContext
     return build
 
 
-def _static_names(toolset: AbstractToolset[Any]) -> list[str] | None:
+def static_tool_names(toolset: AbstractToolset[Any]) -> list[str] | None:
     """Tool names a toolset provides without a run context, or ``None`` when only a run knows."""
     if isinstance(toolset, FunctionToolset):
         return list(toolset.tools)
     if isinstance(toolset, WrapperToolset) and type(toolset) in (_Labelled, OptionsToolset):
-        return _static_names(toolset.wrapped)
+        return static_tool_names(toolset.wrapped)
     declared = getattr(toolset, "tool_names", None)  # a dynamic toolset that says what it may offer
     return list(declared) if declared is not None else None
 
@@ -445,7 +452,7 @@ class ToolRegistry:
                 origins[tool_name] = origin
 
         for label, toolset in (extra or {}).items():
-            claim(_static_names(toolset) or [], label)
+            claim(static_tool_names(toolset) or [], label)
             result.append(_Labelled(toolset, label))
         available_tools = []
         for spec in chosen_tools:
@@ -476,7 +483,7 @@ class ToolRegistry:
             label = f"toolset {toolset_spec.name!r} from {toolset_spec.origin}"
             source = toolset_spec.source
             if isinstance(source, AbstractToolset):
-                claim(_static_names(source) or [], label)
+                claim(static_tool_names(source) or [], label)
                 built: AbstractToolset[Any] = source
             else:
                 built = DynamicToolset(

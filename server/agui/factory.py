@@ -12,8 +12,9 @@ system parts, settings). ``start`` reads top to bottom:
    the caller may not read now (``rag_tools.readable``);
 4. apply the client's state proposal, once (client-owned fields only; invalid values refuse the
    request with their field errors); the result is the run's baseline;
-5. check messages the adapter could otherwise only reject mid-stream, and that every resume entry
-   answers an interrupt still pending on the thread (a stale one is a 409, not a failed run);
+5. check messages and frontend tools the adapter could otherwise only reject mid-stream (a tool
+   named like a server tool), and that every resume entry answers an interrupt still pending on
+   the thread (a stale one is a 409, not a failed run);
 6. admit the run under the principal's limits (``server.quotas``: runs per minute, concurrent runs,
    the day's model tokens, whose rest becomes the run's token limit);
 7. build the deps (with a live question channel when the client answers tools' questions live)
@@ -32,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ag_ui.core import Message, ResumeEntry, RunAgentInput
+from ag_ui.core import Message, ResumeEntry, RunAgentInput, Tool
 from pydantic import ValidationError
 from pydantic_ai import Agent, CancellationToken
 from pydantic_ai.capabilities import AbstractCapability
@@ -46,6 +47,7 @@ from rag_tools import ChatDeps, RagConfig
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.access import ALL, Reader
 from rag_tools.state import ToolContext, ToolContextCache, Transaction
+from rag_tools.tools import static_tool_names
 
 from ..access import ThreadNotFound, check_claimable, may_use
 from ..quotas import Limits, MemoryQuotas, Quotas
@@ -85,6 +87,12 @@ class AGUIRunFactory:
     quotas: Quotas = field(default_factory=lambda: MemoryQuotas(Limits()))
     count_metrics: bool = False
     question_timeout: float = 120.0
+    server_tools: frozenset[str] = field(init=False)
+    """The names of the server's tools known without a run (a dynamic toolset's only a run knows)."""
+
+    def __post_init__(self) -> None:
+        toolsets = [*self.agent.toolsets, *self.toolsets]
+        self.server_tools = frozenset(name for t in toolsets for name in static_tool_names(t) or ())
 
     async def start(self, run_input: RunAgentInput, principal: str, reader: Reader = ALL) -> RunInfo:
         """Start the run; ``RunConflict``, ``ThreadNotFound`` or ``InvalidRequest`` when it cannot.
@@ -153,6 +161,7 @@ class AGUIRunFactory:
             run.questions = deps.questions = RunQuestions(self.runs.questions, key, self.question_timeout)
         for index, message in enumerate(run_input.messages):
             _check_convertible(index, message)
+        _check_frontend_tools(run_input.tools or (), self.server_tools)
         history, new_turn = _split_client_history(new_turn)
         if tree.head is None and not history and not run_input.resume and _only_instructions(new_turn):
             raise InvalidRequest(
@@ -303,6 +312,18 @@ def _check_resumable(resume: Sequence[ResumeEntry], conversation: ConversationRe
                 f"resume[{index}] answers interrupt {entry.interrupt_id!r}, which is not pending on"
                 f" this thread (pending: {waiting})",
                 "interrupt_not_pending",
+            )
+
+
+def _check_frontend_tools(tools: Sequence[Tool], server_tools: frozenset[str]) -> None:
+    """``InvalidRequest`` for a client tool named like a server tool: the model could not tell them
+    apart, and pydantic-ai would fail the run on it once the stream started."""
+    for index, tool in enumerate(tools):
+        if tool.name in server_tools:
+            raise InvalidRequest(
+                f"tools[{index}].name {tool.name!r} is the name of a server tool; give the frontend"
+                " tool another name",
+                [{"loc": ["tools", index, "name"]}],
             )
 
 
