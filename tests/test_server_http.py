@@ -172,6 +172,51 @@ async def test_a_frontend_tool_named_like_a_server_tool_is_422_and_changes_nothi
         assert events[-1]["outcome"]["pendingToolCallIds"], events[-1]
 
 
+async def test_a_tool_result_for_a_call_not_waiting_on_one_is_409_and_changes_nothing(
+    scenario_config: Any,
+) -> None:
+    """A tool message answers a frontend call the thread waits on. One for a call already answered
+    (a stale tab, a result "edited" after the answer), for a call never made, or on a new thread was
+    dropped by pydantic-ai while the run "succeeded": the client's result vanished, and a stale
+    result even moved the thread back to the answered call, hiding the answer with no branch to
+    pick it by. It is refused before the run, naming the call and what the thread waits on."""
+    pick = {"name": "pick_color", "description": "a browser tool", "parameters": {}}
+    async with server(scenario_config) as client:
+        _, events = await run(client, run_body("pick", "r1", "pick", tools=[pick]))
+        (call_id,) = events[-1]["outcome"]["pendingToolCallIds"]
+        shown = (await client.get("/threads/pick")).json()["messages"]
+        result = {"id": "t-red", "role": "tool", "toolCallId": call_id, "content": "red"}
+        _, events = await run(client, run_body("pick", "r2", None, tools=[pick], messages=[*shown, result]))
+        assert [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["You picked red."]
+        before = (await client.get("/threads/pick")).json()
+        stale = {**result, "id": "t-blue", "content": "blue"}
+        bogus = {**result, "id": "t-bogus", "toolCallId": "call-never-made"}
+        for thread, messages, named in (
+            ("pick", [*shown, stale], call_id),
+            ("pick", [*before["messages"], bogus], "call-never-made"),
+            ("new-pick", [bogus], "call-never-made"),
+        ):
+            error = assert_error(
+                await client.post(
+                    "/agui", json=run_body(thread, "r3", None, tools=[pick], messages=messages)
+                ),
+                409,
+                f"is a result for tool call {named!r}, which this thread is not waiting on (waiting on: nothing)",
+            )
+            assert error["code"] == "tool_call_not_pending"
+            assert error["details"][0]["loc"] == ["messages", len(messages) - 1, "toolCallId"]
+        after = (await client.get("/threads/pick")).json()
+        assert (after["messages"], after["branches"], after["state"], after["version"]) == (
+            before["messages"],
+            before["branches"],
+            before["state"],
+            before["version"],
+        )
+        assert (await client.get("/threads/new-pick")).status_code == 404
+        _, events = await run(client, run_body("pick", "r3", "nightly backups"))
+        assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+
+
 async def test_a_resume_of_an_interrupt_not_pending_is_409_and_changes_nothing(scenario_config: Any) -> None:
     """A second click on "approve" (or a resume naming an interrupt never asked) is refused before
     the run starts: the thread keeps its messages, and the client learns what is pending."""

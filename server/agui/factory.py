@@ -179,6 +179,7 @@ class AGUIRunFactory:
         conversation = await store.read_record(run_input.thread_id)
         if run_input.resume:
             _check_resumable(run_input.resume, conversation)
+        _check_tool_results(run_input.messages, new_turn, history, conversation)
         prior = conversation.usage if conversation is not None else RunUsage()
         # the limits per principal, last: a request refused above counts against none of them
         admission = await self.quotas.admit_run(
@@ -313,6 +314,34 @@ def _check_resumable(resume: Sequence[ResumeEntry], conversation: ConversationRe
                 f" this thread (pending: {waiting})",
                 "interrupt_not_pending",
             )
+
+
+def _check_tool_results(
+    messages: Sequence[Message],
+    new_turn: Sequence[Message],
+    history: Sequence[Message],
+    conversation: ConversationRecord | None,
+) -> None:
+    """``RunConflict`` (``tool_call_not_pending``) for a tool result in the new turn that answers no
+    call the thread waits on a result for (an answered call, one never made, a call awaiting approval).
+
+    pydantic-ai drops such a result and the run "succeeds" without it; after an edit it even leaves
+    the thread at the answered call. Results for calls of the client's own unstored assistant
+    messages (a conversation from elsewhere) are not checked: those calls are taken as text.
+    """
+    requests = conversation.deferred_tool_requests if conversation is not None else None
+    waiting = [call.tool_call_id for call in requests.calls] if requests is not None else []
+    written = {call.id for m in history if m.role == "assistant" for call in m.tool_calls or ()}
+    for message in new_turn:
+        if message.role != "tool" or message.tool_call_id in waiting or message.tool_call_id in written:
+            continue
+        index = next(i for i, m in enumerate(messages) if m is message)
+        raise RunConflict(
+            f"messages[{index}] is a result for tool call {message.tool_call_id!r}, which this thread is"
+            f" not waiting on (waiting on: {', '.join(repr(c) for c in waiting) or 'nothing'})",
+            "tool_call_not_pending",
+            details=[{"loc": ["messages", index, "toolCallId"]}],
+        )
 
 
 def _check_frontend_tools(tools: Sequence[Tool], server_tools: frozenset[str]) -> None:

@@ -6,6 +6,8 @@ maps them to responses in one table (``server.errors``); the engine never speaks
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["BackendUnavailable", "QuestionNotFound", "RunConflict", "RunError", "RunNotFound"]
 
 
@@ -18,12 +20,15 @@ class RunConflict(RunError):
 
     ``code`` names which (``thread_busy``, ``run_exists``, ``remote_run``); an answer to a run that
     ended or to a question already closed conflicts too (``run_ended``, ``question_closed``), and
-    so does a resume that answers an interrupt not pending on the thread (``interrupt_not_pending``).
+    so does a resume that answers an interrupt not pending on the thread (``interrupt_not_pending``)
+    and a tool result for a call the thread does not wait on (``tool_call_not_pending``).
+    ``details`` are field errors, as ``InvalidRequest`` carries them.
     """
 
-    def __init__(self, message: str, code: str) -> None:
+    def __init__(self, message: str, code: str, details: list[dict[str, Any]] | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.details = details
 
 
 class RunNotFound(RunError):
