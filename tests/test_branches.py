@@ -407,6 +407,37 @@ async def test_fork_copies_the_path_into_a_new_thread(chat: Chat) -> None:
     assert {t["threadId"] for t in listed} >= {chat.thread, fork["threadId"]}
 
 
+async def test_a_question_asked_after_an_unanswered_one_is_asked_once_under_its_own_id(
+    chat: Chat, model: Recorder
+) -> None:
+    """A fork up to a question leaves a thread whose path ends with that question, unanswered. A
+    client that asks another one sends both: the model must get each once, and the thread must
+    show each under its own id (pydantic-ai merged them into a copy of the stored question, so the
+    model got the first twice from then on and the thread showed the new id on both)."""
+    await three_turns(chat)
+    second = chat.user_ids()[1]
+    response = await chat.http.post(f"/threads/{chat.thread}/fork", json={"messageId": second})
+    assert response.status_code == 201, response.text
+    fork = response.json()
+    forked = Chat(chat.http, fork["threadId"], fork["messages"], fork["state"])
+    assert shown(fork["messages"])[-1] == (second, "user", QUESTIONS[1])
+    asked = len(model.requests)
+    await forked.ask(QUESTIONS[2])
+    first_request = model.requests[asked]
+    assert [seen for seen in first_request if seen.startswith("user: ")] == [f"user: {q}" for q in QUESTIONS]
+    assert first_request[-2:] == [f"user: {QUESTIONS[1]}", f"user: {QUESTIONS[2]}"]  # asked together
+    view = await forked.view()
+    assert shown(view["messages"]) == shown(forked.messages)
+    assert [(m["id"], m["content"]) for m in view["messages"] if m["role"] == "user"] == [
+        (chat.user_ids()[0], QUESTIONS[0]),
+        (second, QUESTIONS[1]),
+        (forked.user_ids()[2], QUESTIONS[2]),
+    ]
+    assert view["branches"] == {}
+    await forked.ask("nightly backups")
+    assert model.last.count(f"user: {QUESTIONS[1]}") == 1, model.last
+
+
 async def test_a_fork_of_a_branch_waiting_for_approval_keeps_the_approval(chat: Chat) -> None:
     """Forked while another branch is shown, a branch's pending approval comes along with it."""
     await chat.ask(QUESTIONS[0])

@@ -13,6 +13,7 @@ what the thread returns; the entries form a tree whose active path is the conver
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from ag_ui.core import Message
@@ -76,6 +77,25 @@ def _dump_entry(entry: ConversationEntry, ids: RunIds | None) -> dict[str, Any]:
     if _tool_returns(raw):  # kept beside the results, so serving a thread need not read them all
         raw[_NAMES_KEY] = _names_of(raw)
     return raw
+
+
+def _without_repeated_parts(entries: dict[str, Any], entry: ConversationEntry) -> ConversationEntry:
+    """``entry`` without the parts it repeats of the request it follows.
+
+    A path may end with a request no answer follows (a fork up to a question). pydantic-ai merges
+    the client's next turn into a copy of that request and saves the copy below it: the path would
+    hold the question twice (the model sees it twice from then on, and the thread shows the new
+    message's id on both). The entry keeps what the turn added; the model still got both at once.
+    """
+    parent = entries.get(entry.parent_id) if entry.parent_id is not None else None
+    message = entry.message
+    if parent is None or parent["message"].get("kind") != "request" or not isinstance(message, ModelRequest):
+        return entry
+    stored = parent["message"].get("parts", [])
+    parts = ModelMessagesTypeAdapter.dump_python([message], mode="json")[0]["parts"]
+    if not stored or len(parts) <= len(stored) or parts[: len(stored)] != stored:
+        return entry
+    return replace(entry, message=replace(message, parts=message.parts[len(stored) :]))
 
 
 Withhold = Callable[[Any], Any]
@@ -200,6 +220,8 @@ class ThreadConversationStore(ConversationStore):
         ):
             raise ConversationConflict(record.conversation_id)
         for index, entry in enumerate(new_entries):
+            if index == 0:
+                entry = _without_repeated_parts(entries, entry)
             entries[entry.id] = raw = _dump_entry(entry, self._ids)
             if index == 0:  # where a run's entries branch off: an edit may have reused a sibling's id
                 rename_taken_ids(entries, raw)
