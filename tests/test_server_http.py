@@ -217,6 +217,17 @@ async def test_a_tool_result_for_a_call_not_waiting_on_one_is_409_and_changes_no
         assert events[-1]["type"] == "RUN_FINISHED", events[-1]
 
 
+async def test_state_item_keys_that_only_look_like_numbers_are_404(scenario_config: Any) -> None:
+    """``①`` and ``²`` pass ``str.isdigit`` but not ``int``: a key like that was a 500."""
+    async with server(scenario_config) as client:
+        await run(client, run_body("keys", "r1"))
+        assert (await client.get("/threads/keys/state/citations/1")).json()["value"]["index"] == 1
+        for field in ("citations", "qa_history"):
+            for key in ("①", "²", "１"):
+                response = await client.get(f"/threads/keys/state/{field}/{key}")
+                assert_error(response, 404, f"has no state item {field}[{key!r}]")
+
+
 async def test_a_resume_of_an_interrupt_not_pending_is_409_and_changes_nothing(scenario_config: Any) -> None:
     """A second click on "approve" (or a resume naming an interrupt never asked) is refused before
     the run starts: the thread keeps its messages, and the client learns what is pending."""

@@ -313,7 +313,8 @@ class ToolContext:
             raise KeyError(name)
         value = getattr(self._namespaces[namespace], name)
         if isinstance(value, Mapping):
-            item = value.get(key) if key in value else value.get(int(key)) if key.isdigit() else None
+            index = _index(key)
+            item = value.get(key) if key in value else value.get(index) if index is not None else None
             if item is None:
                 raise KeyError(key)
             return _dump_value(item, {}, {}, whole=True)
@@ -321,8 +322,9 @@ class ToolContext:
             for item in value:
                 if getattr(item, "id", None) == key:
                     return _dump_value(item, {}, {}, whole=True)
-            if key.isdigit() and int(key) < len(value):
-                return _dump_value(value[int(key)], {}, {}, whole=True)
+            index = _index(key)
+            if index is not None and index < len(value):
+                return _dump_value(value[index], {}, {}, whole=True)
         raise KeyError(key)
 
     def _unwrap(self, snapshot: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -396,6 +398,11 @@ def _window(value: Any, limit: int | None) -> Any:
         keys = list(value)[len(value) - limit :]
         return {k: value[k] for k in keys}
     return value[len(value) - limit :]
+
+
+def _index(key: str) -> int | None:
+    """``key`` as an item index when it is one in ASCII digits (``str.isdigit`` also takes ``①``)."""
+    return int(key) if key.isascii() and key.isdigit() else None
 
 
 def _dump_value(value: Any, old: _Cache, new: _Cache, *, whole: bool = False) -> Any:
