@@ -228,6 +228,27 @@ async def test_state_item_keys_that_only_look_like_numbers_are_404(scenario_conf
                 assert_error(response, 404, f"has no state item {field}[{key!r}]")
 
 
+async def test_query_numbers_are_plain_decimal_digits(scenario_config: Any) -> None:
+    """``?after=`` takes what ``Last-Event-ID`` takes: Python's ``int`` also reads ``1_0``, `` 5``,
+    ``+1`` and ``١`` (an Arabic-Indic one), so ``?after=1_0`` replayed from event 10 where the
+    same value as ``Last-Event-ID`` was a 422, and ``?limit=٥`` listed five threads."""
+    async with server(scenario_config) as client:
+        await run(client, run_body("nums", "r1"))
+        events = "/threads/nums/runs/r1/events"
+        assert_error(await client.get(events, headers={"Last-Event-ID": "1_0"}), 422, "Last-Event-ID")
+        for path, name in (
+            (f"{events}?after=", "after"),
+            ("/threads?limit=", "limit"),
+            ("/documents?page=", "page"),
+            ("/documents/jobs?limit=", "limit"),
+        ):
+            for value in ("1_0", "%205", "%2B1", "%D9%A5", "1.0"):
+                error = assert_error(await client.get(path + value), 422, f"{name} must be an integer")
+                assert error["details"] == [{"loc": ["query", name]}]
+        assert_error(await client.get(f"{events}?after=-1"), 422, "after must be between 0 and")
+        assert len([e for _, e in parse_sse((await client.get(f"{events}?after=2")).text)]) > 1
+
+
 async def test_a_resume_of_an_interrupt_not_pending_is_409_and_changes_nothing(scenario_config: Any) -> None:
     """A second click on "approve" (or a resume naming an interrupt never asked) is refused before
     the run starts: the thread keeps its messages, and the client learns what is pending."""

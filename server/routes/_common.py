@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from starlette.requests import ClientDisconnect, Request
 
 from rag_tools.kb.access import Reader
@@ -23,6 +25,8 @@ __all__ = [
     "reader",
     "services_of",
 ]
+
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
 
 
 def services_of(request: Request) -> Services:
@@ -75,14 +79,17 @@ async def read_json_body(request: Request) -> bytes:
 
 
 def int_param(request: Request, name: str, default: int, *, low: int, high: int) -> int:
-    """An integer query parameter within ``[low, high]``; 422 otherwise."""
+    """An integer query parameter within ``[low, high]``; 422 otherwise.
+
+    Plain decimal digits only: Python's ``int`` also reads ``1_0``, `` 5``, ``+1`` and other
+    scripts' digits, which ``Last-Event-ID`` (the same cursor as ``after``) does not take.
+    """
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(422, f"{name} must be an integer", details=[{"loc": ["query", name]}]) from None
+    if not _INTEGER.fullmatch(raw):
+        raise ApiError(422, f"{name} must be an integer", details=[{"loc": ["query", name]}])
+    value = int(raw)
     if not low <= value <= high:
         raise ApiError(422, f"{name} must be between {low} and {high}", details=[{"loc": ["query", name]}])
     return value
