@@ -7,7 +7,9 @@ limit of the route a request matches, else the default, and applies it with Star
 ``Content-Length`` above the limit is answered here, before the app runs, in the API's JSON error
 shape (Starlette's responder would answer it in plain text); a streamed body that grows past the
 limit raises Starlette's 413 ``HTTPException`` inside the app, which the app's handlers answer the
-same way. (Pure ASGI rather than ``BaseHTTPMiddleware``, which would add a hop to every chunk of a
+same way. A body sent with a ``Content-Encoding`` (gzip, ...) is refused here too (415): every route
+reads bodies as sent, and would otherwise report the compressed bytes as invalid JSON or a missing
+file. (Pure ASGI rather than ``BaseHTTPMiddleware``, which would add a hop to every chunk of a
 stream.)
 
 ``tracing_middleware`` is OpenTelemetry's own ASGI middleware (``opentelemetry-instrumentation-asgi``,
@@ -32,9 +34,12 @@ from .errors import error_response, too_large_message
 
 __all__ = ["BodyLimitMiddleware", "tracing_middleware"]
 
+_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+
 
 class BodyLimitMiddleware:
-    """Refuse (413) request bodies above the limit of the matching route, or ``default``."""
+    """Refuse request bodies above the limit of the matching route, or ``default`` (413), and
+    content-encoded ones (415)."""
 
     def __init__(self, app: ASGIApp, default: int, limits: Sequence[tuple[BaseRoute, int]] = ()) -> None:
         self.app = app
@@ -48,7 +53,13 @@ class BodyLimitMiddleware:
         limit = next(
             (size for route, size in self.limits if route.matches(scope)[0] == Match.FULL), self.default
         )
-        declared = Headers(scope=scope).get("content-length")
+        headers = Headers(scope=scope)
+        encoding = headers.get("content-encoding", "identity").strip().lower()
+        if encoding != "identity" and scope["method"] in _WITH_BODY:
+            message = f"Content-Encoding {encoding!r} is not supported: send the body uncompressed"
+            await error_response(415, message)(scope, receive, send)
+            return
+        declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             await error_response(413, too_large_message(limit))(scope, receive, send)
             return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -247,6 +248,26 @@ async def test_query_numbers_are_plain_decimal_digits(scenario_config: Any) -> N
                 assert error["details"] == [{"loc": ["query", name]}]
         assert_error(await client.get(f"{events}?after=-1"), 422, "after must be between 0 and")
         assert len([e for _, e in parse_sse((await client.get(f"{events}?after=2")).text)]) > 1
+
+
+async def test_a_compressed_body_is_415_saying_so(scenario_config: Any) -> None:
+    """The server reads bodies as sent; a gzipped one was parsed as they are and answered "Invalid
+    JSON" (or, for an upload, "no file"), which sends a client looking in the wrong place."""
+    async with server(scenario_config) as client:
+        compressed = gzip.compress(json.dumps(run_body("gz", "r1")).encode())
+        for path, content_type in (
+            ("/agui", "application/json"),
+            ("/threads/gz/switch", "application/json"),
+            ("/documents", "multipart/form-data; boundary=x"),
+        ):
+            headers = {"content-type": content_type, "content-encoding": "gzip"}
+            response = await client.post(path, content=compressed, headers=headers)
+            assert_error(
+                response, 415, "Content-Encoding 'gzip' is not supported: send the body uncompressed"
+            )
+        headers = {"content-type": "application/json", "content-encoding": "identity"}
+        response = await client.post("/agui", content=json.dumps(run_body("gz", "r1")), headers=headers)
+        assert response.status_code == 200 and parse_sse(response.text)[-1][1]["type"] == "RUN_FINISHED"
 
 
 async def test_a_resume_of_an_interrupt_not_pending_is_409_and_changes_nothing(scenario_config: Any) -> None:
