@@ -270,6 +270,19 @@ async def test_a_compressed_body_is_415_saying_so(scenario_config: Any) -> None:
         assert response.status_code == 200 and parse_sse(response.text)[-1][1]["type"] == "RUN_FINISHED"
 
 
+async def test_a_first_question_sent_as_text_parts_titles_the_thread(scenario_config: Any) -> None:
+    """AG-UI lets a client send a question as content parts; the thread list showed such a thread
+    without a title (only a plain-string question named it)."""
+    async with server(scenario_config) as client:
+        parts = [{"type": "text", "text": "nightly   backups"}, {"type": "text", "text": "and retention"}]
+        message = {"id": "u1", "role": "user", "content": parts}
+        _, events = await run(client, {**run_body("parts", "r1"), "messages": [message]})
+        assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+        assert (await client.get("/threads/parts")).json()["title"] == "nightly backups and retention"
+        listed = (await client.get("/threads")).json()["threads"]
+        assert [t["title"] for t in listed if t["threadId"] == "parts"] == ["nightly backups and retention"]
+
+
 async def test_a_resume_of_an_interrupt_not_pending_is_409_and_changes_nothing(scenario_config: Any) -> None:
     """A second click on "approve" (or a resume naming an interrupt never asked) is refused before
     the run starts: the thread keeps its messages, and the client learns what is pending."""

@@ -333,16 +333,17 @@ TITLE_CHARS = 80
 
 def thread_title(messages: Iterable[ModelMessage]) -> str | None:
     """A thread's title: the first question of the path shown (whitespace folded, at most
-    ``TITLE_CHARS``), so editing that question, or showing another version of it, renames it."""
+    ``TITLE_CHARS``), so editing that question, or showing another version of it, renames it.
+
+    A question sent as content parts counts as its text parts (images and files have none)."""
     for message in messages:
         if isinstance(message, ModelRequest):
             for part in message.parts:
-                if (
-                    isinstance(part, UserPromptPart)
-                    and isinstance(part.content, str)
-                    and part.content.strip()
-                ):
-                    text = " ".join(part.content.split())
+                if not isinstance(part, UserPromptPart):
+                    continue
+                content = [part.content] if isinstance(part.content, str) else part.content
+                text = " ".join(" ".join(item for item in content if isinstance(item, str)).split())
+                if text:
                     return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
     return None
 
