@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .arguments import as_list
 from .kb.filters import DocumentFilter, Filter, FilterLike, combine_filters
 from .state import SESSION_NAMESPACE, SessionState, ToolContext
 
@@ -29,7 +30,8 @@ def build_document_filter(name: str) -> DocumentFilter:
 
 def build_multi_document_filter(names: Iterable[str]) -> DocumentFilter | None:
     """A filter for documents matching any of ``names``; ``None`` when no name is given."""
-    cleaned = tuple(dict.fromkeys(n.strip() for n in names if n and n.strip()))
+    given = as_list(names, "names")
+    cleaned = tuple(dict.fromkeys(n.strip() for n in given if n and n.strip()))
     return DocumentFilter(names=cleaned) if cleaned else None
 
 

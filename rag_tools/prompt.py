@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .arguments import as_list
+
 __all__ = ["build_tools_prompt"]
 
 _SECTIONS = {
@@ -32,7 +34,7 @@ _SECTIONS = {
 
 def build_tools_prompt(features: Iterable[str]) -> str:
     """Instructions describing the tools of ``features`` (unknown features are an error)."""
-    features = list(dict.fromkeys(features))
+    features = list(dict.fromkeys(as_list(features, "features")))
     unknown = [f for f in features if f not in _SECTIONS]
     if unknown:
         raise ValueError(f"unknown feature(s) {unknown}; known: {', '.join(_SECTIONS)}")

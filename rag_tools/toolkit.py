@@ -11,6 +11,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
+from .arguments import as_list
 from .config import RagConfig
 from .deps import citation_hooks
 from .kb import FilterLike
@@ -74,7 +75,7 @@ def build_toolkit(
     ``model`` (default ``config.model``) writes summaries, QA answers and analysis programs; without
     one those are extractive, and analysis borrows the run's model.
     """
-    chosen = list(dict.fromkeys(features))
+    chosen = list(dict.fromkeys(as_list(features, "features")))
     unknown = [f for f in chosen if f not in FEATURES]
     if unknown:
         raise ValueError(f"unknown feature(s) {unknown}; known: {', '.join(FEATURES)}")

@@ -7,6 +7,7 @@ os.environ.setdefault("LANCEDB_LOG", "error")
 
 
 from .errors import (
+    AmbiguousDocumentError,
     EmbedderMismatchError,
     KnowledgeBaseError,
     KnowledgeBaseFormatError,
@@ -39,6 +40,7 @@ from .sync import SyncPlan, SyncSource, SyncSourceError, open_sync_source
 __all__ = [
     "SUPPORTED_SUFFIXES",
     "AllOf",
+    "AmbiguousDocumentError",
     "BinaryContentError",
     "Document",
     "DocumentFile",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .access import ALL, Reader, stored_groups
+from .errors import AmbiguousDocumentError
 from .filters import FilterLike, all_of, as_filter, in_list, sql_literal
 from .models import Document, DocumentFile, DocumentPage, SearchHit
 from .search import hit_from_row
@@ -134,14 +135,23 @@ async def document_file(tables: Tables, document_id: str, reader: Reader = ALL) 
 
 
 async def delete_document(tables: Tables, key: str) -> bool:
-    """Remove the document with this id, display uri or origin from every table."""
+    """Remove the document with this id, display uri or origin from every table.
+
+    A display uri shared by several documents (the same relative name in two ingested folders)
+    names none of them: ``AmbiguousDocumentError`` lists their ids and nothing is deleted.
+    """
     if tables.documents is None:
         return False
     found = await documents_where(
         tables, f"document_id = {sql_literal(key)}", limit=1
-    ) or await documents_where(tables, f"uri = {sql_literal(key)} OR origin = {sql_literal(key)}", limit=1)
+    ) or await documents_where(tables, f"uri = {sql_literal(key)} OR origin = {sql_literal(key)}")
     if not found:
         return False
+    if len(found) > 1:
+        ids = ", ".join(sorted(d.document_id for d in found))
+        raise AmbiguousDocumentError(
+            f"{key!r} is the uri of {len(found)} documents ({ids}): delete one by its document id"
+        )
     predicate = f"document_id = {sql_literal(found[0].document_id)}"
     async with tables.write_lock:  # unpublish first: an interrupted delete leaves no half document
         for table in (tables.documents, tables.chunks, tables.files):

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 __all__ = [
+    "AmbiguousDocumentError",
     "EmbedderMismatchError",
     "KnowledgeBaseError",
     "KnowledgeBaseFormatError",
@@ -20,6 +21,10 @@ __all__ = [
 
 class KnowledgeBaseError(RuntimeError):
     """The knowledge base cannot do what was asked (missing, unreadable, misconfigured)."""
+
+
+class AmbiguousDocumentError(KnowledgeBaseError):
+    """A display uri names several documents where one is needed; the message lists their ids."""
 
 
 class EmbedderMismatchError(KnowledgeBaseError):

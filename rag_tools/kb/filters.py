@@ -171,8 +171,16 @@ FilterLike = Filter | str
 
 
 def as_filter(value: FilterLike | None) -> Filter | None:
-    """``value`` as a ``Filter``: a string becomes a checked ``SqlFilter``."""
-    return SqlFilter(value) if isinstance(value, str) else value
+    """``value`` as a ``Filter``: a string becomes a checked ``SqlFilter``; anything else that is
+    not a filter is a ``TypeError`` here rather than an ``AttributeError`` deep in a query."""
+    if isinstance(value, str):
+        return SqlFilter(value)
+    if value is None or isinstance(value, DocumentFilter | SqlFilter | AllOf):
+        return value
+    raise TypeError(
+        "a filter is a DocumentFilter, a SqlFilter, an AllOf or a SQL WHERE string, "
+        f"not {type(value).__name__}"
+    )
 
 
 def _parts(value: FilterLike | None) -> Iterable[DocumentFilter | SqlFilter]:

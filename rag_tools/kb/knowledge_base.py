@@ -391,7 +391,11 @@ class KnowledgeBase:
 
     @storage_errors
     async def delete_document(self, document_id_or_uri: str) -> bool:
-        """Remove a document, its chunks and its file; ``False`` when there was no such document."""
+        """Remove a document, its chunks and its file; ``False`` when there was no such document.
+
+        By id, origin or display uri; a uri several documents share is an ``AmbiguousDocumentError``
+        (nothing is deleted).
+        """
         await self.open()
         return await _documents.delete_document(self._tables, document_id_or_uri)
 
@@ -424,6 +428,10 @@ class KnowledgeBase:
         ``text`` use one of them. With ``context_chars`` each hit's ``context`` holds the hit
         surrounded by neighbouring chunks of its section, up to that many characters.
         """
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, not {type(query).__name__}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be a whole number of at least 1, not {limit!r}")
         await self.open()
         chunks = self._tables.chunks
         if chunks is None or not query.strip():

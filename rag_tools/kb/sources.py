@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
+from ..arguments import as_list
 from .errors import KnowledgeBaseError
 from .models import IngestOutcome
 from .readers import SUPPORTED_SUFFIXES
@@ -136,7 +137,7 @@ def expand_sources(paths: Iterable[str | Path]) -> list[Source | IngestOutcome]:
             seen.add(key)
             result.append(_file_source(path, base))
 
-    for entry in paths:
+    for entry in as_list(paths, "paths"):
         text = str(entry)
         path = Path(text)
         if path.is_dir():

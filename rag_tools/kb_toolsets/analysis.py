@@ -19,7 +19,7 @@ from pydantic_ai.models import Model
 
 from ..config import RagConfig
 from ..filters import build_document_filter, combine_filters, get_session_filter
-from ..kb import Document, FilterLike, SearchHit
+from ..kb import Document, FilterLike, SearchHit, as_filter
 from ..offline_model import is_extractive_model
 from ..progress import report_progress
 from ..sandbox import SANDBOX_MODULES, SandboxLimits, SandboxResult, run_sandboxed
@@ -88,6 +88,7 @@ def create_analysis_toolset(
     max_attempts: int = 3,
 ) -> FunctionToolset[Any]:
     """A toolset with ``analyze(task, document_name?)`` returning an ``AnalysisResult``."""
+    base_filter = as_filter(base_filter)  # a bad one fails here, not at the model's first call
     toolset: FunctionToolset[Any] = FunctionToolset(id=f"rag-{tool_name}")
     sandbox_limits = limits or SandboxLimits()
 

@@ -11,7 +11,7 @@ from pydantic_ai.models import Model
 from ..config import RagConfig
 from ..extractive import extractive_summary
 from ..filters import get_session_filter
-from ..kb import FilterLike
+from ..kb import FilterLike, as_filter
 from ..progress import report_progress
 from ._common import deps_of
 
@@ -56,6 +56,7 @@ def create_document_toolset(
     Lookup is by exact uri, then partial uri, then partial title. Summaries come from ``model``
     (default ``config.model``); with no model configured they are extractive.
     """
+    base_filter = as_filter(base_filter)  # a bad one fails here, not at the model's first call
     toolset: FunctionToolset[Any] = FunctionToolset(id="rag-documents")
     summary_model = model if model is not None else config.model
 

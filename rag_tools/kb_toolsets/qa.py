@@ -15,7 +15,7 @@ from ..config import RagConfig
 from ..deps import apply_later, emit_state_update, spawn
 from ..extractive import Passage, extractive_answer
 from ..filters import build_document_filter, combine_filters, get_session_filter
-from ..kb import FilterLike, KnowledgeBase
+from ..kb import FilterLike, KnowledgeBase, as_filter
 from ..progress import report_progress
 from ..state import (
     QA_NAMESPACE,
@@ -240,6 +240,7 @@ def create_qa_toolset(
     thread is evicted or the process stops, and its result is saved with the thread when it lands
     (``AgentDeps.apply_later``), even after the run committed; clients get it with the next run.
     """
+    base_filter = as_filter(base_filter)  # a bad one fails here, not at the model's first call
     toolset: FunctionToolset[Any] = FunctionToolset(id=f"rag-{tool_name}")
     answer_model = model if model is not None else config.model
 

@@ -10,7 +10,7 @@ from pydantic_ai import FunctionToolset, RunContext
 from ..config import RagConfig
 from ..deps import emit_state_update
 from ..filters import build_multi_document_filter, combine_filters, get_session_filter
-from ..kb import FilterLike
+from ..kb import FilterLike, as_filter
 from ..progress import report_progress
 from ..state import SEARCH_NAMESPACE, SESSION_NAMESPACE, SearchHitSummary, SearchState, SessionState
 from ._common import SearchResult, cite_hits, deps_of, shows_cards_at_once
@@ -41,6 +41,7 @@ def create_search_toolset(
     each search is recorded in the thread's ``SearchState`` (bounded by
     ``config.search_history_limit``). The session's document filter and ``base_filter`` always apply.
     """
+    base_filter = as_filter(base_filter)  # a bad one fails here, not at the model's first call
     toolset: FunctionToolset[Any] = FunctionToolset(id=f"rag-{tool_name}")
 
     async def search(

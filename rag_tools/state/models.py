@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..arguments import as_list
 from .context import StateModel, ToolContext
 
 __all__ = [
@@ -453,7 +454,7 @@ def prepare_context(
     """Register the namespaces ``features`` need (idempotent: existing namespaces are kept)."""
     if state_key is not None:
         context.state_key = state_key
-    for feature in features:
+    for feature in as_list(features, "features"):
         if feature not in FEATURE_NAMESPACES:
             known = ", ".join(FEATURE_NAMESPACES)
             raise ValueError(f"unknown feature {feature!r}; known: {known}")

@@ -31,6 +31,7 @@ from typing import Any
 from pydantic_ai import RunContext, Tool
 from pydantic_ai.toolsets import AbstractToolset, DynamicToolset, FunctionToolset, WrapperToolset
 
+from ..arguments import as_list
 from .fixed import bind_fixed, fixed_values
 from .locks import LocalToolLocks, ToolLocks
 from .options import Instructions, ToolOptions, Unavailable, options_of
@@ -512,7 +513,7 @@ class ToolRegistry:
         if names is None:
             return list(entries.values())
         chosen = []
-        for name in names:
+        for name in as_list(names, f"{kind}s"):
             if name not in entries:
                 known = ", ".join(sorted(entries)) or "none"
                 raise KeyError(f"no {kind} named {name!r} is registered (known: {known})")
