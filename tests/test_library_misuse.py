@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,17 @@ async def test_deleting_by_a_uri_two_documents_share_deletes_neither(
     assert [d.title for d in (await kb.list_documents()).documents] == [documents[1].title]
     assert await kb.delete_document("notes.md")  # one left: the uri names it
     assert await kb.count_documents() == 0
+
+
+def test_the_package_ships_its_type_hints() -> None:
+    """Without ``py.typed`` mypy and pyright skip rag_tools ("missing library stubs or py.typed
+    marker") and every name a user imports from it is ``Any``."""
+    import tomllib
+
+    import rag_tools
+
+    assert (Path(rag_tools.__file__).parent / "py.typed").is_file()
+    pyproject = tomllib.loads((Path(rag_tools.__file__).parent.parent / "pyproject.toml").read_text())
+    assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"]["rag_tools"]
+    # the decorator's result is typed, so ``@spec.subtool()`` and ``spec.doc_tree()`` check
+    assert typing.get_type_hints(ToolRegistry.tool)["return"] != typing.Any

@@ -26,7 +26,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from pydantic_ai import RunContext, Tool
 from pydantic_ai.toolsets import AbstractToolset, DynamicToolset, FunctionToolset, WrapperToolset
@@ -111,6 +111,28 @@ class ToolSpec:
         function = self.source or self.tool.function
         return function(*args, **{**fixed_values(self.fixed), **kwargs})
 
+    @overload
+    def subtool(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        lock: bool = False,
+        tags: Iterable[str] = (),
+        **fixed: Any,
+    ) -> ToolSpec: ...
+
+    @overload
+    def subtool(
+        self,
+        func: None = None,
+        *,
+        name: str | None = None,
+        lock: bool = False,
+        tags: Iterable[str] = (),
+        **fixed: Any,
+    ) -> Callable[[Callable[..., Any]], ToolSpec]: ...
+
     def subtool(
         self,
         func: Callable[..., Any] | None = None,
@@ -119,7 +141,7 @@ class ToolSpec:
         lock: bool = False,
         tags: Iterable[str] = (),
         **fixed: Any,
-    ) -> Any:
+    ) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
         """Register ``func`` as a subtool of this tool: ``@parent.subtool()``, ``@parent.subtool(lock=True)``.
 
         The child joins the parent's prefixed group: the model calls it ``parent_child`` (a dot is
@@ -372,7 +394,15 @@ class ToolRegistry:
         self._tools[made.name] = spec
         return spec
 
-    def tool(self, func: Callable[..., Any] | None = None, **options: Any) -> Any:
+    @overload
+    def tool(self, func: Callable[..., Any], **options: Any) -> ToolSpec: ...
+
+    @overload
+    def tool(self, func: None = None, **options: Any) -> Callable[[Callable[..., Any]], ToolSpec]: ...
+
+    def tool(
+        self, func: Callable[..., Any] | None = None, **options: Any
+    ) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
         """Decorator form of ``add_tool``: ``@registry.tool`` or ``@registry.tool(tags=...)``.
 
         Gives the ``ToolSpec``, which calls like the function and takes ``@spec.subtool()``.
