@@ -114,3 +114,10 @@ def test_the_package_ships_its_type_hints() -> None:
     assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"]["rag_tools"]
     # the decorator's result is typed, so ``@spec.subtool()`` and ``spec.doc_tree()`` check
     assert typing.get_type_hints(ToolRegistry.tool)["return"] != typing.Any
+
+
+async def test_text_given_to_ingest_bytes_is_refused_naming_the_fix(kb: KnowledgeBase) -> None:
+    with pytest.raises(TypeError, match=r"must be bytes, not str: encode text first"):
+        await kb.ingest_bytes("# Notes\n\nplain text", name="notes.md")  # type: ignore[arg-type]
+    outcome = await kb.ingest_bytes(b"# Notes\n\nplain text", name="notes.md")
+    assert outcome.status == "added"

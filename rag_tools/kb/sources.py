@@ -74,6 +74,9 @@ def upload_origin(name: str) -> str:
 
 def bytes_source(data: bytes, *, name: str, uri: str | None, title: str | None) -> Source:
     """An in-memory source (an upload): shown as ``uri`` when given, else as ``name``."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        hint = ": encode text first (text.encode())" if isinstance(data, str) else ""
+        raise TypeError(f"an upload's data must be bytes, not {type(data).__name__}{hint}")
     return Source(
         label=name,
         origin=uri or upload_origin(name),
