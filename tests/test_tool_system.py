@@ -524,6 +524,37 @@ async def test_transient_errors_are_retried_only_for_tools_that_opt_in(deps: Age
     assert calls["fragile"] == 1
 
 
+async def test_a_tools_own_timeout_error_is_retried_not_reported_as_the_call_timing_out(
+    deps: AgentDeps,
+) -> None:
+    """pydantic-ai's per-tool timeout takes any ``TimeoutError`` for its own deadline: a backend
+    timeout the tool raised after a millisecond was told to the model as "Timed out after 30
+    seconds" and never retried, though ``RetryPolicy`` retries ``TimeoutError`` by default."""
+    calls = {"fetch": 0}
+    registry = ToolRegistry()
+
+    async def fetch() -> str:
+        """Fetch from a backend that times out once."""
+        calls["fetch"] += 1
+        if calls["fetch"] == 1:
+            raise TimeoutError("backend read timed out")
+        return "fetched"
+
+    registry.add_tool(fetch, timeout=30, retry=RetryPolicy(attempts=2, backoff=0.01), lock=True)
+    for system in (True, False):  # with the tool system's capability, and on resolve()'s toolsets alone
+        calls["fetch"] = 0
+        script = Script([[("fetch", {})]])
+        agent = (
+            agent_for(script, ToolSystem(registry))
+            if system
+            else Agent(script.model, deps_type=AgentDeps, toolsets=registry.resolve())
+        )
+        result = await agent.run("go", deps=deps)
+        assert calls["fetch"] == 2
+        assert retry_texts(result.all_messages()) == []
+        assert [str(p.content) for p in tool_returns(result.all_messages())] == ["fetched"]
+
+
 async def test_sequential_tools_run_alone(deps: AgentDeps) -> None:
     timeline: list[str] = []
     registry = ToolRegistry()

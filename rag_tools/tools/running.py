@@ -9,7 +9,9 @@ applies them itself.
 - retries transient errors for a tool with a ``RetryPolicy``, taking the lock per attempt.
 
 Timeouts and ``sequential`` are pydantic-ai's own, on the ``Tool``; instructions and availability
-are applied by ``resolve``. The rest depends on whether the tool system's capability
+are applied by ``resolve``. pydantic-ai's timeout takes any ``TimeoutError`` out of the call for its
+own deadline ("Timed out after N seconds"), so a ``TimeoutError`` the tool raises itself (a backend
+that timed out, which the default ``RetryPolicy`` retries) is carried past it and re-raised as is. The rest depends on whether the tool system's capability
 (``ToolSystem.capability()``, id ``TOOL_SYSTEM_ID``) is part of the run:
 
 - with it, the capability enforces approval (the thread's policy and ``approval.required``), runs
@@ -25,6 +27,7 @@ Either way each option is applied once: a lock is never taken twice for one call
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +35,7 @@ from typing import Any
 from pydantic_ai import RunContext
 from pydantic_ai.toolsets import WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
+from pydantic_ai.toolsets.function import FunctionToolsetTool
 
 from ..progress import report_progress
 from .approval import approval_request
@@ -44,6 +48,29 @@ from .timing import timed
 __all__ = ["TOOL_SYSTEM_ID", "OptionsToolset", "run_with_options", "system_applies"]
 
 TOOL_SYSTEM_ID = "ragstream-tool-system"
+
+
+class _OwnTimeout(Exception):
+    """A ``TimeoutError`` the tool raised itself, on its way past pydantic-ai's per-tool timeout."""
+
+    def __init__(self, error: TimeoutError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _keeping_own_timeouts(tool: ToolsetTool[Any]) -> ToolsetTool[Any]:
+    """``tool`` whose own ``TimeoutError`` reaches ``OptionsToolset`` instead of pydantic-ai's timeout."""
+    if not isinstance(tool, FunctionToolsetTool):
+        return tool
+    call_func = tool.call_func
+
+    async def call(args: dict[str, Any], ctx: RunContext[Any]) -> Any:
+        try:
+            return await call_func(args, ctx)
+        except TimeoutError as error:
+            raise _OwnTimeout(error) from error
+
+    return dataclasses.replace(tool, call_func=call)
 
 
 def system_applies(ctx: RunContext[Any]) -> bool:
@@ -102,7 +129,10 @@ class OptionsToolset(WrapperToolset[Any]):
             return await super().call_tool(name, tool_args, ctx, tool)
 
         async def call() -> Any:
-            return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+            try:
+                return await self.wrapped.call_tool(name, tool_args, ctx, _keeping_own_timeouts(tool))
+            except _OwnTimeout as own:
+                raise own.error from None
 
         if system_applies(ctx):
             return await run_with_options(ctx, name, options, self.locks(), call)
