@@ -8,13 +8,14 @@ from on the server) is used for matching but never returned.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC
 
 from .access import ALL, Reader, stored_groups
 from .errors import AmbiguousDocumentError
 from .filters import FilterLike, all_of, as_filter, in_list, sql_literal
 from .models import Document, DocumentFile, DocumentPage, SearchHit
 from .search import hit_from_row
-from .tables import DOC_COLUMNS, GROUPS, HIT_COLUMNS, Tables
+from .tables import DOC_COLUMNS, GROUPS, HIT_COLUMNS, WRITTEN_AT, Tables, version_prefix
 
 __all__ = [
     "delete_document",
@@ -152,12 +153,37 @@ async def delete_document(tables: Tables, key: str) -> bool:
         raise AmbiguousDocumentError(
             f"{key!r} is the uri of {len(found)} documents ({ids}): delete one by its document id"
         )
-    predicate = f"document_id = {sql_literal(found[0].document_id)}"
+    document = found[0]
+    document_id = sql_literal(document.document_id)
     async with tables.write_lock:  # unpublish first: an interrupted delete leaves no half document
-        for table in (tables.documents, tables.chunks, tables.files):
+        rows = await _written_no_later_than(tables, document)
+        await tables.documents.delete(
+            f"document_id = {document_id} AND content_hash = {sql_literal(document.content_hash)}"
+        )
+        for table in (tables.chunks, tables.files):
             if table is not None:
-                await table.delete(predicate)
+                await table.delete(rows)
     return True
+
+
+async def _written_no_later_than(tables: Tables, document: Document) -> str:
+    """The rows of ``document``'s id written no later than its published version (the predicate).
+
+    Another writer (a process, or another ``KnowledgeBase`` on the same store) may be publishing a
+    newer version meanwhile: its rows are younger, so a delete that ran between its chunk and
+    ``documents`` commits no longer leaves it published without chunks, which a re-ingest then
+    skipped as unchanged. Rows without ``written_at`` (older writers) all go, as before.
+    """
+    document_id = f"document_id = {sql_literal(document.document_id)}"
+    if tables.chunks is None:
+        return document_id
+    prefix = sql_literal(version_prefix(document.document_id, document.content_hash))
+    query = tables.chunks.query().where(f"starts_with(chunk_id, {prefix})").select([WRITTEN_AT])
+    written = [row[WRITTEN_AT] for row in await query.limit(1).to_list() if row[WRITTEN_AT] is not None]
+    if not written:
+        return document_id
+    when = sql_literal(written[0].astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f"))
+    return f"{document_id} AND ({WRITTEN_AT} IS NULL OR {WRITTEN_AT} <= TIMESTAMP {when})"
 
 
 async def set_groups(tables: Tables, document_id: str, groups: tuple[str, ...]) -> Document | None:

@@ -1,0 +1,87 @@
+"""A delete through one knowledge-base handle while another publishes a new version of the document.
+
+Two handles (two processes, two hosts, or two ``KnowledgeBase`` objects in one process) hold no
+common lock. The delete used to remove every chunk and the original of the document's id: run
+between the other writer's chunk commit and its ``documents`` commit, it left the new version
+published with no chunks and no original, unsearchable, and a re-ingest skipped it as unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from rag_tools.kb import KnowledgeBase
+from tests.embedders import HashingEmbeddingModel
+
+
+class _PausedBuilder:
+    """A LanceDB merge-insert builder whose ``execute`` waits for the test's go-ahead."""
+
+    def __init__(self, inner: Any, reached: asyncio.Event, proceed: asyncio.Event) -> None:
+        self._inner, self._reached, self._proceed = inner, reached, proceed
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._inner, name)
+        if name == "execute":
+
+            async def execute(*args: Any, **kwargs: Any) -> Any:
+                self._reached.set()
+                await self._proceed.wait()
+                return await attribute(*args, **kwargs)
+
+            return execute
+        return lambda *args, **kwargs: _PausedBuilder(
+            attribute(*args, **kwargs), self._reached, self._proceed
+        )
+
+
+class _PausedBeforePublishing:
+    """The ``documents`` table of a writer that stops just before its publishing commit."""
+
+    def __init__(self, table: Any, reached: asyncio.Event, proceed: asyncio.Event) -> None:
+        self._table, self._reached, self._proceed = table, reached, proceed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._table, name)
+
+    def merge_insert(self, on: str) -> _PausedBuilder:
+        return _PausedBuilder(self._table.merge_insert(on), self._reached, self._proceed)
+
+
+async def test_a_delete_between_another_writers_commits_leaves_its_version_whole(tmp_path: Path) -> None:
+    source = tmp_path / "handbook.md"
+    source.write_text("# Handbook\n\nBackups are kept for 35 days.\n")
+    async with (
+        KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as deleter,
+        KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as writer,
+    ):
+        first = await deleter.ingest_file(source)
+        assert first.status == "added" and first.document_id is not None
+        source.write_text("# Handbook\n\nBackups are now kept for 90 days.\n")
+
+        reached, proceed = asyncio.Event(), asyncio.Event()
+        ensure = writer._tables.ensure
+
+        async def ensure_pausing(dimensions: int) -> Any:
+            chunks, documents, files = await ensure(dimensions)
+            return chunks, _PausedBeforePublishing(documents, reached, proceed), files
+
+        writer._tables.ensure = ensure_pausing  # type: ignore[method-assign]
+        update = asyncio.create_task(writer.ingest_file(source))
+        await asyncio.wait_for(reached.wait(), 30)  # its original and chunks are written
+        assert await deleter.delete_document(first.document_id)
+        proceed.set()
+        assert (await update).status == "updated"
+
+        # the newer version was published after the delete: it is there, whole
+        document = await deleter.get_document("handbook.md")
+        assert document is not None and "90 days" in (document.content or "")
+        assert [c.text for c in await deleter.get_chunks(document.document_id)] == [
+            "Backups are now kept for 90 days."
+        ]
+        assert [h.uri for h in await deleter.search("backups kept days")] == ["handbook.md"]
+        original = await deleter.get_document_file(document.document_id)
+        assert original is not None and b"90 days" in original.data
+        assert (await deleter.ingest_file(source)).status == "unchanged"
