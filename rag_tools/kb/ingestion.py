@@ -68,6 +68,8 @@ class Known:
     content_hash: str
     title: str
     chunk_count: int
+    whole: bool = True
+    """Its published version still has its chunks; a version that lost them is written again."""
 
 
 @dataclass
@@ -147,14 +149,25 @@ async def known_documents(tables: Tables, document_ids: Sequence[str]) -> dict[s
         return {}
     known: dict[str, Known] = {}
     for start in range(0, len(document_ids), _LOOKUP_BATCH):
+        batch = in_list("document_id", document_ids[start : start + _LOOKUP_BATCH])
         rows = (
             await tables.documents.query()
-            .where(in_list("document_id", document_ids[start : start + _LOOKUP_BATCH]))
+            .where(batch)
             .select(["document_id", "content_hash", "title", "chunk_count"])
             .to_list()
         )
+        first_chunks = [
+            f"{version_prefix(row['document_id'], row['content_hash'])}0"
+            for row in rows
+            if row["chunk_count"]
+        ]
+        present: set[str] = set()
+        if tables.chunks is not None and first_chunks:
+            query = tables.chunks.query().where(f"{batch} AND {in_list('chunk_id', first_chunks)}")
+            present = {row["document_id"] for row in await query.select(["document_id"]).to_list()}
         for row in rows:
-            known[row["document_id"]] = Known(row["content_hash"], row["title"], row["chunk_count"])
+            whole = not row["chunk_count"] or row["document_id"] in present
+            known[row["document_id"]] = Known(row["content_hash"], row["title"], row["chunk_count"], whole)
     return known
 
 
@@ -169,7 +182,12 @@ def prepare(source: Source, known: Known | None, *, max_chars: int) -> IngestOut
         fmt = detect_format(source.name)
         data = source.read()
         content_hash = hashlib.sha256(data + f"|{fmt}|{max_chars}|{CHUNKING_VERSION}".encode()).hexdigest()
-        if known is not None and known.content_hash == content_hash and source.title in (None, known.title):
+        if (
+            known is not None
+            and known.whole
+            and known.content_hash == content_hash
+            and source.title in (None, known.title)
+        ):
             return IngestOutcome(
                 source=source.label,
                 status="unchanged",

@@ -1,9 +1,11 @@
-"""A delete through one knowledge-base handle while another publishes a new version of the document.
+"""Two knowledge-base handles writing one document at once (two processes, two hosts, or two
+``KnowledgeBase`` objects in one process): they hold no common lock.
 
-Two handles (two processes, two hosts, or two ``KnowledgeBase`` objects in one process) hold no
-common lock. The delete used to remove every chunk and the original of the document's id: run
-between the other writer's chunk commit and its ``documents`` commit, it left the new version
-published with no chunks and no original, unsearchable, and a re-ingest skipped it as unchanged.
+A delete used to remove every chunk and the original of the document's id: run between the other
+writer's chunk commit and its ``documents`` commit, it left the new version published with no
+chunks and no original, unsearchable, and a re-ingest skipped it as unchanged. Two updates at once
+can still leave the later-published version without chunks (each removes the chunks that are not
+its own); the next ingest of it now notices and writes it again instead of skipping it.
 """
 
 from __future__ import annotations
@@ -50,6 +52,19 @@ class _PausedBeforePublishing:
         return _PausedBuilder(self._table.merge_insert(on), self._reached, self._proceed)
 
 
+def pause_before_publishing(writer: KnowledgeBase) -> tuple[asyncio.Event, asyncio.Event]:
+    """Make ``writer``'s ingests stop before their ``documents`` commit: (reached, proceed)."""
+    reached, proceed = asyncio.Event(), asyncio.Event()
+    ensure = writer._tables.ensure
+
+    async def ensure_pausing(dimensions: int) -> Any:
+        chunks, documents, files = await ensure(dimensions)
+        return chunks, _PausedBeforePublishing(documents, reached, proceed), files
+
+    writer._tables.ensure = ensure_pausing  # type: ignore[method-assign]
+    return reached, proceed
+
+
 async def test_a_delete_between_another_writers_commits_leaves_its_version_whole(tmp_path: Path) -> None:
     source = tmp_path / "handbook.md"
     source.write_text("# Handbook\n\nBackups are kept for 35 days.\n")
@@ -61,14 +76,7 @@ async def test_a_delete_between_another_writers_commits_leaves_its_version_whole
         assert first.status == "added" and first.document_id is not None
         source.write_text("# Handbook\n\nBackups are now kept for 90 days.\n")
 
-        reached, proceed = asyncio.Event(), asyncio.Event()
-        ensure = writer._tables.ensure
-
-        async def ensure_pausing(dimensions: int) -> Any:
-            chunks, documents, files = await ensure(dimensions)
-            return chunks, _PausedBeforePublishing(documents, reached, proceed), files
-
-        writer._tables.ensure = ensure_pausing  # type: ignore[method-assign]
+        reached, proceed = pause_before_publishing(writer)
         update = asyncio.create_task(writer.ingest_file(source))
         await asyncio.wait_for(reached.wait(), 30)  # its original and chunks are written
         assert await deleter.delete_document(first.document_id)
@@ -85,3 +93,28 @@ async def test_a_delete_between_another_writers_commits_leaves_its_version_whole
         original = await deleter.get_document_file(document.document_id)
         assert original is not None and b"90 days" in original.data
         assert (await deleter.ingest_file(source)).status == "unchanged"
+
+
+async def test_a_version_that_lost_its_chunks_to_a_concurrent_update_is_written_again(tmp_path: Path) -> None:
+    async with (
+        KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as first,
+        KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as second,
+    ):
+        await first.ingest_bytes(b"# Prices\n\nThe basic plan costs 10 euros.", name="prices.md")
+        reached, proceed = pause_before_publishing(second)
+        late = asyncio.create_task(
+            second.ingest_bytes(b"# Prices\n\nThe basic plan costs 12 euros.", name="prices.md")
+        )
+        await asyncio.wait_for(reached.wait(), 30)
+        # meanwhile another update is published whole, removing the chunks that are not its own
+        await first.ingest_bytes(b"# Prices\n\nThe basic plan costs 11 euros.", name="prices.md")
+        proceed.set()
+        await late  # published last: the listing shows 12 euros
+
+        again = await first.ingest_bytes(b"# Prices\n\nThe basic plan costs 12 euros.", name="prices.md")
+        assert again.status == "updated"  # not "unchanged": its chunks were missing
+        hits = await first.search("basic plan costs")
+        assert [h.text for h in hits] == ["The basic plan costs 12 euros."]
+        document = await first.get_document("prices.md")
+        assert document is not None and document.chunk_count == 1
+        assert len(await first.get_chunks(document.document_id)) == 1
