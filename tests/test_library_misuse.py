@@ -18,7 +18,7 @@ from rag_tools import (
     prepare_context,
 )
 from rag_tools.kb import AmbiguousDocumentError, KnowledgeBase
-from rag_tools.tools import ToolRegistry
+from rag_tools.tools import RetryPolicy, ToolRegistry, tool_options
 from tests.embedders import HashingEmbeddingModel
 
 
@@ -121,3 +121,26 @@ async def test_text_given_to_ingest_bytes_is_refused_naming_the_fix(kb: Knowledg
         await kb.ingest_bytes("# Notes\n\nplain text", name="notes.md")  # type: ignore[arg-type]
     outcome = await kb.ingest_bytes(b"# Notes\n\nplain text", name="notes.md")
     assert outcome.status == "added"
+
+
+def test_bad_tool_options_are_refused_when_declared_not_when_the_model_calls() -> None:
+    """Before: ``RetryPolicy(attempts=0)`` ended every call in ``AssertionError: unreachable``,
+    ``timeout="5"`` and ``retry=3`` in a ``TypeError``/``AttributeError`` inside the run."""
+
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    with pytest.raises(ValueError, match=r"attempts counts the first call too: at least 1, not 0"):
+        RetryPolicy(attempts=0)
+    with pytest.raises(ValueError, match=r"backoff is seconds, at least 0, not -1"):
+        RetryPolicy(backoff=-1)
+    registry = ToolRegistry()
+    with pytest.raises(ValueError, match=r"timeout is seconds, more than 0, not '5'"):
+        registry.add_tool(ping, timeout="5")
+    with pytest.raises(TypeError, match=r"retry must be a RetryPolicy, not int"):
+        registry.add_tool(ping, retry=3)
+    with pytest.raises(ValueError, match=r"timeout is seconds, more than 0, not 0"):
+        tool_options(timeout=0)
+    assert not registry.tools  # nothing half-registered
+    registry.add_tool(ping, timeout=5, retry=RetryPolicy(attempts=1))

@@ -43,6 +43,14 @@ class RetryPolicy:
     backoff: float = 0.2
     on: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
 
+    def __post_init__(self) -> None:
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 1:
+            raise ValueError(
+                f"RetryPolicy.attempts counts the first call too: at least 1, not {self.attempts!r}"
+            )
+        if not isinstance(self.backoff, int | float) or self.backoff < 0:
+            raise ValueError(f"RetryPolicy.backoff is seconds, at least 0, not {self.backoff!r}")
+
 
 Unavailable = Callable[[], str | None]
 """Returns why a tool cannot run on this server right now, or ``None`` when it can."""
@@ -83,6 +91,15 @@ class ToolOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tags", frozenset((self.tags,) if isinstance(self.tags, str) else self.tags))
+        timeout = self.timeout
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+        ):
+            raise ValueError(f"timeout is seconds, more than 0, not {timeout!r}")
+        for name, kind in (("retry", RetryPolicy), ("approval", ApprovalInfo)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                raise TypeError(f"{name} must be a {kind.__name__}, not {type(value).__name__}")
 
     def updated(self, **given: Any) -> ToolOptions:
         """These options with ``given`` ones winning (tags are joined); unknown names raise ``TypeError``."""
