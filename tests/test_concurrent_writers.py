@@ -4,8 +4,9 @@
 A delete used to remove every chunk and the original of the document's id: run between the other
 writer's chunk commit and its ``documents`` commit, it left the new version published with no
 chunks and no original, unsearchable, and a re-ingest skipped it as unchanged. Two updates at once
-can still leave the later-published version without chunks (each removes the chunks that are not
-its own); the next ingest of it now notices and writes it again instead of skipping it.
+did the same (each removed the chunks that were not its own version's): a version is now
+published only over the one its writer read, and a writer removes only chunks older than its own.
+A version that lost its chunks anyway (an older writer's doing) is written again by the next ingest.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 from typing import Any
+
+import lancedb
 
 from rag_tools.kb import KnowledgeBase
 from tests.embedders import HashingEmbeddingModel
@@ -95,7 +98,7 @@ async def test_a_delete_between_another_writers_commits_leaves_its_version_whole
         assert (await deleter.ingest_file(source)).status == "unchanged"
 
 
-async def test_a_version_that_lost_its_chunks_to_a_concurrent_update_is_written_again(tmp_path: Path) -> None:
+async def test_two_updates_at_once_leave_one_of_them_published_whole(tmp_path: Path) -> None:
     async with (
         KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as first,
         KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as second,
@@ -105,16 +108,33 @@ async def test_a_version_that_lost_its_chunks_to_a_concurrent_update_is_written_
         late = asyncio.create_task(
             second.ingest_bytes(b"# Prices\n\nThe basic plan costs 12 euros.", name="prices.md")
         )
-        await asyncio.wait_for(reached.wait(), 30)
-        # meanwhile another update is published whole, removing the chunks that are not its own
+        await asyncio.wait_for(reached.wait(), 30)  # its chunks are written, not yet published
         await first.ingest_bytes(b"# Prices\n\nThe basic plan costs 11 euros.", name="prices.md")
         proceed.set()
-        await late  # published last: the listing shows 12 euros
+        await late
 
-        again = await first.ingest_bytes(b"# Prices\n\nThe basic plan costs 12 euros.", name="prices.md")
-        assert again.status == "updated"  # not "unchanged": its chunks were missing
-        hits = await first.search("basic plan costs")
-        assert [h.text for h in hits] == ["The basic plan costs 12 euros."]
+        # before: 12 euros was published last, over 11, whose clean-up had removed its chunks
         document = await first.get_document("prices.md")
-        assert document is not None and document.chunk_count == 1
-        assert len(await first.get_chunks(document.document_id)) == 1
+        assert document is not None
+        chunks = [c.text for c in await first.get_chunks(document.document_id)]
+        assert len(chunks) == document.chunk_count == 1
+        assert [h.text for h in await first.search("basic plan costs")] == chunks
+        assert chunks[0] in (document.content or "")
+
+
+async def test_a_published_version_whose_chunks_are_gone_is_written_again(tmp_path: Path) -> None:
+    """However it happened (an older writer's clean-up, a hand-edited table), re-ingesting the same
+    bytes repairs it instead of skipping it as unchanged."""
+    data = b"# Prices\n\nThe basic plan costs 12 euros."
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
+        outcome = await kb.ingest_bytes(data, name="prices.md")
+        db = await lancedb.connect_async(tmp_path / "kb")
+        chunks = await db.open_table("chunks")
+        await chunks.delete(f"document_id = '{outcome.document_id}'")
+        chunks.close()
+        db.close()
+        assert await kb.search("basic plan costs") == []
+
+        again = await kb.ingest_bytes(data, name="prices.md")
+        assert again.status == "updated"  # before: "unchanged", and it stayed unsearchable
+        assert [h.text for h in await kb.search("basic plan costs")] == ["The basic plan costs 12 euros."]

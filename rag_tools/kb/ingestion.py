@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import lancedb
 import pyarrow as pa
 
 from .access import stored_groups
@@ -282,6 +283,22 @@ def _pdf_rows(
     )
 
 
+def _sql_time(moment: datetime) -> str:
+    """``moment`` as the text of a SQL ``TIMESTAMP`` literal (UTC, microseconds)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+async def _published_hashes(documents: lancedb.AsyncTable, document_ids: list[str]) -> dict[str, str]:
+    """The content hash each of these documents is published with (absent: not published)."""
+    rows = (
+        await documents.query()
+        .where(in_list("document_id", document_ids))
+        .select(["document_id", "content_hash"])
+        .to_list()
+    )
+    return {row["document_id"]: row["content_hash"] for row in rows}
+
+
 async def write_batch(
     tables: Tables, batch: Sequence[PreparedDocument], probe_dimensions: Callable[[], Awaitable[int]]
 ) -> None:
@@ -289,9 +306,14 @@ async def write_batch(
 
     A source without ``groups`` keeps the stored document's (read under the write lock, so a
     change of groups made while the document was being embedded is kept); a new one is everyone's.
+
+    Other handles on the store (processes, hosts) may write the same documents at once, without a
+    common lock. A version is published only over the version this write read before stamping
+    its rows (a conditional ``documents`` commit): when another writer published first, this one
+    is left unpublished. Only a write that published cleans up, and only chunks written before its
+    own, so a concurrent writer's newer chunks are never removed from under its publication.
     """
     unique = {doc.doc_row["document_id"]: doc for doc in batch}
-    written_at = datetime.now(UTC)
     async with tables.write_lock:
         keep = [i for i, d in unique.items() if d.source.groups is None]
         current = await tables.groups_of(keep)
@@ -304,7 +326,7 @@ async def write_batch(
         for i, doc in unique.items():
             doc.doc_row[GROUPS] = groups[i]
         rows = [
-            {**row, "vector": vector, WRITTEN_AT: written_at, GROUPS: groups[doc.doc_row["document_id"]]}
+            {**row, "vector": vector, GROUPS: groups[doc.doc_row["document_id"]]}
             for doc in unique.values()
             for row, vector in zip(doc.chunk_rows, doc.vectors, strict=True)
         ]
@@ -312,6 +334,10 @@ async def write_batch(
         if dimensions is None:  # only empty documents so far: anything can be recorded later
             dimensions = await probe_dimensions()
         chunks, documents, files = await tables.ensure(dimensions)
+        replacing = await _published_hashes(documents, list(unique))
+        written_at = datetime.now(UTC)  # after the read: a writer that read our version stamps later
+        for row in rows:
+            row[WRITTEN_AT] = written_at
         await (
             files.merge_insert("document_id")
             .when_matched_update_all()
@@ -329,15 +355,23 @@ async def write_batch(
                 .when_not_matched_insert_all()
                 .execute(pa.Table.from_pylist(rows, schema=chunks_schema(dimensions)))
             )
+        still_replacing = " OR ".join(
+            f"(target.document_id = {sql_literal(i)} AND target.content_hash = {sql_literal(h)})"
+            for i, h in replacing.items()
+        )
         await (
             documents.merge_insert("document_id")
-            .when_matched_update_all()
+            .when_matched_update_all(where=still_replacing or "false")
             .when_not_matched_insert_all()
             .execute(pa.Table.from_pylist([d.doc_row for d in unique.values()], schema=documents_schema()))
         )
+        published = await _published_hashes(documents, list(unique))
+        before = f"({WRITTEN_AT} IS NULL OR {WRITTEN_AT} < TIMESTAMP {sql_literal(_sql_time(written_at))})"
         stale = " OR ".join(
             f"(document_id = {sql_literal(i)} AND NOT starts_with(chunk_id, "
-            f"{sql_literal(version_prefix(i, d.doc_row['content_hash']))}))"
+            f"{sql_literal(version_prefix(i, d.doc_row['content_hash']))}) AND {before})"
             for i, d in unique.items()
+            if published.get(i) == d.doc_row["content_hash"]
         )
-        await chunks.delete(stale)
+        if stale:
+            await chunks.delete(stale)
