@@ -689,6 +689,27 @@ async def test_errors_are_shown_and_the_page_stays_usable(browser: Browser, scen
     chat.assert_clean_console()
 
 
+async def test_a_failed_tool_call_shows_as_failed_before_and_after_a_reload(
+    browser: Browser, scenario_url: str
+) -> None:
+    chat = await open_chat(browser, scenario_url, "failed-tool")
+    page = chat.page
+    await chat.ask("call no_such_tool {}")
+    view = await chat.server_view()
+    failed = [m for m in view["messages"] if m["role"] == "tool" and m.get("error")]
+    assert len(failed) == 1, view["messages"]
+    call = failed[0]["toolCallId"]
+    status = page.locator(f'#log .tool[data-tool-call-id="{call}"] .tool-status')
+    await expect(status).to_have_text("did not complete")  # as the run ends, not only after a reload
+    shown = await chat.shown_messages()
+    assert shown == thread_messages(view)
+
+    await chat.reload()
+    await expect(status).to_have_text("did not complete")
+    assert await chat.shown_messages() == shown
+    chat.assert_clean_console()
+
+
 @pytest.fixture
 async def token_url(scenario_config: Any) -> AsyncIterator[str]:
     scenario_config.tokens = {"alice": SecretStr("alice-token")}

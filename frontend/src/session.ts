@@ -492,7 +492,7 @@ export class ChatSession {
     const result: RunResult = { outcome };
     if (outcome === "success" || outcome === "interrupt") {
       this.saved = true;
-      await this.refreshBranches();
+      await this.refreshSaved();
     } else {
       await this.discardTurn(before, outcome === "cancelled", question);
       if (question !== undefined && offerAgain) result.unsavedQuestion = question;
@@ -574,10 +574,15 @@ export class ChatSession {
     this.fetching.clear();
   }
 
-  /** The versions of the messages shown, after a run added some (an edit, a regenerate). */
-  private async refreshBranches(): Promise<void> {
+  /**
+   * After a run the server saved: its messages as saved, and the versions the run added (an edit, a
+   * regenerate). The streamed messages carry no failure (AG-UI's TOOL_CALL_RESULT has no error
+   * field), the saved ones do, so a tool call that failed shows so before a reload as after it.
+   */
+  private async refreshSaved(): Promise<void> {
     try {
       const view = await this.api.getThread(this.threadId);
+      if (view) this.agent.setMessages(view.messages);
       this.branches = view?.branches ?? {};
     } catch (error) {
       this.notify("error", `Could not read the versions of this chat: ${describe(error)}`);
