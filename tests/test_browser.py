@@ -710,6 +710,16 @@ async def test_a_failed_tool_call_shows_as_failed_before_and_after_a_reload(
     chat.assert_clean_console()
 
 
+async def test_a_search_that_finds_one_passage_says_so_in_the_singular(
+    browser: Browser, scenario_url: str
+) -> None:
+    chat = await open_chat(browser, scenario_url, "one-passage")
+    answer = await chat.ask('call search {"query": "nightly backups", "limit": 1}')
+    assert answer.startswith("Found it in")
+    await expect(chat.page.locator("#log .tool .tool-progress")).to_have_text("Found 1 passage")
+    chat.assert_clean_console()
+
+
 @pytest.fixture
 async def token_url(scenario_config: Any) -> AsyncIterator[str]:
     scenario_config.tokens = {"alice": SecretStr("alice-token")}

@@ -92,7 +92,8 @@ def create_search_toolset(
             limit=config.search_history_limit,
         )
         deps.tool_context.mark_changed(SEARCH_NAMESPACE)
-        await report_progress(ctx, f"Found {len(results)} passages", done=1, total=1, data={"query": query})
+        found = f"Found {len(results)} passage{'' if len(results) == 1 else 's'}"
+        await report_progress(ctx, found, done=1, total=1, data={"query": query})
         await emit_state_update(ctx)
         note = None if results else "No passages matched. Say so plainly rather than guessing."
         return SearchResults(query=query, documents=scope, results=results, note=note)
