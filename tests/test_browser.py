@@ -720,6 +720,42 @@ async def test_a_search_that_finds_one_passage_says_so_in_the_singular(
     chat.assert_clean_console()
 
 
+async def test_an_edit_that_fails_opens_again_with_the_text_typed(
+    browser: Browser, scenario_url: str
+) -> None:
+    chat = await open_chat(browser, scenario_url, "failed-edit")
+    page = chat.page
+    await chat.ask("nightly backups")
+    await chat.ask("log retention")
+    saved = await chat.server_view()
+    second = page.locator("#log article.message-user").nth(1)
+    await second.get_by_role("button", name="Edit this question").click()
+    editor = page.locator("#log .edit-form textarea")
+    typed = "fail: a long question, carefully written, about how long the audit logs of eu-west are kept"
+    await editor.fill(typed)
+    await page.locator("#log .edit-form").get_by_role("button", name="Send").click()
+
+    await expect(page.locator("#log .notice-error")).to_contain_text("was not saved.")
+    await chat.wait_idle()
+    assert (await chat.server_view())["messages"] == saved["messages"]
+    # the question is in its editor again, whole, where it was; the question box stays empty
+    await expect(editor).to_have_count(1)
+    await expect(editor).to_have_value(typed)
+    await expect(editor).to_be_focused()
+    await expect(page.locator("#log article.message-user").nth(1)).to_have_class(
+        re.compile("message-editing")
+    )
+    await expect(page.locator("#question")).to_have_value("")
+
+    # and it can be sent from there
+    await editor.fill("nightly backups, edited")
+    await page.locator("#log .edit-form").get_by_role("button", name="Send").click()
+    await expect(page.locator("#log .branch-picker .branch-count")).to_have_text("2/2")
+    await chat.wait_idle()
+    assert users(await chat.server_view()) == ["nightly backups", "nightly backups, edited"]
+    chat.assert_clean_console()
+
+
 @pytest.fixture
 async def token_url(scenario_config: Any) -> AsyncIterator[str]:
     scenario_config.tokens = {"alice": SecretStr("alice-token")}

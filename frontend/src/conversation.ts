@@ -93,6 +93,11 @@ export class ConversationView {
     if (stickToBottom) this.root.scrollTop = this.root.scrollHeight;
   }
 
+  /** Open the editor on a question shown, with `draft` in it (an edit the server did not keep). */
+  reopenEdit(id: string, draft: string): void {
+    if (this.session?.messages.some((m) => m.id === id)) this.setEditing({ id, draft });
+  }
+
   private setEditing(editing: Editing | null): void {
     this.editing = editing;
     if (this.session) this.render(this.session);

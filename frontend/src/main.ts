@@ -35,7 +35,11 @@ const sources = new SourcesView(byId("sources"), byId("sources-count"), api, (me
 );
 const conversation = new ConversationView(byId("log"), {
   cite: (n) => sources.show(n),
-  edit: (id, text) => void session.edit(id, text).then(afterRun),
+  edit: (id, text) =>
+    void session.edit(id, text).then((result) => {
+      if (result.unsavedEdit) conversation.reopenEdit(result.unsavedEdit.messageId, result.unsavedEdit.text);
+      afterRun(result);
+    }),
   regenerate: (id) => void session.regenerate(id).then(afterRun),
   switchTo: (id) =>
     void session.switchTo(id).then(() => {

@@ -43,6 +43,8 @@ export interface RunResult {
   outcome: "success" | "interrupt" | "cancelled" | "error";
   /** The question the server did not keep (stopped or failed run), to offer it again. */
   unsavedQuestion?: string;
+  /** An edited question the server did not keep, to open again in its editor, as typed. */
+  unsavedEdit?: { messageId: string; text: string };
 }
 
 /**
@@ -306,14 +308,16 @@ export class ChatSession {
    * before it: a history with no answer and no id the thread knows would read as a new turn of the
    * branch shown, so the first question keeps its id (see the README, "Edit, regenerate, branches").
    */
-  edit(messageId: string, text: string): Promise<RunResult> {
+  async edit(messageId: string, text: string): Promise<RunResult> {
     const at = this.messages.findIndex((m) => m.id === messageId);
-    if (at < 0 || !this.canBranch) return Promise.resolve({ outcome: "error" });
+    if (at < 0 || !this.canBranch) return { outcome: "error" };
     const before = this.messages.slice(0, at);
     const first = !before.some((m) => m.role === "user" || m.role === "assistant");
     this.agent.setMessages([...before, { id: first ? messageId : newId(), role: "user", content: text }]);
     this.forgetCards();
-    return this.run({}, text, false);
+    const result = await this.run({}, text, false);
+    const kept = result.outcome === "success" || result.outcome === "interrupt";
+    return kept ? result : { ...result, unsavedEdit: { messageId, text } };
   }
 
   /**
@@ -460,7 +464,7 @@ export class ChatSession {
 
   /**
    * One run of the agent with the messages as they are now. `question` names the turn in a notice
-   * when it is not saved; `offerAgain` puts it back into the input box then (not for an edit).
+   * when it is not saved; `offerAgain` puts it back into the input box then (an edit reopens its editor instead).
    */
   private async run(
     params: { resume?: ResumeEntry[] },
