@@ -756,6 +756,22 @@ async def test_an_edit_that_fails_opens_again_with_the_text_typed(
     chat.assert_clean_console()
 
 
+async def test_a_long_unbroken_word_wraps_inside_its_message(browser: Browser, scenario_url: str) -> None:
+    chat = await open_chat(browser, scenario_url, "long-word")
+    page = chat.page
+    link = "https://example.com/" + "backup_retention_" * 20 + "policy"
+    await chat.ask(f"Where is {link} described?")
+    for width in (1280, 390):
+        await page.set_viewport_size({"width": width, "height": 800})
+        await expect(page.locator("#log article.message-user .message-body")).to_contain_text(link)
+        # every message's text stays inside its bubble (none runs out of it, cut off by the log)
+        cut = await page.locator("#log .message-body").evaluate_all(
+            "(bodies) => bodies.filter((b) => b.scrollWidth > b.clientWidth).map((b) => b.innerText)"
+        )
+        assert cut == [], (width, cut)
+    chat.assert_clean_console()
+
+
 @pytest.fixture
 async def token_url(scenario_config: Any) -> AsyncIterator[str]:
     scenario_config.tokens = {"alice": SecretStr("alice-token")}
