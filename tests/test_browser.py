@@ -772,6 +772,31 @@ async def test_a_long_unbroken_word_wraps_inside_its_message(browser: Browser, s
     chat.assert_clean_console()
 
 
+async def test_an_approval_of_long_unbroken_arguments_fits_the_window(
+    browser: Browser, scenario_url: str
+) -> None:
+    chat = await open_chat(browser, scenario_url, "long-approval")
+    page = chat.page
+    note = "quarterly_backup_retention_report_" * 6
+    await chat.type_question(f"archive {note}")
+    card = page.locator("#approvals .approval")
+    await expect(card.locator(".approval-args")).to_contain_text(note)
+    for width in (1280, 390):
+        await page.set_viewport_size({"width": width, "height": 800})
+        await expect(card.locator(".approval-message")).to_be_visible()
+        # the card's text wraps inside it: the page does not scroll sideways, nothing runs out of the card
+        overflow = await page.evaluate(
+            """() => [document.documentElement.scrollWidth - document.documentElement.clientWidth,
+            ...[...document.querySelectorAll('#approvals .approval, #approvals .approval *')]
+              .filter((e) => e.clientWidth > 0 && e.scrollWidth > e.clientWidth)
+              .map((e) => e.className)]"""
+        )
+        assert overflow == [0], (width, overflow)
+    await card.get_by_role("button", name="Approve").click()
+    await chat.wait_idle()
+    chat.assert_clean_console()
+
+
 @pytest.fixture
 async def token_url(scenario_config: Any) -> AsyncIterator[str]:
     scenario_config.tokens = {"alice": SecretStr("alice-token")}
