@@ -797,6 +797,36 @@ async def test_an_approval_of_long_unbroken_arguments_fits_the_window(
     chat.assert_clean_console()
 
 
+async def test_long_names_in_the_side_panels_wrap_and_their_buttons_stay_reachable(
+    browser: Browser, scenario_url: str, tmp_path: Path
+) -> None:
+    upload = tmp_path / ("night_shift_rota_for_the_savanna_enclosure_keepers_" * 2 + "v2.md")
+    upload.write_text("# Night shifts\n\nThe keeper on duty checks the savanna enclosure at 2 am.\n")
+    chat = await open_chat(browser, scenario_url, "long-names")
+    page = chat.page
+    name = "night_shift_rota_for_the_savanna_enclosure_keepers_" * 2
+    await chat.add_filter_name(name)
+    await page.locator("#upload-files").set_input_files(str(upload))
+    await page.locator("#upload button[type=submit]").click()
+    await expect(page.locator("#jobs .job").first).to_have_attribute("data-state", "done")
+    for width in (1280, 390):
+        await page.set_viewport_size({"width": width, "height": 800})
+        await expect(page.locator("#filter .chip")).to_contain_text(name)
+        # nothing in the side column runs out of its box (where the column would cut it off)
+        cut = await page.locator(".side *").evaluate_all(
+            "(all) => all.filter((e) => e.clientWidth > 0 && e.scrollWidth > e.clientWidth"
+            " && getComputedStyle(e).overflowX === 'visible').map((e) => e.className || e.tagName)"
+        )
+        assert cut == [], (width, cut)
+    remove = page.get_by_role("button", name=f"Remove “{name}” from the filter")
+    await remove.scroll_into_view_if_needed()
+    await expect(remove).to_be_in_viewport(ratio=1)
+    await remove.click()
+    await expect(page.locator("#filter .chip")).to_have_count(0)
+    await expect(page.locator("#filter .filter-summary")).to_contain_text("Answers use all documents.")
+    chat.assert_clean_console()
+
+
 @pytest.fixture
 async def token_url(scenario_config: Any) -> AsyncIterator[str]:
     scenario_config.tokens = {"alice": SecretStr("alice-token")}
