@@ -827,6 +827,31 @@ async def test_long_names_in_the_side_panels_wrap_and_their_buttons_stay_reachab
     chat.assert_clean_console()
 
 
+async def test_a_link_to_a_deleted_chat_starts_a_new_chat_under_a_new_id(
+    browser: Browser, scenario_url: str
+) -> None:
+    chat = await open_chat(browser, scenario_url, "deleted-link")
+    await chat.ask("nightly backups")
+    deleted = chat.thread_id
+    async with httpx.AsyncClient(base_url=scenario_url, timeout=10) as client:
+        assert (await client.delete(f"/threads/{deleted}")).status_code == 204
+
+    later = await open_chat_at(browser, scenario_url, "deleted-link-later", f"#thread={deleted}")
+    await expect(later.page.locator("#log .notice p")).to_have_text(
+        "That chat does not exist (any more); this is a new one."
+    )
+    assert later.thread_id is None
+    assert (await later.ask("nightly backups")).startswith("Found it in")
+    assert later.thread_id not in (None, deleted)  # not the deleted chat made again
+    async with httpx.AsyncClient(base_url=scenario_url, timeout=10) as client:
+        assert (await client.get(f"/threads/{deleted}")).status_code == 404
+        listed = (await client.get("/threads")).json()["threads"]
+    assert [t["threadId"] for t in listed] == [later.thread_id]
+    assert later.problems == [
+        "console error: Failed to load resource: the server responded with a status of 404 (Not Found)"
+    ]
+
+
 @pytest.fixture
 async def token_url(scenario_config: Any) -> AsyncIterator[str]:
     scenario_config.tokens = {"alice": SecretStr("alice-token")}

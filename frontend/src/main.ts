@@ -138,21 +138,23 @@ function setUrlThread(threadId: string | null): void {
 /** Show `threadId` (a new chat for null); `view` when the caller has just read it (null: gone). */
 async function openThread(threadId: string | null, view?: ThreadView | null): Promise<void> {
   const ticket = ++opening;
+  const key = await stateKey;
   let next: ChatSession;
   try {
-    const key = await stateKey;
     next = threadId
       ? await ChatSession.open(api, threadId, key, view)
       : new ChatSession(api, newId(), null, key);
   } catch (error) {
     showBanner(`Could not open the chat: ${describe(error)}`);
-    next = new ChatSession(api, newId(), null, await stateKey);
+    next = new ChatSession(api, newId(), null, key);
   }
   if (ticket !== opening) {
     next.detach(); // another thread was opened meanwhile
     return;
   }
   if (threadId && !next.saved && !next.busy) {
+    // a new chat under a new id: a deleted chat is never made again under its old one (see below)
+    next = new ChatSession(api, newId(), null, key);
     next.notify("info", "That chat does not exist (any more); this is a new one.");
   }
   stopListening();
