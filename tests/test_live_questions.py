@@ -322,6 +322,29 @@ async def test_a_page_reloaded_while_a_question_waits_answers_it_live(
         chat.assert_clean_console()
 
 
+async def test_enter_that_ends_an_input_method_composition_does_not_send_the_answer(
+    scenario_config: Any, tool_log: Path
+) -> None:
+    """Typing with an input method (Japanese, Chinese, ...), Enter confirms the composed text; only
+    the next Enter sends the answer, as in the question box."""
+    from playwright.async_api import expect
+
+    async with seed_chat(scenario_config, "live-question-ime") as (_url, chat):
+        page = chat.page
+        await chat.type_question('call book_trip {"city": "Kyoto"}')
+        card = page.locator("#approvals .approval-question[data-question-id]")
+        field = card.locator("input.question-answer")
+        await field.fill("五月三日")
+        await field.dispatch_event("keydown", {"key": "Enter", "isComposing": True})
+        await page.wait_for_timeout(300)
+        await expect(field).to_have_value("五月三日")  # still there: not sent
+        await expect(card.locator(".approval-answered")).to_have_count(0)
+        before = await chat.answers().count()
+        await field.press("Enter")
+        assert await chat.wait_for_new_answer(before) == "book_trip: Kyoto booked for 五月三日"
+        chat.assert_clean_console()
+
+
 async def test_a_question_is_open_before_the_client_hears_of_it() -> None:
     """An answer sent the moment the question event arrives must find the question open, even when
     opening it takes a round trip (a Redis bus on another host): here the bus waits 0.2 s first."""

@@ -200,7 +200,8 @@ export class ApprovalsView {
       else input.focus();
     };
     input.addEventListener("keydown", (event) => {
-      if (event.key === "Enter") answer();
+      // an Enter that confirms an input method's composition is not the answer's (as in the question box)
+      if (event.key === "Enter" && !event.isComposing) answer();
     });
     card.append(
       h("h3", { id: headingId }, question),
