@@ -422,6 +422,30 @@ async def test_older_chats_are_a_button_away(browser: Browser, scenario_config: 
         chat.assert_clean_console()
 
 
+async def test_on_a_phone_a_long_chat_list_leaves_the_conversation_in_the_first_screen(
+    browser: Browser, scenario_url: str
+) -> None:
+    async with httpx.AsyncClient(base_url=scenario_url, timeout=30) as http:
+        for n in range(40):  # saved threads (a run with no messages saves one)
+            assert (await http.post("/agui", json=run_body(f"chat-{n:02d}", "r", None))).status_code == 200
+    context = await browser.new_context(viewport={"width": 390, "height": 800})
+    chat = ChatPage(await context.new_page(), scenario_url, "phone-chat-list")
+    await chat.open()
+    page = chat.page
+    links = page.locator("#threads li a")
+    await expect(links).to_have_count(40)
+    await page.evaluate("() => window.scrollTo(0, 0)")
+    # the list scrolls within itself: the conversation and the question box start on the first screen
+    log_top = await page.locator("#log").evaluate("(e) => e.getBoundingClientRect().top")
+    assert log_top < 800 * 0.6, log_top
+    await links.last.scroll_into_view_if_needed()
+    await expect(links.last).to_be_in_viewport(ratio=1)  # every chat is still reachable
+    await links.last.click()
+    await expect(page.locator("#threads a[aria-current=page]")).to_have_attribute("href", "#thread=chat-00")
+    chat.assert_clean_console()
+    await context.close()
+
+
 @pytest.fixture
 async def keyed_server(scenario_config: Any) -> AsyncIterator[str]:
     """The product app with its state under one key and a one-card emit window."""
