@@ -876,6 +876,24 @@ async def test_a_link_to_a_deleted_chat_starts_a_new_chat_under_a_new_id(
     ]
 
 
+async def test_a_source_opened_in_one_chat_is_not_shown_open_in_the_next(
+    browser: Browser, scenario_url: str
+) -> None:
+    chat = await open_chat(browser, scenario_url, "active-source")
+    page = chat.page
+    await chat.ask("nightly backups")
+    await chat.answers().last.locator("button.cite").first.click()
+    await expect(page.locator("#sources .source.is-active")).to_have_count(1)
+
+    await page.locator("#new-chat").click()
+    await chat.ask("bakery opening hours")
+    cards = page.locator("#sources .source")
+    await expect(cards).not_to_have_count(0)
+    await expect(page.locator("#sources .source.is-active")).to_have_count(0)  # nothing pressed here
+    await expect(page.locator("#sources [aria-current]")).to_have_count(0)
+    chat.assert_clean_console()
+
+
 @pytest.fixture
 async def token_url(scenario_config: Any) -> AsyncIterator[str]:
     scenario_config.tokens = {"alice": SecretStr("alice-token")}

@@ -81,7 +81,7 @@ function render(): void {
   if (threadIdFromUrl() !== urlThreadId()) setUrlThread(urlThreadId());
   conversation.render(session);
   approvals.render(session);
-  sources.render(session.citations);
+  sources.render(session.citations, session);
   filter.render(session.filter, session.state.document_filter ?? []);
   threadList.render(threads, session.threadId, session.busy, olderThreads !== null);
 

@@ -236,6 +236,8 @@ export class FilterView {
 /** One card per citation in the thread's state; `show(n)` opens and highlights card n. */
 export class SourcesView {
   private active: string | null = null;
+  /** The chat the cards are of: an opened card is of that chat only (its `[n]` is another's elsewhere). */
+  private chat: object | null = null;
   private shownFor = "";
 
   constructor(
@@ -245,7 +247,12 @@ export class SourcesView {
     private readonly onError: (message: string) => void,
   ) {}
 
-  render(citations: Record<string, Citation>): void {
+  render(citations: Record<string, Citation>, chat: object): void {
+    if (chat !== this.chat) {
+      this.chat = chat;
+      this.active = null;
+      this.shownFor = "";
+    }
     const entries = Object.entries(citations).sort(([a], [b]) => Number(a) - Number(b));
     const sig = JSON.stringify(entries.map(([n, c]) => [n, c.passage]));
     if (sig === this.shownFor) return;
