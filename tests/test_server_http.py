@@ -378,7 +378,7 @@ async def test_stop_route_cancels_with_the_cancelled_outcome(scenario_config: An
         )
         stopped = await stopper
         assert stopped.status_code == 202
-        assert stopped.json()["stopping"] is True
+        assert stopped.json()["stopping"] is True and stopped.json()["ended"] is True
         assert any(e["type"] == "STATE_DELTA" for e in events)  # the run had changed the state
         assert check_stream(events, good["state"]) == good["state"]  # and the client's copy is put back
         assert events[-1]["type"] == "RUN_FINISHED"
@@ -645,3 +645,31 @@ async def test_a_client_streaming_when_the_server_is_told_to_stop_reads_the_shut
         after = (await client.get("/threads/deploy2")).json()
     assert after["messages"] == before["messages"]
     assert after["state"] == before["state"]
+
+
+async def test_a_run_sent_right_after_a_stop_is_answered_not_refused_as_busy(scenario_config: Any) -> None:
+    """Stop, then ask again at once (a user pressing Stop and sending the next question): the stop
+    answers once the run has ended, so the next run finds the thread free, not a 409."""
+    async with server(scenario_config) as client:
+        assert (await client.post("/agui", json=run_body("again", "r0", "backups"))).status_code == 200
+        body = run_body("again", "r1", "slow answer please")
+        body["messages"] = (await client.get("/threads/again")).json()["messages"] + body["messages"]
+        first = asyncio.create_task(client.post("/agui", json=body))
+        for _ in range(500):
+            if (await client.get("/threads/again")).json()["activeRunId"] == "r1":
+                break
+            await asyncio.sleep(0.01)
+        stopped = await client.post("/threads/again/runs/r1/stop")
+        assert stopped.status_code == 202 and stopped.json() == {
+            "threadId": "again",
+            "runId": "r1",
+            "stopping": True,
+            "ended": True,
+        }
+        view = (await client.get("/threads/again")).json()
+        body = run_body("again", "r2", "backups")
+        body["messages"] = view["messages"] + body["messages"]
+        next_run = await client.post("/agui", json=body)
+        assert next_run.status_code == 200, next_run.text
+        assert '"RUN_FINISHED"' in next_run.text
+        assert '"RUN_FINISHED"' in (await first).text

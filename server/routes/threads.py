@@ -3,6 +3,8 @@ answer a run's live question, re-read a run's events, download a tool attachment
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 from typing import Annotated
 from urllib.parse import quote
@@ -45,6 +47,8 @@ __all__ = [
 
 POLICY_BODY_LIMIT = 64 * 1024
 ANSWER_BODY_LIMIT = 64 * 1024
+STOP_WAIT_SECONDS = 5.0
+"""How long a stop request waits for the run to end before it answers (``ended: false`` then)."""
 _SEQUENCE = re.compile(r"[0-9]{1,12}")
 
 
@@ -105,8 +109,20 @@ async def stop_run(request: Request) -> Response:
     run_id = path_id(request, "run_id", "runId")
     info = await runs.find(thread_id, run_id, caller(request))
     await runs.stop(info)
+    # answered once the run has ended, so a run sent right after the answer finds the thread free
+    ended = info.status != "running"
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(STOP_WAIT_SECONDS):
+            await runs.wait_ended(info)
+            ended = True
     return JSONResponse(
-        {"threadId": thread_id, "runId": run_id, "stopping": info.status == "running"}, status_code=202
+        {
+            "threadId": thread_id,
+            "runId": run_id,
+            "stopping": info.status == "running",
+            "ended": ended,
+        },
+        status_code=202,
     )
 
 

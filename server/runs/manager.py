@@ -415,6 +415,18 @@ class RunManager:
                 )
             await self.stop_bus.publish(info.key)
 
+    async def wait_ended(self, info: RunInfo) -> None:
+        """Return once the run has ended and its thread is free for the next run; a run elsewhere
+        is watched through its log. Callers bound the wait (``asyncio.timeout``)."""
+        active = self._runs.get(info.key)
+        if active is not None and active.task is not None:
+            await asyncio.wait([active.task])
+        while True:  # a run elsewhere: its status is the shared log's, which nothing here signals
+            current = await self.logs.info(info.key)
+            if current is None or current.status != "running":
+                return
+            await asyncio.sleep(0.05)
+
     def _stop_local(self, key: str) -> None:
         active = self._runs.get(key)
         if active is not None:
