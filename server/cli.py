@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from .config import AppConfig, unreadable_setting
+from .config import AppConfig, invalid_settings, unreadable_setting
 
 __all__ = ["main"]
 
@@ -94,20 +94,27 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_FLAGS = (
+    "data_dir",
+    "embedder",
+    "host",
+    "port",
+    "model",
+    "workers",
+    "redis_url",
+    "database_url",
+    "state_key",
+)
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings given as flags, which override the environment."""
+    return {k: getattr(args, k) for k in _FLAGS if getattr(args, k, None) is not None}
+
+
 def _config(args: argparse.Namespace) -> AppConfig:
-    keys = (
-        "data_dir",
-        "embedder",
-        "host",
-        "port",
-        "model",
-        "workers",
-        "redis_url",
-        "database_url",
-        "state_key",
-    )
-    overrides: dict[str, Any] = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
-    return AppConfig(**overrides)
+    """The configuration: the environment, overridden by the flags given."""
+    return AppConfig(**_overrides(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = _config(args)
     except ValidationError as exc:
-        print(f"ragstream: invalid configuration:\n{exc}", file=sys.stderr)
+        print(f"ragstream: invalid configuration: {invalid_settings(exc, _overrides(args))}", file=sys.stderr)
         return 2
     except SettingsError as exc:
         print(f"ragstream: invalid configuration: {unreadable_setting(exc)}", file=sys.stderr)

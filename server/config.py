@@ -10,17 +10,41 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from rag_tools.config import RagConfig
 from rag_tools.kb import SyncSourceError, open_sync_source
 from rag_tools.kb.access import check_groups
 
-__all__ = ["WORKER_CONFIG_ENV", "AppConfig", "StaticToken", "SyncEntry", "unreadable_setting"]
+__all__ = [
+    "WORKER_CONFIG_ENV",
+    "AppConfig",
+    "StaticToken",
+    "SyncEntry",
+    "invalid_settings",
+    "unreadable_setting",
+]
+
+#: The URL schemes each backend's client accepts: anything else is refused when read, not at start-up.
+_URL_SCHEMES = {
+    "redis_url": ("redis", "rediss", "unix"),
+    "database_url": ("postgresql", "postgres"),
+}
 
 #: Where ``serve`` leaves the validated configuration for the worker processes it starts.
 WORKER_CONFIG_ENV = "RAGSTREAM_WORKER_CONFIG"
@@ -273,6 +297,17 @@ class AppConfig(RagConfig, BaseSettings):
         description="Log lines as plain text, or as JSON lines with principal, thread, run and trace ids.",
     )
 
+    @field_validator("redis_url", "database_url")
+    @classmethod
+    def _known_scheme(cls, value: str | None, info: ValidationInfo) -> str | None:
+        schemes = _URL_SCHEMES[str(info.field_name)]
+        if value is not None and urlsplit(value).scheme not in schemes:
+            example = f"{schemes[0]}://host/..."
+            raise ValueError(
+                f"must be a {' or '.join(f'{s}://' for s in schemes)} URL (e.g. {example}), got {value!r}"
+            )
+        return value
+
     @field_validator("metrics_address")
     @classmethod
     def _host_port(cls, value: str | None) -> str | None:
@@ -366,3 +401,21 @@ def unreadable_setting(error: SettingsError) -> str:
     cause = error.__cause__
     reason = f" ({cause})" if cause is not None else ""
     return f"{name} is not valid JSON{reason}"
+
+
+def invalid_settings(error: ValidationError, flags: Collection[str] = ()) -> str:
+    """One line naming each rejected setting as the user gave it (``--flag`` or ``RAGSTREAM_*``) and why."""
+    problems = []
+    for item in error.errors(include_url=False):
+        loc = [str(part) for part in item["loc"]]
+        message = item["msg"].removeprefix("Value error, ")
+        if not loc:  # a rule across settings: its message names them
+            problems.append(message)
+            continue
+        field, rest = loc[0], loc[1:]
+        name = f"--{field.replace('_', '-')}" if field in flags else f"RAGSTREAM_{field.upper()}"
+        where = f"{name}[{'.'.join(rest)}]" if rest else name
+        given = item.get("input")
+        shown = f" (got {given!r})" if isinstance(given, str | int | float) and "got " not in message else ""
+        problems.append(f"{where}: {message}{shown}")
+    return "; ".join(problems)

@@ -92,6 +92,51 @@ def test_serve_refuses_an_unusable_model_in_one_line_before_serving(
     assert "serving on" not in result.stdout
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        (
+            "RAGSTREAM_CACHE_MAX_THREADS",
+            "many",
+            "RAGSTREAM_CACHE_MAX_THREADS: Input should be a valid integer",
+        ),
+        ("RAGSTREAM_WORKERS", "0", "RAGSTREAM_WORKERS: Input should be greater than or equal to 1 (got '0')"),
+        (
+            "RAGSTREAM_SEARCH_MODE",
+            "fast",
+            "RAGSTREAM_SEARCH_MODE: Input should be 'hybrid', 'vector' or 'text'",
+        ),
+        (
+            "RAGSTREAM_SYNC",
+            '[{"source": "/srv/share", "interval_seconds": 1}]',
+            "RAGSTREAM_SYNC[0.interval_seconds]: Input should be greater than or equal to 10",
+        ),
+        ("RAGSTREAM_OIDC_ISSUER", "https://login.example.com", "oidc_issuer needs oidc_audience"),
+        ("RAGSTREAM_REDIS_URL", "127.0.0.1:6379", "RAGSTREAM_REDIS_URL: must be a redis://"),
+        ("RAGSTREAM_DATABASE_URL", "mysql://db/ragstream", "RAGSTREAM_DATABASE_URL: must be a postgresql://"),
+    ],
+)
+def test_a_bad_setting_stops_every_command_with_one_line_naming_it(
+    tmp_path: Path, variable: str, value: str, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(variable, value)
+    result = cli("serve", "--port", str(free_port()), data=tmp_path / "data")
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr  # no traceback, no pydantic report
+    assert lines[0].startswith("ragstream: invalid configuration: ") and says in lines[0]
+    assert "serving on" not in result.stdout
+
+
+def test_a_bad_flag_is_named_as_the_flag(tmp_path: Path) -> None:
+    result = cli("serve", "--workers", "0", "--redis-url", "localhost", data=tmp_path / "data")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "ragstream: invalid configuration: --workers: Input should be greater than or equal to 1 (got 0); "
+        "--redis-url: must be a redis:// or rediss:// or unix:// URL (e.g. redis://host/...), got 'localhost'"
+    )
+
+
 def test_serve_with_several_workers_needs_redis(tmp_path: Path) -> None:
     result = cli("serve", "--workers", "2", data=tmp_path / "data")
     assert result.returncode == 2
