@@ -19,13 +19,29 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.models import infer_model
 from tqdm import tqdm
 
-from rag_tools.kb import DocumentFilter, IngestProgress, IngestReport, KnowledgeBase, KnowledgeBaseError
+from rag_tools.kb import (
+    DocumentFilter,
+    IngestProgress,
+    IngestReport,
+    KnowledgeBase,
+    KnowledgeBaseError,
+    KnowledgeBaseUnavailable,
+)
 
 from .auth import load_scheme
 from .config import WORKER_CONFIG_ENV, AppConfig
 from .observe import logs, metrics, tracing
 
-__all__ = ["cmd_documents", "cmd_ingest", "cmd_search", "cmd_serve", "cmd_sync", "ingest_with_progress"]
+__all__ = [
+    "cmd_documents",
+    "cmd_ingest",
+    "cmd_search",
+    "cmd_serve",
+    "cmd_sync",
+    "ingest_with_progress",
+    "knowledge_base_problem",
+    "open_knowledge_base",
+]
 
 
 _ingest_log = logging.getLogger("ragstream.ingest")
@@ -92,6 +108,29 @@ def _json_logs() -> Iterator[None]:
         _ingest_log.setLevel(level)
 
 
+def open_knowledge_base(config: AppConfig) -> KnowledgeBase:
+    """The configured knowledge base (not opened yet); an embedder setting that cannot be used
+    (unknown, or its provider's key missing) is a ``KnowledgeBaseError`` saying so in one line."""
+    try:
+        return KnowledgeBase.from_config(config)
+    except (ValueError, UserError) as exc:
+        reason = str(exc).split(". ")[0]
+        raise KnowledgeBaseError(f"the embedder {config.embedder!r} cannot be used: {reason}") from exc
+
+
+async def knowledge_base_problem(config: AppConfig) -> str | None:
+    """Why ``serve`` cannot serve this knowledge base (an unusable embedder, another embedder than
+    the one it was built with, a format it cannot read), in one line; else ``None``. A store that is
+    down is no problem here: the server starts, answers 503 and recovers when it is back."""
+    try:
+        async with open_knowledge_base(config):
+            return None
+    except KnowledgeBaseUnavailable:
+        return None
+    except KnowledgeBaseError as exc:
+        return str(exc)
+
+
 #: How long a worker may leave uvicorn's supervisor without an answer before it is replaced.
 WORKER_HEALTHCHECK_SECONDS = 60
 
@@ -120,7 +159,7 @@ async def cmd_sync(config: AppConfig, args: argparse.Namespace) -> int:
     """Mirror a folder or an S3 prefix: one line per file (added, updated, unchanged, deleted, error)."""
     bar = _Progress(enabled=not args.no_progress, every_outcome=True)
     try:
-        async with KnowledgeBase.from_config(config) as kb:
+        async with open_knowledge_base(config) as kb:
             report = await kb.sync(args.source, on_progress=bar.advance, groups=args.groups)
     except KnowledgeBaseError as exc:
         bar.bar.close()
@@ -131,7 +170,7 @@ async def cmd_sync(config: AppConfig, args: argparse.Namespace) -> int:
 
 async def cmd_ingest(config: AppConfig, args: argparse.Namespace) -> int:
     try:
-        async with KnowledgeBase.from_config(config) as kb:
+        async with open_knowledge_base(config) as kb:
             return await ingest_with_progress(
                 kb, args.paths, progress=not args.no_progress, groups=args.groups
             )
@@ -143,7 +182,7 @@ async def cmd_ingest(config: AppConfig, args: argparse.Namespace) -> int:
 async def cmd_search(config: AppConfig, args: argparse.Namespace) -> int:
     doc_filter = DocumentFilter(names=tuple(args.document)) if args.document else None
     try:
-        async with KnowledgeBase.from_config(config) as kb:
+        async with open_knowledge_base(config) as kb:
             hits = await kb.search(
                 args.query,
                 limit=args.limit or config.search_limit,
@@ -164,7 +203,7 @@ async def cmd_search(config: AppConfig, args: argparse.Namespace) -> int:
 
 async def cmd_documents(config: AppConfig, args: argparse.Namespace) -> int:
     try:
-        async with KnowledgeBase.from_config(config) as kb:
+        async with open_knowledge_base(config) as kb:
             page = await kb.list_documents(page=args.page)
     except (KnowledgeBaseError, ValueError) as exc:
         print(f"ragstream: {exc}", file=sys.stderr)
@@ -208,15 +247,24 @@ def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"ragstream: {exc}", file=sys.stderr)
             return 2
+    # before any worker starts: a worker that cannot open the knowledge base stops with a traceback,
+    # and with several workers the server exits 0 a minute later
+    if (problem := asyncio.run(knowledge_base_problem(config))) is not None:
+        print(f"ragstream: {problem}", file=sys.stderr)
+        return 2
     if args.ingest:
         json_lines = config.log_format == "json"
 
         async def ingest() -> int:
-            async with KnowledgeBase.from_config(config) as kb:
+            async with open_knowledge_base(config) as kb:
                 return await ingest_with_progress(kb, args.ingest, json_lines=json_lines)
 
-        with _json_logs() if json_lines else contextlib.nullcontext():
-            asyncio.run(ingest())
+        try:
+            with _json_logs() if json_lines else contextlib.nullcontext():
+                asyncio.run(ingest())
+        except KnowledgeBaseError as exc:
+            print(f"ragstream: {exc}", file=sys.stderr)
+            return 1
     # Workers are separate processes: hand them the whole validated configuration.
     os.environ[WORKER_CONFIG_ENV] = config.to_worker_payload()
     own_metrics_dir = _prepare_metrics(config)

@@ -137,6 +137,37 @@ def test_a_bad_flag_is_named_as_the_flag(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [
+        [],
+        ["--ingest", "examples/corpus/release-notes.txt"],
+        ["--workers", "2", "--redis-url", "redis://127.0.0.1:6379/0"],
+    ],
+    ids=["serve", "ingest-then-serve", "two-workers"],
+)
+def test_serve_refuses_a_knowledge_base_it_cannot_serve_in_one_line(
+    corpus_kb_template: Path, tmp_path: Path, flags: list[str]
+) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(corpus_kb_template, data / "kb")
+    result = cli("serve", "--port", str(free_port()), "--embedder", "local:wordllama", *flags, data=data)
+    assert result.returncode == 2, result.stderr  # not a startup traceback, nor (two workers) exit 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert f"was built with embedder {DEFAULT_EMBEDDER!r}" in lines[0]
+    assert "serving on" not in result.stdout
+
+
+def test_serve_refuses_an_unusable_embedder_in_one_line(tmp_path: Path) -> None:
+    result = cli("serve", "--port", str(free_port()), "--embedder", "nonsense:foo", data=tmp_path / "data")
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip()
+        == "ragstream: the embedder 'nonsense:foo' cannot be used: Unknown provider: nonsense"
+    )
+
+
 def test_serve_with_several_workers_needs_redis(tmp_path: Path) -> None:
     result = cli("serve", "--workers", "2", data=tmp_path / "data")
     assert result.returncode == 2
