@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -19,7 +22,7 @@ from rag_tools.state.postgres_store import PostgresThreadStore
 from rag_tools.state.redis_store import RedisThreadStore
 from tests.conftest import CORPUS_DOCUMENTS, ROOT
 from tests.protocol import check_stream, parse_sse
-from tests.servers import free_port
+from tests.servers import free_port, serve
 
 RAGSTREAM = [sys.executable, "-m", "server.cli"]
 
@@ -262,3 +265,78 @@ async def test_serve_with_two_workers_redis_and_postgres(
     finally:
         os.killpg(process.pid, 15)
         process.wait(30)
+
+
+def _slow_openai() -> Any:
+    """An OpenAI-compatible chat endpoint streaming a long answer, a word every 0.2 s."""
+    from starlette.applications import Starlette
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        body = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "slow"}
+        body["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    async def completions(request: Any) -> StreamingResponse:
+        async def stream() -> Any:
+            yield chunk({"role": "assistant", "content": ""})
+            for i in range(300):
+                await asyncio.sleep(0.2)
+                yield chunk({"content": f"word{i} "})
+            yield chunk({}, "stop")
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+
+
+async def test_a_run_streaming_when_serve_is_stopped_ends_with_the_shutdown_error(tmp_path: Path) -> None:
+    """A deploy (SIGTERM) mid-answer: the client gets the run's end (RUN_ERROR ``shutdown``), not a
+    stream cut off after some words with no terminal event."""
+    async with serve(_slow_openai()) as model_url:
+        port = free_port()
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "RAGSTREAM_TOOL_DIRS": "[]",
+            "OPENAI_BASE_URL": f"{model_url}/v1",
+            "OPENAI_API_KEY": "test",
+        }
+        args = ["serve", "--port", str(port), "--data-dir", str(tmp_path), "--model", "openai-chat:slow"]
+        process = subprocess.Popen(
+            [*RAGSTREAM, *args], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            async with httpx.AsyncClient(timeout=60) as http:
+                for _ in range(600):
+                    with contextlib.suppress(httpx.HTTPError):
+                        if (await http.get(f"{url}/ready")).status_code == 200:
+                            break
+                    await asyncio.sleep(0.2)
+                body = {
+                    "threadId": "t1",
+                    "runId": "r1",
+                    "state": {},
+                    "tools": [],
+                    "context": [],
+                    "forwardedProps": {},
+                    "messages": [{"id": "u1", "role": "user", "content": "hello"}],
+                }
+                text = ""
+                async with http.stream("POST", f"{url}/agui", json=body) as response:
+                    assert response.status_code == 200
+                    async for chunk in response.aiter_text():
+                        text += chunk
+                        if text.count("TEXT_MESSAGE_CONTENT") == 3 and process.returncode is None:
+                            process.send_signal(signal.SIGTERM)
+            events = [event for _, event in parse_sse(text)]
+            assert events[-1]["type"] == "RUN_ERROR", events[-3:]
+            assert events[-1]["code"] == "shutdown"
+            assert "TEXT_MESSAGE_END" in [e["type"] for e in events]
+            assert process.wait(30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it stopped on
+        finally:
+            if process.poll() is None:
+                process.kill()
