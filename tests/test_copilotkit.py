@@ -367,6 +367,20 @@ async def test_the_runtime_forwards_the_signed_in_users_token(scenario_config: A
             ]
             assert (await client.get(f"/api/threads/{thread}", headers=bob)).status_code == 404
             assert (await client.get("/api/documents", headers=alice)).status_code == 200
+            # a regenerate makes a second answer; the page's switch back to the first carries her sign-in
+            first_answer = view.json()["messages"][1]["id"]
+            again = {**run, "runId": "run-again", "threadId": thread, "messages": [question]}
+            response = await client.post("/api/copilotkit/agent/default/run", json=again, headers=alice)
+            assert sse_events(response.text)[-1]["type"] == "RUN_FINISHED", response.text
+            regenerated = (await client.get(f"/api/threads/{thread}", headers=alice)).json()
+            assert regenerated["messages"][1]["id"] != first_answer
+            switch = {"messageId": first_answer}
+            switched = await client.post(f"/api/threads/{thread}/switch", json=switch, headers=alice)
+            assert switched.status_code == 200, switched.text
+            assert switched.json()["messages"][1]["id"] == first_answer
+            assert switched.json()["branches"][first_answer]["index"] == 0
+            refused_switch = await client.post(f"/api/threads/{thread}/switch", json=switch, headers=bob)
+            assert refused_switch.status_code == 404, refused_switch.text
             # a reconnect (a reloaded page) replays the thread for its owner only
             connect = {**run, "runId": "connect-1", "threadId": thread, "messages": []}
             restored = await client.post("/api/copilotkit/agent/default/connect", json=connect, headers=alice)

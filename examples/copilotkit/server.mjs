@@ -104,7 +104,7 @@ async function proxyPost(req, res, path) {
   try {
     upstream = await fetch(`${RAGSTREAM}${path}`, {
       method: "POST",
-      headers: { ...authHeaders, "Content-Type": "application/json" },
+      headers: { ...upstreamHeaders(req), "Content-Type": "application/json" },
       body: Buffer.concat(chunks),
     });
   } catch (error) {
