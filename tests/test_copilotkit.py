@@ -442,6 +442,51 @@ async def test_a_failed_turn_leaves_the_thread_as_it_was(browser: Browser, scena
         await context.close()
 
 
+async def test_a_refused_run_is_explained_in_ragstreams_words(browser: Browser, scenario_config: Any) -> None:
+    """A run ragstream refuses (409: the thread is busy with a run from elsewhere): the page says
+    why in ragstream's words (not the raw JSON of its error), drops the unsaved turn, and asks again
+    once the other run is stopped."""
+    app = ragstream_app(scenario_config, scenario=True, state_key=None)
+    async with serve(app) as ragstream, example_server(ragstream) as runtime:
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        page = CopilotKitPage(await context.new_page(), runtime.url, "busy")
+        await page.open()
+        await page.ask("nightly backups")
+        shown = await page.transcript()
+        thread = page.thread_id
+
+        # another client's run holds the thread (a second tab, another device)
+        other = {
+            "threadId": thread,
+            "runId": f"elsewhere-{uuid.uuid4().hex}",
+            "state": {},
+            "messages": [{"id": f"q-{uuid.uuid4().hex}", "role": "user", "content": "hang on"}],
+            "tools": [],
+            "context": [],
+            "forwardedProps": {},
+        }
+        async with httpx.AsyncClient(base_url=ragstream, timeout=30) as direct:
+            async with direct.stream("POST", "/agui", json=other) as holding:
+                assert holding.status_code == 200
+                await page.type_question("bakery food safety")
+                notice = page.page.locator("#notice")
+                await expect(notice).to_have_text(
+                    f"ragstream refused the run (409 thread_busy): thread {thread!r} is busy with another "
+                    "run; wait for it to finish or stop it. This turn (“bakery food safety”) was not saved."
+                )
+                await page.wait_idle()
+                await expect(page.questions()).to_have_count(1)
+                assert await page.transcript() == shown
+                stop = await direct.post(f"/threads/{thread}/runs/{other['runId']}/stop")
+                assert stop.status_code == 202, stop.text
+        page.problems.clear()  # CopilotKit logs the RUN_ERROR on the console
+        assert (await page.ask("bakery food safety")).startswith("Found it in Harbor Street Bakery")
+        assert user_texts(await page.server_view(ragstream)) == ["nightly backups", "bakery food safety"]
+        assert runtime.alive, runtime.log()
+        page.assert_clean()
+        await context.close()
+
+
 async def test_a_reload_mid_answer_follows_the_run(browser: Browser, scenario_config: Any) -> None:
     """A reload while an answer streams: CopilotChat reconnects to the thread, the example's runtime
     shows ragstream's saved thread and joins the run still going, the answer goes on forming and ends

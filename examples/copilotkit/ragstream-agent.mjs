@@ -3,7 +3,7 @@
 // and a reconnect that restores the thread from ragstream's saved record. See NOTES.md.
 import { HttpAgent } from "@ag-ui/client";
 import { InMemoryAgentRunner } from "@copilotkit/runtime/v2";
-import { Observable, concat, from, skip, switchMap } from "rxjs";
+import { Observable, catchError, concat, from, skip, switchMap, throwError } from "rxjs";
 
 /** ragstream's base URL (`http://host:port`) from its AG-UI endpoint (`.../agui`). */
 export function ragstreamBase(aguiUrl) {
@@ -24,7 +24,7 @@ export function ragstreamBase(aguiUrl) {
 export class RagstreamAgent extends HttpAgent {
   run(input) {
     this.activeRun = { threadId: input.threadId, runId: input.runId };
-    return super.run(input);
+    return super.run(input).pipe(catchError((error) => throwError(() => readableError(error, this.url))));
   }
 
   abortRun() {
@@ -42,6 +42,31 @@ export class RagstreamAgent extends HttpAgent {
       })
       .catch(() => super.abortRun());
   }
+}
+
+/**
+ * A run ragstream refused or could not be reached for, in words a user can read: the runtime ends
+ * the run with a RUN_ERROR carrying this error's message, which the page shows. `HttpAgent` says
+ * `HTTP 429: {"error":{...}}` (ragstream's JSON error, README "The protocol") or `fetch failed`;
+ * this keeps the status and ragstream's own message (`'alice' started 10 runs this minute, ...`,
+ * `thread '...' is busy with another run; ...`), or names the address it could not reach.
+ */
+export function readableError(error, aguiUrl) {
+  if (typeof error?.status === "number") {
+    const detail = error.payload?.error;
+    const said = typeof detail?.message === "string" ? detail.message : typeof error.payload === "string" ? error.payload : "";
+    const readable = new Error(sentence(`ragstream refused the run (${error.status}${detail?.code ? ` ${detail.code}` : ""})${said ? `: ${said}` : ""}`));
+    return Object.assign(readable, { status: error.status, payload: error.payload });
+  }
+  if (error instanceof TypeError && error.cause) {
+    return new Error(sentence(`ragstream is not reachable at ${ragstreamBase(aguiUrl)} (${error.cause.code ?? error.cause.message})`));
+  }
+  return error;
+}
+
+/** The text ending as a sentence (the page goes on after it: "... This turn was not saved."). */
+function sentence(text) {
+  return /[.!?]$/.test(text) ? text : `${text}.`;
 }
 
 /** ragstream's saved thread (`GET /threads/{id}`) as `{messages, state}`, or null when unknown. */
