@@ -27,17 +27,20 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def serve(app: Any, **config: Any) -> AsyncIterator[str]:
-    """Serve ``app`` in this event loop on a free loopback port; yields the base URL."""
-    async with serving(app, **config) as (url, _):
+async def serve(app: Any, port: int | None = None, **config: Any) -> AsyncIterator[str]:
+    """Serve ``app`` in this event loop on ``port`` (default: a free loopback port); yields the base
+    URL. A port again: a server that restarts where its clients know it."""
+    async with serving(app, port, **config) as (url, _):
         yield url
 
 
 @asynccontextmanager
-async def serving(app: Any, **config: Any) -> AsyncIterator[tuple[str, uvicorn.Server]]:
+async def serving(
+    app: Any, port: int | None = None, **config: Any
+) -> AsyncIterator[tuple[str, uvicorn.Server]]:
     """``serve``, yielding the uvicorn server too (``server.should_exit = True`` is what its signal
     handler does on SIGTERM)."""
-    port = free_port()
+    port = port or free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", **config)
     )

@@ -34,7 +34,7 @@ from tests.browser.copilotkit import (
 from tests.browser.rendered import check_source_card, rendered_junk
 from tests.oidc_provider import AUDIENCE, IdentityProvider
 from tests.scenario import Notes, scenario_agent
-from tests.servers import serve
+from tests.servers import free_port, serve
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -465,25 +465,74 @@ async def test_a_refused_run_is_explained_in_ragstreams_words(browser: Browser, 
             "context": [],
             "forwardedProps": {},
         }
-        async with httpx.AsyncClient(base_url=ragstream, timeout=30) as direct:
-            async with direct.stream("POST", "/agui", json=other) as holding:
-                assert holding.status_code == 200
-                await page.type_question("bakery food safety")
-                notice = page.page.locator("#notice")
-                await expect(notice).to_have_text(
-                    f"ragstream refused the run (409 thread_busy): thread {thread!r} is busy with another "
-                    "run; wait for it to finish or stop it. This turn (“bakery food safety”) was not saved."
-                )
-                await page.wait_idle()
-                await expect(page.questions()).to_have_count(1)
-                assert await page.transcript() == shown
-                stop = await direct.post(f"/threads/{thread}/runs/{other['runId']}/stop")
-                assert stop.status_code == 202, stop.text
+        async with (
+            httpx.AsyncClient(base_url=ragstream, timeout=30) as direct,
+            direct.stream("POST", "/agui", json=other) as holding,
+        ):
+            assert holding.status_code == 200
+            await page.type_question("bakery food safety")
+            notice = page.page.locator("#notice")
+            await expect(notice).to_have_text(
+                f"ragstream refused the run (409 thread_busy): thread {thread!r} is busy with another "
+                "run; wait for it to finish or stop it. This turn (“bakery food safety”) was not saved."
+            )
+            await page.wait_idle()
+            await expect(page.questions()).to_have_count(1)
+            assert await page.transcript() == shown
+            stop = await direct.post(f"/threads/{thread}/runs/{other['runId']}/stop")
+            assert stop.status_code == 202, stop.text
         page.problems.clear()  # CopilotKit logs the RUN_ERROR on the console
         assert (await page.ask("bakery food safety")).startswith("Found it in Harbor Street Bakery")
         assert user_texts(await page.server_view(ragstream)) == ["nightly backups", "bakery food safety"]
         assert runtime.alive, runtime.log()
         page.assert_clean()
+        await context.close()
+
+
+async def test_ragstream_down_and_back_while_the_page_is_open(browser: Browser, scenario_config: Any) -> None:
+    """ragstream stops while the page is open: a question then says ragstream is not reachable and
+    leaves the page (which cannot read the thread back, so it shows what ragstream had); once
+    ragstream is back on its port the conversation goes on without the failed question."""
+    port = free_port()
+    ragstream = f"http://127.0.0.1:{port}"
+    first = serve(ragstream_app(scenario_config, scenario=True, state_key=None), port=port)
+    await first.__aenter__()
+    async with example_server(ragstream) as runtime:
+        try:
+            context = await browser.new_context(viewport={"width": 1280, "height": 800})
+            page = CopilotKitPage(await context.new_page(), runtime.url, "restart")
+            await page.open()
+            await page.ask("nightly backups")
+            shown = await page.transcript()
+            cards = await page.shown_citations()
+        finally:
+            await first.__aexit__(None, None, None)  # ragstream stops; the runtime and the page stay
+
+        await page.type_question("bakery food safety")
+        notice = page.page.locator("#notice")
+        await expect(notice).to_have_text(
+            f"ragstream is not reachable at {ragstream} (ECONNREFUSED). "
+            "This turn (“bakery food safety”) was not saved."
+        )
+        await page.wait_idle()
+        await expect(page.questions()).to_have_count(1)
+        assert await page.transcript() == shown
+        assert await page.shown_citations() == cards
+        # CopilotKit logs the RUN_ERROR, Chromium the page's failed read of the thread (502)
+        assert page.problems and all("not reachable" in p or "502" in p for p in page.problems), page.problems
+        page.problems.clear()
+
+        async with serve(ragstream_app(scenario_config, scenario=True, state_key=None), port=port):
+            assert (await page.ask("observatory visitor hours")).startswith(
+                "Found it in Northwind Observatory"
+            )
+            view = await page.server_view(ragstream)
+            assert user_texts(view) == ["nightly backups", "observatory visitor hours"]
+            assert await page.transcript() == conversation(view["messages"])
+            await page.reload()
+            assert await page.transcript() == conversation(view["messages"])
+            assert runtime.alive, runtime.log()
+            page.assert_clean()
         await context.close()
 
 

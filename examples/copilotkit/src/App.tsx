@@ -96,6 +96,7 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
   const [switching, setSwitching] = useState(false);
   const busy = useRef(false); // a run or a switch is on its way (read by the handlers)
   const saved = useRef(false); // ragstream has the thread (else there is nothing to read)
+  const kept = useRef<Message[]>([]); // the messages ragstream had when the page last knew
   const [version, setVersion] = useState(0); // counts the times the branch shown changed
 
   useRenderTool({ name: "*", render: ToolCall }, []);
@@ -117,7 +118,8 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
   /** Show the thread as ragstream has it: the branch's messages, its state, its versions. */
   const show = useCallback(
     (view: ThreadView | null) => {
-      agent.setMessages(view?.messages ?? []);
+      kept.current = view?.messages ?? [];
+      agent.setMessages(kept.current);
       if (view) agent.setState(agentState(view.state, stateKey));
       setBranches(view?.branches ?? {});
       setVersion((n) => n + 1);
@@ -156,6 +158,7 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
         const report = (error: unknown) => setNotice({ kind: "error", text: String(error) });
         if (stopped === null && !failure.current) {
           // a run (or the reconnect of a reloaded page) ended: read the versions of what it shows
+          kept.current = [...messages];
           if (messages.length) readThread().catch(report);
           return;
         }
@@ -167,7 +170,10 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
             ? { kind: "info", text: `Stopped. This turn (“${question}”) was not saved.` }
             : { kind: "error", text: `${failure.current} This turn (“${question}”) was not saved.` },
         );
-        if (saved.current) readThread().then(show, report);
+        // ragstream out of reach (the likely cause of the failure): what it had when last read or
+        // answered, keeping the notice that says why the turn is gone
+        const restore = () => agent.setMessages(kept.current);
+        if (saved.current) readThread().then(show, restore);
         else show(null); // the thread's first turn: ragstream has nothing yet
       },
     });
