@@ -12,8 +12,10 @@ command runs) and Chromium for the browser test; without either the tests fail w
 from __future__ import annotations
 
 import json
+import secrets
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,6 +24,7 @@ from playwright.async_api import Browser, expect
 from pydantic import SecretStr
 
 from rag_tools import build_chat_toolkit
+from server.agui.execution import TRACE_ID_KEY
 from server.app import create_app
 from tests.browser.chat import CHROMIUM, launch_browser, thread_messages
 from tests.browser.copilotkit import (
@@ -33,8 +36,10 @@ from tests.browser.copilotkit import (
 )
 from tests.browser.rendered import check_source_card, rendered_junk
 from tests.oidc_provider import AUDIENCE, IdentityProvider
+from tests.otlp_receiver import OTLPReceiver
 from tests.scenario import Notes, scenario_agent
-from tests.servers import free_port, serve
+from tests.servers import free_port, serve, served
+from tests.test_tracing import otel_env
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -405,6 +410,36 @@ async def test_the_runtime_forwards_the_signed_in_users_token(scenario_config: A
             )
             assert unsigned[-1]["type"] == "RUN_ERROR" and "401" in unsigned[-1]["message"], unsigned
             assert (await client.get(f"/api/threads/{thread}")).status_code == 401
+            assert runtime.alive, runtime.log()
+
+
+async def test_the_runtime_passes_on_the_callers_trace(tmp_path: Path) -> None:
+    """README, "Traces": a client, or CopilotKit's runtime in front of ragstream, that sends a W3C
+    ``traceparent`` gets its run recorded under its own trace. The runtime forwards only
+    ``authorization`` and ``x-*`` headers; the example's passes the trace context on itself."""
+    require_example()
+    trace_id = secrets.token_hex(16)
+    run = {"runId": "run-1", "state": {}, "tools": [], "context": [], "forwardedProps": {}}
+    question = {"id": "m1", "role": "user", "content": "nightly backups"}
+    with OTLPReceiver() as receiver:
+        async with (
+            served(otel_env(receiver), tmp_path / "data") as ragstream,
+            example_server(ragstream) as runtime,
+            httpx.AsyncClient(base_url=runtime.url, timeout=60) as client,
+        ):
+            traced = {"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"}
+            body = {**run, "threadId": f"trace-{uuid.uuid4().hex}", "messages": [question]}
+            response = await client.post("/api/copilotkit/agent/default/run", json=body, headers=traced)
+            events = sse_events(response.text)
+            assert (events[0]["type"], events[-1]["type"]) == ("RUN_STARTED", "RUN_FINISHED"), events
+            assert events[0]["metadata"][TRACE_ID_KEY] == trace_id
+            receiver.wait_for(
+                lambda got: any(s.name == "ragstream.run" and s.trace_id == trace_id for s in got)
+            )
+            # a run without a trace context starts its own trace
+            body = {**run, "threadId": f"trace-{uuid.uuid4().hex}", "messages": [question]}
+            untraced = sse_events((await client.post("/api/copilotkit/agent/default/run", json=body)).text)
+            assert untraced[0]["metadata"][TRACE_ID_KEY] not in ("", trace_id)
             assert runtime.alive, runtime.log()
 
 

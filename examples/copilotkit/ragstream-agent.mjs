@@ -1,6 +1,8 @@
 // What the example's CopilotKit runtime adds to a plain `HttpAgent` + `InMemoryAgentRunner`, for
 // ragstream: a Stop that asks ragstream to stop the run (instead of only dropping the connection),
 // and a reconnect that restores the thread from ragstream's saved record. See NOTES.md.
+import { AsyncLocalStorage } from "node:async_hooks";
+
 import { HttpAgent } from "@ag-ui/client";
 import { InMemoryAgentRunner } from "@copilotkit/runtime/v2";
 import { Observable, catchError, concat, from, skip, switchMap, throwError } from "rxjs";
@@ -8,6 +10,20 @@ import { Observable, catchError, concat, from, skip, switchMap, throwError } fro
 /** ragstream's base URL (`http://host:port`) from its AG-UI endpoint (`.../agui`). */
 export function ragstreamBase(aguiUrl) {
   return aguiUrl.replace(/\/agui\/?$/, "");
+}
+
+/**
+ * The W3C trace context (`traceparent`, `tracestate`) of the request being handled. CopilotKit's
+ * runtime forwards only `authorization` and `x-*` headers to the agent, so a traced page's run would
+ * start a trace of its own in ragstream; `server.mjs` handles each runtime request inside
+ * `withTraceContext(req, ...)` and `RagstreamAgent` sends that context on with the run.
+ */
+const traceContext = new AsyncLocalStorage();
+
+/** Handle `req` with its trace context (`traceparent`, `tracestate`) known to the agents it runs. */
+export function withTraceContext(req, handle) {
+  const names = ["traceparent", "tracestate"].filter((name) => typeof req.headers[name] === "string");
+  return traceContext.run(Object.fromEntries(names.map((name) => [name, req.headers[name]])), handle);
 }
 
 /**
@@ -24,7 +40,13 @@ export function ragstreamBase(aguiUrl) {
 export class RagstreamAgent extends HttpAgent {
   run(input) {
     this.activeRun = { threadId: input.threadId, runId: input.runId };
+    this.traceHeaders = traceContext.getStore() ?? {}; // this agent is the runtime's clone for one request
     return super.run(input).pipe(catchError((error) => throwError(() => readableError(error, this.url))));
+  }
+
+  requestInit(input) {
+    const init = super.requestInit(input);
+    return { ...init, headers: { ...this.traceHeaders, ...init.headers } };
   }
 
   abortRun() {

@@ -32,7 +32,7 @@ process.env.COPILOTKIT_TELEMETRY_DISABLED ??= "true";
 // Imported after the line above: CopilotKit reads the telemetry switch when its modules load.
 const { CopilotRuntime } = await import("@copilotkit/runtime/v2");
 const { createCopilotNodeListener } = await import("@copilotkit/runtime/v2/node");
-const { RagstreamAgent, RagstreamRunner, ragstreamBase } = await import("./ragstream-agent.mjs");
+const { RagstreamAgent, RagstreamRunner, ragstreamBase, withTraceContext } = await import("./ragstream-agent.mjs");
 
 const HERE = fileURLToPath(new URL(".", import.meta.url));
 const DIST = resolve(process.env.RAGSTREAM_EXAMPLE_DIST ?? join(HERE, "dist"));
@@ -138,7 +138,7 @@ async function serveStatic(res, pathname) {
 const server = createServer(async (req, res) => {
   const url = new URL(req.url ?? "/", "http://localhost");
   if (url.pathname === BASE_PATH || url.pathname.startsWith(`${BASE_PATH}/`)) {
-    return copilotkit(req, res);
+    return withTraceContext(req, () => copilotkit(req, res)); // a traced page's run joins its trace
   }
   const switchRoute = url.pathname.match(/^\/api\/threads\/([^/]+)\/switch$/);
   if (switchRoute && req.method === "POST") return proxyPost(req, res, `/threads/${switchRoute[1]}/switch`);
