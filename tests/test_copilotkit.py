@@ -35,10 +35,12 @@ from tests.browser.copilotkit import (
     run_node_tests,
 )
 from tests.browser.rendered import check_source_card, rendered_junk
+from tests.conftest import scenario_app
 from tests.oidc_provider import AUDIENCE, IdentityProvider
 from tests.otlp_receiver import OTLPReceiver
 from tests.scenario import Notes, scenario_agent
 from tests.servers import free_port, serve, served
+from tests.test_tool_results import SEED_TOOLS
 from tests.test_tracing import otel_env
 
 pytestmark = pytest.mark.timeout(300)
@@ -568,6 +570,69 @@ async def test_ragstream_down_and_back_while_the_page_is_open(browser: Browser, 
             assert await page.transcript() == conversation(view["messages"])
             assert runtime.alive, runtime.log()
             page.assert_clean()
+        await context.close()
+
+
+async def test_approvals_and_a_tools_question_in_chromium(browser: Browser, scenario_config: Any) -> None:
+    """A tool that needs the user's approval, and one that asks the user (ragstream's interrupts):
+    the chat shows a card, also after a reload; Approve, Deny and an answer resume the run, and the
+    page then shows the thread as ragstream saved it and goes on."""
+    scenario_config.tool_dirs = [SEED_TOOLS]
+    async with serve(scenario_app(scenario_config)) as ragstream, example_server(ragstream) as runtime:
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        page = CopilotKitPage(await context.new_page(), runtime.url, "interrupts")
+        await page.open()
+        await page.ask("nightly backups")
+        card = page.page.locator(".interrupt")
+
+        # approval, shown again after a reload, then approved
+        await page.type_question("archive the old note")
+        await expect(card.locator(".interrupt-title")).to_have_text("Approval needed")
+        await expect(card.locator(".interrupt-message")).to_have_text(
+            'Approve archive_note({"note":"the old note"})?'
+        )
+        await page.wait_idle()
+        assert (await page.server_view(ragstream))["interrupts"], "ragstream waits for the approval"
+        await page.reload()
+        await expect(card.locator(".interrupt-message")).to_have_text(
+            'Approve archive_note({"note":"the old note"})?'
+        )
+        await card.get_by_role("button", name="Approve").click()
+        await expect(page.answers().last).to_have_text("Archived the old note.")
+        await page.wait_idle()
+        await expect(card).to_have_count(0)
+        view = await page.server_view(ragstream)
+        assert view["interrupts"] == [] and view["state"]["archived"] == ["the old note"]
+        assert await page.transcript() == conversation(view["messages"])
+
+        # denied in the page it was asked in
+        await page.type_question("archive another note")
+        await card.get_by_role("button", name="Deny").click()
+        await expect(page.answers().last).to_have_text("Not archived: The user denied it.")
+        await page.wait_idle()
+        view = await page.server_view(ragstream)
+        assert view["state"]["archived"] == ["the old note"]
+
+        # a tool's question, answered in the card
+        await page.type_question('call pick_year {"topic": "the report"}')
+        await expect(card.locator(".interrupt-title")).to_have_text("The assistant asks you")
+        await expect(card.locator(".interrupt-message")).to_have_text("Which year for the report?")
+        await card.get_by_label("Your answer").fill("2024")
+        await card.get_by_role("button", name="Answer").click()
+        await expect(page.answers().last).to_have_text("pick_year: the report in 2024")
+        await page.wait_idle()
+        await expect(card).to_have_count(0)
+
+        assert (await page.ask("bakery food safety")).startswith("Found it in Harbor Street Bakery")
+        view = await page.server_view(ragstream)
+        assert view["interrupts"] == []
+        assert await page.transcript() == conversation(view["messages"])
+        await page.reload()
+        assert await page.transcript() == conversation(view["messages"])
+        await expect(card).to_have_count(0)
+        assert await rendered_junk(page.page) == []
+        assert runtime.alive, runtime.log()
+        page.assert_clean()
         await context.close()
 
 

@@ -5,7 +5,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 
 import { HttpAgent } from "@ag-ui/client";
 import { InMemoryAgentRunner } from "@copilotkit/runtime/v2";
-import { Observable, catchError, concat, from, skip, switchMap, throwError } from "rxjs";
+import { Observable, catchError, concat, from, map, skip, switchMap, throwError } from "rxjs";
 
 /** ragstream's base URL (`http://host:port`) from its AG-UI endpoint (`.../agui`). */
 export function ragstreamBase(aguiUrl) {
@@ -39,9 +39,17 @@ export function withTraceContext(req, handle) {
  */
 export class RagstreamAgent extends HttpAgent {
   run(input) {
-    this.activeRun = { threadId: input.threadId, runId: input.runId };
+    // CopilotKit's useInterrupt resumes an interrupted run under that run's id; ragstream keeps
+    // every run's id (its event log) and refuses one it has seen (409 run_exists). A resume goes
+    // to ragstream as a run of its own, and its events come back under the id CopilotKit expects.
+    const runId = input.resume?.length ? `${input.runId}.resume-${crypto.randomUUID()}` : input.runId;
+    this.activeRun = { threadId: input.threadId, runId };
     this.traceHeaders = traceContext.getStore() ?? {}; // this agent is the runtime's clone for one request
-    return super.run(input).pipe(catchError((error) => throwError(() => readableError(error, this.url))));
+    const asSent = (event) => (event.runId === runId && runId !== input.runId ? { ...event, runId: input.runId } : event);
+    return super.run({ ...input, runId }).pipe(
+      map(asSent),
+      catchError((error) => throwError(() => readableError(error, this.url))),
+    );
   }
 
   requestInit(input) {
@@ -150,7 +158,10 @@ export class RagstreamRunner extends InMemoryAgentRunner {
             subscriber.next({ type: "RUN_STARTED", threadId, runId });
             subscriber.next({ type: "MESSAGES_SNAPSHOT", messages: thread.messages });
             subscriber.next({ type: "STATE_SNAPSHOT", snapshot: emittedState(thread.state, this.stateKey) });
-            subscriber.next({ type: "RUN_FINISHED", threadId, runId });
+            // a thread waiting on the user (a tool's approval or question) ends as its run did
+            const interrupts = thread.interrupts ?? [];
+            const outcome = interrupts.length ? { outcome: { type: "interrupt", interrupts } } : {};
+            subscriber.next({ type: "RUN_FINISHED", threadId, runId, ...outcome });
           }
           subscriber.complete();
         },

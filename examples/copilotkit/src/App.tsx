@@ -13,6 +13,7 @@ import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 
 import { CitationsProvider, Sources } from "./citations";
 import { DocumentFilter } from "./filter";
+import { useRagstreamInterrupts } from "./interrupts";
 import { PROGRESS_EVENT, agentState, ragState, withDocumentFilter, type AppConfig, type Progress, type ThreadView } from "./ragstream";
 import { ProgressProvider, ToolCall } from "./tools";
 import {
@@ -100,6 +101,7 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
   const [version, setVersion] = useState(0); // counts the times the branch shown changed
 
   useRenderTool({ name: "*", render: ToolCall }, []);
+  useRagstreamInterrupts(AGENT_ID);
 
   /** ragstream's view of the thread (null: not saved yet); its `branches` become the pickers. */
   const readThread = useCallback(async (): Promise<ThreadView | null> => {

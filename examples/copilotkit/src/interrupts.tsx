@@ -1,0 +1,61 @@
+// Human in the loop: ragstream ends a run with an AG-UI interrupt when a tool needs the user's
+// approval or asks the user a question (its README, "Human in the loop and your own tools").
+// CopilotKit's `useInterrupt` shows this card in the chat; Approve, Deny or an answer resumes the
+// run with `resume: [{interruptId, status: "resolved", payload}]`, the payload ragstream reads.
+import { useInterrupt, type InterruptRenderProps } from "@copilotkit/react-core/v2";
+import { useState, type FormEvent } from "react";
+
+/** What ragstream's interrupt carries in its metadata (a tool's question, or an approval). */
+interface InterruptMetadata {
+  kind?: string;
+  question?: string;
+  tool?: string;
+}
+
+function InterruptCard({ interrupt, resolve }: Pick<InterruptRenderProps, "interrupt" | "resolve">) {
+  const [answer, setAnswer] = useState("");
+  const [sent, setSent] = useState(false);
+  if (!interrupt) return null;
+  const metadata = (interrupt.metadata ?? {}) as InterruptMetadata;
+  const question = metadata.kind === "question";
+  const reply = (payload: Record<string, unknown>) => {
+    setSent(true);
+    void resolve(payload, interrupt.id);
+  };
+  const submit = (event: FormEvent) => {
+    event.preventDefault();
+    if (answer.trim()) reply({ approved: true, answer: answer.trim() });
+  };
+  const text = interrupt.message ?? (question ? metadata.question : undefined) ?? interrupt.reason;
+  return (
+    <div className="interrupt" role="group" aria-label={question ? "The assistant asks you" : "Approval needed"} data-interrupt-id={interrupt.id}>
+      <p className="interrupt-title">{question ? "The assistant asks you" : "Approval needed"}</p>
+      <p className="interrupt-message">{text}</p>
+      {question ? (
+        <form className="interrupt-actions" onSubmit={submit}>
+          <input aria-label="Your answer" value={answer} disabled={sent} onChange={(event) => setAnswer(event.target.value)} />
+          <button type="submit" className="primary" disabled={sent || !answer.trim()}>
+            Answer
+          </button>
+          <button type="button" disabled={sent} onClick={() => reply({ approved: false, reason: "The user declined to answer." })}>
+            Decline
+          </button>
+        </form>
+      ) : (
+        <div className="interrupt-actions">
+          <button type="button" className="primary" disabled={sent} onClick={() => reply({ approved: true })}>
+            Approve
+          </button>
+          <button type="button" disabled={sent} onClick={() => reply({ approved: false, reason: "The user denied it." })}>
+            Deny
+          </button>
+        </div>
+      )}
+    </div>
+  );
+}
+
+/** Show ragstream's interrupts (approvals, tools' questions) in the chat and resume with the reply. */
+export function useRagstreamInterrupts(agentId: string) {
+  useInterrupt({ agentId, render: ({ interrupt, resolve }) => <InterruptCard interrupt={interrupt} resolve={resolve} /> });
+}
