@@ -597,6 +597,14 @@ async def test_approvals_and_a_tools_question_in_chromium(browser: Browser, scen
         await expect(card.locator(".interrupt-message")).to_have_text(
             'Approve archive_note({"note":"the old note"})?'
         )
+        # a question typed instead of a reply is not sent, and the page says why
+        await page.type_question("bakery food safety")
+        await expect(page.page.locator("#notice")).to_have_text(
+            "Reply to the card in the chat first. “bakery food safety” was not sent."
+        )
+        await expect(page.questions()).to_have_count(2)
+        assert all("pending interrupt" in p for p in page.problems), page.problems
+        page.problems.clear()  # CopilotKit logs the run it refused on the console
         await card.get_by_role("button", name="Approve").click()
         await expect(page.answers().last).to_have_text("Archived the old note.")
         await page.wait_idle()

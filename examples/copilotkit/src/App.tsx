@@ -247,6 +247,19 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
     copilotkit.stopAgent({ agent });
   }, [agent, copilotkit]);
 
+  /** CopilotKit refuses a new question while a tool waits for the user's reply (the card in the
+   * chat): it never reaches ragstream, so it leaves the page, which says what to do instead.
+   * (`object`: CopilotChat's `onError` prop is typed as its element's DOM handler too.) */
+  const refused = useCallback(
+    (event: object) => {
+      if (!("code" in event) || event.code !== "agent_run_failed" || !agent.pendingInterrupts.length) return;
+      const question = lastUserText(agent.messages);
+      agent.setMessages(kept.current);
+      setNotice({ kind: "info", text: `Reply to the card in the chat first. “${question}” was not sent.` });
+    },
+    [agent],
+  );
+
   const rag = ragState(agent.state, stateKey);
   const citations = useMemo(() => rag.citations ?? {}, [rag.citations]);
   const showError = useCallback((text: string) => setNotice({ kind: "error", text }), []);
@@ -276,6 +289,7 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
               agentId={AGENT_ID}
               threadId={threadId}
               onStop={stop}
+              onError={refused}
               messageView={messageView}
               labels={{ chatInputPlaceholder: "Ask about the documents…" }}
             />
