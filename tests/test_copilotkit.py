@@ -528,8 +528,9 @@ async def test_a_refused_run_is_explained_in_ragstreams_words(browser: Browser, 
 
 async def test_ragstream_down_and_back_while_the_page_is_open(browser: Browser, scenario_config: Any) -> None:
     """ragstream stops while the page is open: a question then says ragstream is not reachable and
-    leaves the page (which cannot read the thread back, so it shows what ragstream had); once
-    ragstream is back on its port the conversation goes on without the failed question."""
+    leaves the page (which cannot read the thread back, so it shows what ragstream had), and a
+    reload says the conversation could not be loaded; once ragstream is back on its port the next
+    answer brings the whole thread back, without the failed question."""
     port = free_port()
     ragstream = f"http://127.0.0.1:{port}"
     first = serve(ragstream_app(scenario_config, scenario=True, state_key=None), port=port)
@@ -558,6 +559,15 @@ async def test_ragstream_down_and_back_while_the_page_is_open(browser: Browser, 
         # CopilotKit logs the RUN_ERROR, Chromium the page's failed read of the thread (502)
         assert page.problems and all("not reachable" in p or "502" in p for p in page.problems), page.problems
         page.problems.clear()
+
+        # a reload while ragstream is down says the conversation could not be loaded
+        await page.page.reload()
+        await expect(notice).to_have_text(
+            f"This conversation could not be loaded: ragstream is not reachable at {ragstream} (ECONNREFUSED)."
+        )
+        await page.wait_idle()
+        await expect(page.questions()).to_have_count(0)
+        page.problems.clear()  # the reads the page makes fail (502), CopilotKit logs the RUN_ERROR
 
         async with serve(ragstream_app(scenario_config, scenario=True, state_key=None), port=port):
             assert (await page.ask("observatory visitor hours")).startswith(

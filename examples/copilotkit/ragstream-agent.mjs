@@ -101,13 +101,27 @@ function sentence(text) {
 
 /** ragstream's saved thread (`GET /threads/{id}`) as `{messages, state}`, or null when unknown. */
 export async function fetchThread(base, threadId, headers = {}) {
-  const response = await fetch(`${base}/threads/${encodeURIComponent(threadId)}`, { headers });
+  let response;
+  try {
+    response = await fetch(`${base}/threads/${encodeURIComponent(threadId)}`, { headers });
+  } catch (error) {
+    throw new Error(sentence(`ragstream is not reachable at ${base} (${error.cause?.code ?? error.message})`));
+  }
   if (response.status === 404) return null;
   if (!response.ok) {
-    throw new Error(`ragstream answered GET /threads/${threadId} with ${response.status}: ${await response.text()}`);
+    const body = await response.text();
+    let error = null;
+    try {
+      error = JSON.parse(body)?.error ?? null;
+    } catch {}
+    const said = typeof error?.message === "string" ? error.message : body;
+    throw new Error(sentence(`ragstream refused to show the thread (${response.status}${error?.code ? ` ${error.code}` : ""}): ${said}`));
   }
   return response.json();
 }
+
+/** RUN_ERROR code of a reconnect that could not read the thread from ragstream (the page says so). */
+export const THREAD_UNAVAILABLE = "ragstream_thread_unavailable";
 
 /** The state as runs emit it: under `stateKey` when one is set. */
 export function emittedState(state, stateKey) {
@@ -165,7 +179,11 @@ export class RagstreamRunner extends InMemoryAgentRunner {
           }
           subscriber.complete();
         },
-        (error) => subscriber.error(error),
+        (error) => {
+          // said to the page: a reconnect that only ended would show the thread as empty
+          subscriber.next({ type: "RUN_ERROR", message: error.message, code: THREAD_UNAVAILABLE });
+          subscriber.complete();
+        },
       );
     });
   }

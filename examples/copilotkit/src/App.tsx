@@ -14,7 +14,7 @@ import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { CitationsProvider, Sources } from "./citations";
 import { DocumentFilter } from "./filter";
 import { useRagstreamInterrupts } from "./interrupts";
-import { PROGRESS_EVENT, agentState, ragState, withDocumentFilter, type AppConfig, type Progress, type ThreadView } from "./ragstream";
+import { PROGRESS_EVENT, THREAD_UNAVAILABLE, agentState, ragState, withDocumentFilter, type AppConfig, type Progress, type ThreadView } from "./ragstream";
 import { ProgressProvider, ToolCall } from "./tools";
 import {
   AssistantMessage,
@@ -93,6 +93,8 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
   const [confirmedFilter, setConfirmedFilter] = useState<string[]>([]);
   const stopping = useRef<string | null>(null);
   const failure = useRef<string | null>(null);
+  const unloaded = useRef(false); // the reconnect could not read the thread
+  const partial = useRef(false); // so the page may lack the thread's earlier messages
   const [branches, setBranches] = useState<Record<string, Branch>>({});
   const [switching, setSwitching] = useState(false);
   const busy = useRef(false); // a run or a switch is on its way (read by the handlers)
@@ -148,6 +150,7 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
       },
       onRunErrorEvent: ({ event }) => {
         failure.current = event.message;
+        unloaded.current = event.code === THREAD_UNAVAILABLE;
       },
       onRunFailed: ({ error }) => {
         failure.current ??= error.message;
@@ -158,10 +161,21 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
         const stopped = stopping.current;
         stopping.current = null;
         const report = (error: unknown) => setNotice({ kind: "error", text: String(error) });
+        if (unloaded.current) {
+          // the reconnect of a reloaded page could not read the thread: nothing was asked or lost
+          unloaded.current = false;
+          partial.current = true;
+          setNotice({ kind: "error", text: `This conversation could not be loaded: ${failure.current}` });
+          failure.current = null;
+          return;
+        }
         if (stopped === null && !failure.current) {
           // a run (or the reconnect of a reloaded page) ended: read the versions of what it shows
           kept.current = [...messages];
-          if (messages.length) readThread().catch(report);
+          // after a failed load the page shows the whole thread once ragstream answers again
+          const whole = partial.current;
+          if (messages.length) readThread().then((view) => whole && view && show(view), report);
+          partial.current = false;
           return;
         }
         // ragstream saves a turn whole or not at all: the page shows the thread as ragstream kept it

@@ -36,6 +36,9 @@ export interface AppConfig {
   stateKey: string | null;
 }
 
+/** RUN_ERROR code of a reconnect that could not read the thread from ragstream (ragstream-agent.mjs). */
+export const THREAD_UNAVAILABLE = "ragstream_thread_unavailable";
+
 /** CUSTOM event a ragstream tool sends while it runs. */
 export const PROGRESS_EVENT = "ragstream.progress";
 
