@@ -621,6 +621,9 @@ async def test_approvals_and_a_tools_question_in_chromium(browser: Browser, scen
         await expect(card).to_have_count(0)
         view = await page.server_view(ragstream)
         assert view["interrupts"] == [] and view["state"]["archived"] == ["the old note"]
+        async with httpx.AsyncClient(base_url=runtime.url) as client:
+            folded = (await client.get(f"/api/copilotkit/threads/{page.thread_id}/state")).json()
+        assert folded["state"] == view["state"], "the runtime's runner folded ragstream's state"
         assert await page.transcript() == conversation(view["messages"])
 
         # denied in the page it was asked in
