@@ -648,6 +648,23 @@ async def test_approvals_and_a_tools_question_in_chromium(browser: Browser, scen
         view = await page.server_view(ragstream)
         assert view["interrupts"] == []
         assert await page.transcript() == conversation(view["messages"])
+        await page.wait_answers_drawn()
+        assert await page.shown_messages() == thread_messages(view)
+
+        # an edit of the last question branches there, the approved calls' results kept
+        results = [m["id"] for m in view["messages"] if m["role"] == "tool"]
+        question = page.questions().last
+        await question.hover()
+        await question.get_by_test_id("copilot-edit-button").click()
+        await page.page.get_by_label("Your edited question").fill("observatory visitor hours")
+        before = await page.last_answer_id()
+        await page.page.get_by_label("Your edited question").press("Enter")
+        await page.wait_for_answer_after(before)
+        view = await page.server_view(ragstream)
+        assert [m["id"] for m in view["messages"] if m["role"] == "tool"][:-1] == results[:-1]
+        assert list(view["branches"]) == [view["messages"][-4]["id"]], view["branches"]
+        assert view["messages"][-4]["content"] == "observatory visitor hours"
+        assert await page.shown_messages() == thread_messages(view)
         await page.reload()
         assert await page.transcript() == conversation(view["messages"])
         await expect(card).to_have_count(0)

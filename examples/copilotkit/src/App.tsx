@@ -172,9 +172,17 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
         if (stopped === null && !failure.current) {
           // a run (or the reconnect of a reloaded page) ended: read the versions of what it shows
           kept.current = [...messages];
-          // after a failed load the page shows the whole thread once ragstream answers again
+          // after a failed load the page shows the whole thread once ragstream answers again; so it
+          // does when the page holds messages ragstream does not (CopilotKit adds a tool message of
+          // its own for an approved call before the resume), which an edit would send back
           const whole = partial.current;
-          if (messages.length) readThread().then((view) => whole && view && show(view), report);
+          const shown = messages.map((m) => m.id).join();
+          const differs = (view: ThreadView) => view.messages.map((m) => m.id).join() !== shown;
+          if (messages.length) {
+            readThread().then((view) => {
+              if (view && (whole || differs(view)) && !agent.isRunning) show(view);
+            }, report);
+          }
           partial.current = false;
           return;
         }
