@@ -337,6 +337,56 @@ async def test_the_runtime_sends_ragstreams_token(scenario_config: Any) -> None:
             assert runtime.alive, runtime.log()
 
 
+async def test_a_page_without_a_sign_in_says_so(browser: Browser, scenario_config: Any) -> None:
+    """A ragstream that wants a token the page does not have (no RAGSTREAM_TOKEN, no sign-in): the
+    documents, an existing thread and a question each say why in ragstream's words (401), not as
+    raw JSON, and no turn stays on the page."""
+    scenario_config.tokens = {"alice": SecretStr("alice-token")}
+    app = ragstream_app(scenario_config, scenario=True, state_key=None)
+    async with serve(app) as ragstream, example_server(ragstream) as runtime:
+        thread = f"signed-{uuid.uuid4().hex}"
+        async with httpx.AsyncClient(base_url=ragstream, timeout=30) as direct:
+            run = {
+                "threadId": thread,
+                "runId": "r1",
+                "state": {},
+                "tools": [],
+                "context": [],
+                "forwardedProps": {},
+            }
+            question = {"id": "m1", "role": "user", "content": "nightly backups"}
+            saved = await direct.post(
+                "/agui", json={**run, "messages": [question]}, headers={"Authorization": "Bearer alice-token"}
+            )
+            assert saved.status_code == 200
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        page = CopilotKitPage(await context.new_page(), runtime.url, "unsigned")
+        await page.page.goto(f"{runtime.url}/?thread={thread}")
+        await expect(page.page.locator("#filter")).to_contain_text(
+            "Could not list the documents: missing bearer token (401)"
+        )
+        notice = page.page.locator("#notice")
+        await expect(notice).to_have_text(
+            "This conversation could not be loaded: ragstream refused to show the thread "
+            "(401 unauthorized): missing bearer token."
+        )
+        await page.wait_idle()
+        await page.type_question("bakery food safety")
+        await expect(notice).to_have_text(
+            "ragstream refused the run (401 unauthorized): missing bearer token. "
+            "This turn (“bakery food safety”) was not saved."
+        )
+        await page.wait_idle()
+        await expect(page.questions()).to_have_count(0)
+        assert not [
+            text for text in await page.page.locator("#filter, #notice").all_inner_texts() if "{" in text
+        ]
+        assert await rendered_junk(page.page) == []
+        assert all("401" in p for p in page.problems), page.problems
+        assert runtime.alive, runtime.log()
+        await context.close()
+
+
 async def test_the_runtime_forwards_the_signed_in_users_token(scenario_config: Any) -> None:
     """Without RAGSTREAM_TOKEN the runtime passes the page's own Authorization (here an OpenID Connect
     access token from a real provider on loopback) to ragstream: on runs, reconnects and the reads the

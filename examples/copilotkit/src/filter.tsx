@@ -3,6 +3,8 @@
 // sends it with the next run, where ragstream takes it (and only it) from the client's state.
 import { useEffect, useState } from "react";
 
+import { answerError } from "./ragstream";
+
 interface DocumentSummary {
   document_id: string;
   title: string;
@@ -25,11 +27,11 @@ export function DocumentFilter({
   useEffect(() => {
     fetch("/api/documents?page_size=500")
       .then(async (response) => {
-        if (!response.ok) throw new Error(`${response.status} ${await response.text()}`);
+        if (!response.ok) throw await answerError(response);
         return response.json() as Promise<{ documents: DocumentSummary[] }>;
       })
       .then((listing) => setDocuments(listing.documents))
-      .catch((reason: unknown) => setError(`Could not list the documents: ${String(reason)}`));
+      .catch((reason: unknown) => setError(`Could not list the documents: ${reason instanceof Error ? reason.message : String(reason)}`));
   }, []);
 
   const toggle = (name: string, on: boolean) =>

@@ -91,3 +91,11 @@ export function documentLink(citation: Citation): string {
   const path = `/api/documents/${encodeURIComponent(citation.document_id)}?format=file`;
   return citation.page !== null ? `${path}#page=${citation.page}` : path;
 }
+
+/** A refused request in words: ragstream's message (its JSON error, README "The protocol") or the
+ * example's server's (`{"error": "..."}`), and the status. */
+export async function answerError(response: Response): Promise<Error> {
+  const body = (await response.json().catch(() => null)) as { error?: string | { message?: string } } | null;
+  const said = typeof body?.error === "string" ? body.error : body?.error?.message;
+  return new Error(`${said ?? response.statusText} (${response.status})`);
+}
