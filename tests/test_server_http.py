@@ -105,6 +105,16 @@ async def test_bad_requests_are_4xx_with_a_message(scenario_config: Any) -> None
         )
         assert error["details"][0]["loc"] == ["state", "document_filter"]
         assert_error(await client.post("/agui", json=run_body("bad thread/id", "r")), 422, "threadId")
+        # ragstream's own options: a misspelt or mistyped one is refused, not silently ignored
+        for ours, loc in (
+            ({"liveQuestions": "yes"}, ["forwardedProps", "ragstream", "liveQuestions"]),
+            ({"liveQuestion": True}, ["forwardedProps", "ragstream", "liveQuestion"]),
+            (5, ["forwardedProps", "ragstream"]),
+        ):
+            body = {**run_body("t", "r"), "forwardedProps": {"ragstream": ours, "theirs": {"any": 1}}}
+            error = assert_error(await client.post("/agui", json=body), 422, "forwardedProps.ragstream")
+            assert error["details"][0]["loc"] == loc, error
+        assert (await client.get("/threads/t")).status_code == 404  # nothing was started
         assert_error(
             await client.post("/agui", json={**run_body("t", "r"), "messages": [{"role": "user"}]}), 422
         )

@@ -8,12 +8,24 @@ thread (the client's state proposal, messages the adapter could not convert mid-
 from __future__ import annotations
 
 from ag_ui.core import RunAgentInput
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_ai.ui.ag_ui import AGUIAdapter
 
 from ..validation import InvalidRequest, check_id, field_errors
 
-__all__ = ["parse_run_input"]
+__all__ = ["RagstreamProps", "parse_run_input"]
+
+
+class RagstreamProps(BaseModel):
+    """What a client may tell ragstream in ``forwardedProps.ragstream`` (the rest of
+    ``forwardedProps`` is the client's own business). Checked strictly: a misspelt or mistyped
+    option would otherwise be ignored without a word, and the client get other behaviour than it
+    asked for."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+    live_questions: bool = Field(False, alias="liveQuestions")
+    """The client answers tools' questions while the run goes on (``agui.questions``)."""
 
 
 def parse_run_input(body: bytes) -> RunAgentInput:
@@ -27,7 +39,19 @@ def parse_run_input(body: bytes) -> RunAgentInput:
     if run_input.state is not None and not isinstance(run_input.state, dict):
         raise InvalidRequest("state must be a JSON object", [{"loc": ["state"], "type": "dict_type"}])
     _check_message_ids(run_input)
+    _check_ragstream_props(run_input.forwarded_props)
     return run_input
+
+
+def _check_ragstream_props(props: object) -> None:
+    if not isinstance(props, dict) or "ragstream" not in props:
+        return
+    try:
+        RagstreamProps.model_validate(props["ragstream"])
+    except ValidationError as exc:
+        raise InvalidRequest(
+            "forwardedProps.ragstream is invalid", field_errors(exc, ("forwardedProps", "ragstream"))
+        ) from exc
 
 
 def _check_message_ids(run_input: RunAgentInput) -> None:
