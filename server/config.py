@@ -93,6 +93,9 @@ class SyncEntry(BaseModel):
         return value
 
 
+_MODULE_FUNCTION = re.compile(r"[\w.]+:\w+")
+
+
 class AppConfig(RagConfig, BaseSettings):
     """The server's configuration: the RAG settings plus HTTP, auth, storage and run policy.
 
@@ -167,7 +170,6 @@ class AppConfig(RagConfig, BaseSettings):
             "Your own sign-in scheme, as module:function: called with the request's headers, it "
             "returns the principal (server.auth.Principal or a name), None, or raises server.auth.Refused."
         ),
-        pattern=r"^[\w.]+:\w+$",
     )
     limit_runs_per_minute: int | None = Field(
         default=None, ge=1, description="Runs a principal may start per calendar minute; unset: no limit."
@@ -306,6 +308,13 @@ class AppConfig(RagConfig, BaseSettings):
             raise ValueError(
                 f"must be a {' or '.join(f'{s}://' for s in schemes)} URL (e.g. {example}), got {value!r}"
             )
+        return value
+
+    @field_validator("auth")
+    @classmethod
+    def _module_function(cls, value: str | None) -> str | None:
+        if value is not None and not _MODULE_FUNCTION.fullmatch(value):
+            raise ValueError(f"must be module:function (e.g. myapp.auth:authenticate), got {value!r}")
         return value
 
     @field_validator("metrics_address")

@@ -117,6 +117,11 @@ def test_serve_refuses_an_unusable_model_in_one_line_before_serving(
         ("RAGSTREAM_OIDC_ISSUER", "https://login.example.com", "oidc_issuer needs oidc_audience"),
         ("RAGSTREAM_REDIS_URL", "127.0.0.1:6379", "RAGSTREAM_REDIS_URL: must be a redis://"),
         ("RAGSTREAM_DATABASE_URL", "mysql://db/ragstream", "RAGSTREAM_DATABASE_URL: must be a postgresql://"),
+        (
+            "RAGSTREAM_AUTH",
+            "myapp.auth",
+            "RAGSTREAM_AUTH: must be module:function (e.g. myapp.auth:authenticate)",
+        ),
     ],
 )
 def test_a_bad_setting_stops_every_command_with_one_line_naming_it(
