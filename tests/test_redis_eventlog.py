@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
 
+from server.observe import logs as server_logs
 from server.runs import BackendUnavailable
 from server.runs.eventlog import RunInfo
-from server.runs.redis import RedisEventLog, RedisRunLocks, redis_client
+from server.runs.redis import RedisEventLog, RedisRunLocks, RedisStopBus, redis_client
 from tests.redis_helpers import private_redis
 
 
@@ -139,3 +141,58 @@ async def test_forgetting_a_thread_drops_its_ended_runs_on_every_worker(
     await b.forget("busy")
     assert await b.info("busy/r3") is None
     assert not await a.redis.exists(b._thread_runs_key("busy"))
+
+
+async def test_a_redis_outage_is_logged_when_it_starts_and_ends_not_every_second(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The stop channel resubscribes every second while Redis is down; an operator's log gets the
+    outage's start (with the error) and its end, not a traceback per attempt."""
+    stops: list[str] = []
+    with private_redis() as (port, server):
+        client = redis_client(f"redis://127.0.0.1:{port}/0")
+        bus = RedisStopBus(client, prefix="outage:")
+        with caplog.at_level(logging.DEBUG, logger="ragstream.redis"):
+            bus.listen(stops.append)
+            await asyncio.sleep(0.5)
+            server.kill()
+            server.wait(10)
+            await asyncio.sleep(3.5)  # three or four attempts to subscribe again, all refused
+            with private_redis(port):
+                for _ in range(100):
+                    if any("back after" in r.getMessage() for r in caplog.records):
+                        break
+                    await asyncio.sleep(0.1)
+                await bus.publish("t/r")
+                for _ in range(50):
+                    if stops:
+                        break
+                    await asyncio.sleep(0.1)
+            await bus.close()
+            await client.aclose()
+    warnings = [r for r in caplog.records if r.name == "ragstream.redis" and r.levelno >= logging.WARNING]
+    assert [r.getMessage().split(";")[0] for r in warnings][:1] == ["stop channel lost"]
+    assert warnings[0].exc_info is not None  # the outage's start says what failed
+    assert len(warnings) == 2 and "stop channel back after" in warnings[1].getMessage(), warnings
+    assert sum("still unavailable" in r.getMessage() for r in caplog.records) >= 1  # kept at debug
+    assert stops == ["t/r"]  # and it works again
+
+
+def test_repeated_lines_are_let_through_once_a_window_then_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(server_logs.time, "monotonic", lambda: now[0])
+    lines = server_logs.RepeatedLines(window=60)
+    logger = logging.getLogger("tests.repeated")
+
+    def shown(msg: str, *args: object) -> str | None:
+        record = logger.makeRecord(logger.name, logging.ERROR, __file__, 1, msg, args, None)
+        return record.getMessage() if lines.filter(record) else None
+
+    assert shown("Upkeep task failed unexpectedly") == "Upkeep task failed unexpectedly"
+    assert [shown("Upkeep task failed unexpectedly") for _ in range(30)] == [None] * 30
+    assert shown("No task data found for job %s", "j1") == "No task data found for job j1"  # another line
+    now[0] += 61
+    assert shown("Upkeep task failed unexpectedly") == (
+        "Upkeep task failed unexpectedly (repeated 30 more times in the last 60 s)"
+    )
+    assert shown("No task data found for job %s", "j2") == "No task data found for job j2"

@@ -19,6 +19,7 @@ from saq import Job, Queue, Status, Worker
 
 from rag_tools.kb import KnowledgeBase
 
+from ..observe.logs import RepeatedLines
 from ..runs import BackendUnavailable
 from .base import KEEP_SECONDS, MAX_ATTEMPTS, IngestJobs, JobPage, check_cursor
 from .models import FINISHED, IngestFailed, IngestJob, JobContext, JobState, run_job
@@ -28,6 +29,14 @@ from .stores import JobStore, PostgresJobStore, RedisJobStore
 __all__ = ["SaqIngestJobs"]
 
 logger = logging.getLogger("ragstream.jobs")
+
+
+def _limit_repeats(saq_logger: logging.Logger) -> None:
+    """SAQ's upkeep loops log a traceback every second while Redis is down: once a minute is enough
+    (this backend logs each job's own failure under ``ragstream.jobs``)."""
+    if not any(isinstance(f, RepeatedLines) for f in saq_logger.filters):
+        saq_logger.addFilter(RepeatedLines())
+
 
 FUNCTION = "ingest_upload"
 SYNC_FUNCTION = "sync_source"
@@ -110,6 +119,7 @@ class SaqIngestJobs(IngestJobs):
     async def start(self) -> None:
         """Connect and work in the background: a queue that is down at start is retried, and the
         routes answer 503 until it is up (the server itself starts either way)."""
+        _limit_repeats(logging.getLogger("saq"))
         self._task = asyncio.create_task(self._serve())
 
     async def _serve(self) -> None:

@@ -11,14 +11,16 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import math
 import re
+import time
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from opentelemetry import trace
 
-__all__ = ["JsonFormatter", "LogFormat", "RedactTokens", "bind", "log_config"]
+__all__ = ["JsonFormatter", "LogFormat", "RedactTokens", "RepeatedLines", "bind", "log_config"]
 
 LogFormat = Literal["text", "json"]
 
@@ -79,6 +81,33 @@ class RedactTokens(logging.Filter):
             record.args = tuple(
                 _TOKEN_PARAM.sub(r"\1[redacted]", a) if isinstance(a, str) else a for a in record.args
             )
+        return True
+
+
+class RepeatedLines(logging.Filter):
+    """Let each line (logger and message template) through once per ``window`` seconds and hold
+    back its repeats; the next one let through says how many were held back.
+
+    For loops that log on every retry while a dependency is down (SAQ's upkeep tasks, a pub/sub
+    channel resubscribing each second): an outage of an hour is a handful of lines, not thousands
+    of tracebacks, and its start is still logged in full at once.
+    """
+
+    def __init__(self, window: float = 60.0) -> None:
+        super().__init__()
+        self.window = window
+        self._seen: dict[tuple[str, object], tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.msg)
+        now = time.monotonic()
+        last, held = self._seen.get(key, (-math.inf, 0))
+        if now - last < self.window:
+            self._seen[key] = (last, held + 1)
+            return False
+        self._seen[key] = (now, 0)
+        if held:
+            record.msg = f"{record.msg} (repeated {held} more times in the last {self.window:.0f} s)"
         return True
 
 

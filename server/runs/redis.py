@@ -485,21 +485,30 @@ async def _subscribe(
     on_lost: Callable[[], None] | None = None,
 ) -> None:
     """Hand every message of ``channel`` to ``on_message``, for ever; a lost connection is counted
-    and the channel subscribed again a second later."""
+    and the channel subscribed again a second later. An outage is logged twice, when the channel is
+    lost (with the error) and when it is back, not on every failed attempt in between."""
+    failed = 0
     while True:
         try:
             async with client.pubsub() as pubsub:
                 await pubsub.subscribe(channel)
+                if failed:
+                    logger.warning("%s channel back after %d failed attempts", what, failed)
+                    failed = 0
                 if on_subscribed is not None:
                     on_subscribed()
                 async for message in pubsub.listen():
                     if message.get("type") == "message":
                         on_message(message["data"])
-        except RedisError:
+        except RedisError as exc:
             metrics.REDIS_ERRORS.inc()
             if on_lost is not None:
                 on_lost()
-            logger.warning("%s channel lost; resubscribing", what, exc_info=True)
+            if not failed:
+                logger.warning("%s channel lost; resubscribing every second", what, exc_info=True)
+            else:
+                logger.debug("%s channel still unavailable: %s", what, exc)
+            failed += 1
             await asyncio.sleep(1.0)
 
 
