@@ -19,6 +19,7 @@ import pytest
 
 from rag_tools.kb import KnowledgeBase
 from server.jobs import MAX_ATTEMPTS, IngestJob, LocalIngestJobs, SaqIngestJobs, open_ingest_jobs
+from server.jobs.models import NOT_INGESTED
 from tests.conftest import scenario_app
 from tests.servers import serve
 from tests.test_documents_api import ZEBRA, finished_job
@@ -116,7 +117,8 @@ async def test_a_job_whose_workers_keep_dying_fails_after_its_attempts(saq_confi
         record = await jobs.get(job.id)
         assert record is not None and record.state == "failed", record
         assert record.error is not None and "worker was lost" in record.error
-        assert [f.status for f in record.files] == ["pending"]
+        # the file it never reached reads as not ingested, not as still to come
+        assert [(f.status, f.error) for f in record.files] == [("error", NOT_INGESTED)]
         listing = await kb.list_documents(page_size=500)
         assert "zebra-facts.md" not in {d.uri for d in listing.documents}
     finally:
@@ -162,7 +164,7 @@ async def test_embedded_restart_fails_a_job_out_of_attempts(scenario_config: Any
         record = await finished_job(client, job.id)
         listing = (await client.get("/documents", params={"page_size": 500})).json()["documents"]
     assert record["state"] == "failed" and "worker was lost" in record["error"]
-    assert [f["status"] for f in record["files"]] == ["added", "pending"]
+    assert [(f["status"], f["error"]) for f in record["files"]] == [("added", None), ("error", NOT_INGESTED)]
     uris = {d["uri"] for d in listing}
     assert "first.md" in uris and "zebra-facts.md" not in uris  # nothing half-written
 

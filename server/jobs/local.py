@@ -28,7 +28,7 @@ from rag_tools.state import StoreError
 
 from ..runs import MemoryRunLocks
 from .base import KEEP_SECONDS, MAX_ATTEMPTS, IngestJobs, JobPage, check_cursor
-from .models import IngestFailed, IngestJob, JobContext, run_job
+from .models import WORKER_LOST, IngestFailed, IngestJob, JobContext, run_job
 
 __all__ = ["LocalIngestJobs"]
 
@@ -249,8 +249,7 @@ class LocalIngestJobs(IngestJobs):
                 await self._save(job)
                 self._queue.put_nowait(job_id)
                 return
-            job.state = "failed"
-            job.error = str(exc) if isinstance(exc, IngestFailed) else "ingestion failed"
+            job = job.failed(str(exc) if isinstance(exc, IngestFailed) else "ingestion failed")
             await self._save(job)
         await self._db(lambda c, j=job_id: c.execute("DELETE FROM ragstream_uploads WHERE job_id = ?", (j,)))
 
@@ -305,8 +304,7 @@ def _recover(conn: sqlite3.Connection) -> list[str]:
                 job = job.cancelled()
                 conn.execute("DELETE FROM ragstream_uploads WHERE job_id = ?", (job.id,))
             elif job.state == "running" and job.attempts >= MAX_ATTEMPTS:
-                job.state = "failed"
-                job.error = "ingestion stopped: its worker was lost (attempts exhausted)"
+                job = job.failed(WORKER_LOST)
                 conn.execute("DELETE FROM ragstream_uploads WHERE job_id = ?", (job.id,))
             else:
                 job.state = "queued"

@@ -39,6 +39,8 @@ from ..runs import RunLocks, lease_name
 
 __all__ = [
     "FINISHED",
+    "NOT_INGESTED",
+    "WORKER_LOST",
     "FileOutcome",
     "IngestFailed",
     "IngestJob",
@@ -55,6 +57,12 @@ logger = logging.getLogger("ragstream.jobs")
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 JobKind = Literal["upload", "sync"]
 FileStatus = Literal["pending", "added", "updated", "unchanged", "deleted", "cancelled", "error"]
+
+#: Why a job failed when the processes running it kept dying.
+WORKER_LOST = "ingestion stopped: its worker was lost (attempts exhausted)"
+
+#: A file's error when its job failed before reaching it.
+NOT_INGESTED = "not ingested: the job failed before this file"
 
 #: States a job does not leave.
 FINISHED: frozenset[str] = frozenset({"done", "failed", "cancelled"})
@@ -150,6 +158,17 @@ class IngestJob(_Camel):
         for entry in job.files:
             if entry.status == "pending":
                 entry.status = "cancelled"
+        return job
+
+    def failed(self, error: str) -> IngestJob:
+        """This record ended as failed with ``error`` (an earlier, more precise one is kept): files
+        not done yet are ``error`` too, saying they were not ingested, so none reads as still to come."""
+        job = self.model_copy(deep=True)
+        job.state = "failed"
+        job.error = job.error or error
+        for entry in job.files:
+            if entry.status == "pending":
+                entry.status, entry.error = "error", NOT_INGESTED
         return job
 
     def public(self) -> dict[str, object]:
@@ -331,8 +350,7 @@ async def _run_sync(kb: KnowledgeBase, job: IngestJob, ctx: JobContext) -> Inges
     # a retry of this very job (its worker died) takes back the hold its first attempt left
     if not taken and not await ctx.leases.renew(lease, job.id, SYNC_LEASE_SECONDS):
         holder = await ctx.leases.holder(lease)
-        job.state = "failed"
-        job.error = f"another sync of {job.source} is running (job {holder})"
+        job = job.failed(f"another sync of {job.source} is running (job {holder})")
         await ctx.save(job)
         return job
     job.files, job.progress = [], JobProgress(files_total=0)
@@ -360,8 +378,7 @@ async def _run_sync(kb: KnowledgeBase, job: IngestJob, ctx: JobContext) -> Inges
                     groups=job.groups,
                 )
             except SyncSourceError as exc:
-                job.state = "failed"
-                job.error = str(exc)
+                job = job.failed(str(exc))
                 await ctx.save(job)
                 return job
             except Exception as exc:

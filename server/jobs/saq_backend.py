@@ -22,7 +22,7 @@ from rag_tools.kb import KnowledgeBase
 from ..observe.logs import RepeatedLines
 from ..runs import BackendUnavailable
 from .base import KEEP_SECONDS, MAX_ATTEMPTS, IngestJobs, JobPage, check_cursor
-from .models import FINISHED, IngestFailed, IngestJob, JobContext, JobState, run_job
+from .models import FINISHED, WORKER_LOST, IngestFailed, IngestJob, JobContext, JobState, run_job
 from .saq_redis import RagstreamRedisQueue
 from .stores import JobStore, PostgresJobStore, RedisJobStore
 
@@ -265,6 +265,6 @@ def _record(saq_job: Job, cancelling: bool) -> IngestJob:
         record = record.cancelled()
     record.state = state
     record.attempts = saq_job.attempts
-    if record.state == "failed" and not record.error:
-        record.error = "ingestion stopped: its worker was lost (attempts exhausted)"
+    if record.state == "failed":
+        record = record.failed(WORKER_LOST)  # keeps the job's own error when it had one
     return record
