@@ -37,10 +37,12 @@ from rag_tools.tools import (
     ApprovalPolicy,
     DuplicateToolError,
     RetryPolicy,
+    ToolAttachment,
     ToolHooks,
     ToolOutcome,
     ToolOutputs,
     ToolRegistry,
+    ToolResult,
     ToolSystem,
     exported_tools,
     load_tool_dirs,
@@ -688,3 +690,25 @@ async def test_tools_contribute_instructions_and_unavailable_ones_are_left_out(
     assert "weather" in script.seen_tools[0]
     assert "Use weather for forecasts, never guess." in (seen[0] or "")
     assert "'gpu_render' (registry) is left out of the run: no GPU on this server" in caplog.text
+
+
+async def test_attachments_of_a_run_with_no_thread_to_keep_them_are_said_to_be_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An agent of a library user's own, run without a ToolContext: its tool's attachment has
+    nowhere to be kept; the log says so instead of losing it without a word."""
+    registry = ToolRegistry()
+
+    @registry.tool
+    def export_orders(month: str) -> ToolResult:
+        """Export a month's orders."""
+        return ToolResult("Exported.", attachments=[ToolAttachment("orders.csv", "a,b\n", "text/csv")])
+
+    script = Script([[("export_orders", {"month": "May"})]])
+    with caplog.at_level(logging.WARNING, logger="ragstream.tools"):
+        await agent_for(script, ToolSystem(registry)).run("go")  # no deps: no thread
+    assert script.returns["export_orders"] == ["Exported."]
+    assert any(
+        "export_orders returned 1 attachments" in r.getMessage() and "dropped" in r.getMessage()
+        for r in caplog.records
+    ), caplog.records

@@ -230,6 +230,13 @@ async def deliver(
             record = kept.keep(attachment, tool, tool_call_id, attachment_limit, names)
             records.append(record.model_dump(mode="json"))
         context.mark_changed(ATTACHMENTS_NAMESPACE)
+    elif result.attachments:
+        logger.warning(
+            "tool %s returned %d attachments, but its run has no ToolContext (deps.tool_context) to keep"
+            " them in: they are dropped",
+            tool,
+            len(result.attachments),
+        )
     shown = {
         "title": result.title,
         "metadata": metadata,
