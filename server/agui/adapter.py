@@ -47,7 +47,14 @@ def classify(error: BaseException) -> RunFailure:
     if isinstance(error, RunFailure):
         return error
     if isinstance(error, UserError):
-        return RunFailure(FailureCode.INVALID_REQUEST, str(error))
+        # pydantic-ai's words are for the server's developers (they name toolsets, models, types):
+        # what a client can get wrong is refused before the stream opens; the rest goes to the log
+        reference = uuid.uuid4().hex[:12]
+        logger.warning("run input refused by the agent framework (reference %s): %s", reference, error)
+        return RunFailure(
+            FailureCode.INVALID_REQUEST,
+            f"The run's input could not be used (reference {reference} in the server's log).",
+        )
     if isinstance(error, ModelAPIError):
         logger.warning("model request failed: %r", error)
         return RunFailure(FailureCode.MODEL_UNAVAILABLE)
