@@ -9,7 +9,9 @@ checked against the knowledge base as the current reader sees it (``KnowledgeBas
 - citation cards (shown or pending) of a document the reader may not read are taken out;
 - a search summary keeps only the hits of readable documents;
 - a QA entry that cites any passage of an unreadable document is taken out with its question's
-  embedding, so it is neither shown nor recalled;
+  embedding, so it is neither shown nor recalled; so is the session summary (``session_context``)
+  written from such an entry (a model's account of its answer, which later answers are instructed
+  with), until a summary of readable entries replaces it;
 - any other namespace that keeps what documents gave (``NamesDocuments``: the tool system's
   attachments) hides the items naming a document the reader may not read, until it may again.
 
@@ -51,6 +53,7 @@ from .state import (
     Citation,
     QASessionState,
     SearchState,
+    SessionContext,
     SessionState,
     ToolContext,
     WithheldState,
@@ -346,6 +349,13 @@ def _drop_from_state(
                 "question_embeddings",
                 {e.id: qa.question_embeddings[e.id] for e in gone if e.id in qa.question_embeddings},
             )
+            withheld = {e.id for e in qa.qa_history} - ids
+            # the summary says what the answers it was written from said (not known: any of them)
+            summarised = set(qa.summary_of) or withheld
+            if qa.session_context is not None and not withheld.isdisjoint(summarised):
+                if len(gone) == len(withheld):  # all of them may come back
+                    aside.add_summary(qa.session_context, qa.summary_of)
+                qa.session_context, qa.summary_of = None, []
             qa.qa_history = kept_entries
             qa.question_embeddings = {k: v for k, v in qa.question_embeddings.items() if k in ids}
             context.mark_changed(QA_NAMESPACE)
@@ -366,6 +376,12 @@ class _Aside:
         current = getattr(self._state, field)
         merged = [*current, *items] if isinstance(current, list) else {**current, **items}
         setattr(self._state, field, merged)  # replaced, never mutated: it may be a view's copy
+        self._context.mark_changed(WITHHELD_NAMESPACE)
+
+    def add_summary(self, summary: SessionContext, of: list[str]) -> None:
+        if self._state is None:
+            self._state = self._context.get_or_create(WITHHELD_NAMESPACE, WithheldState)
+        self._state.session_context, self._state.summary_of = summary, of
         self._context.mark_changed(WITHHELD_NAMESPACE)
 
 
@@ -396,6 +412,9 @@ def _put_back(context: ToolContext) -> None:
         back = [e for e in aside.qa_entries if e.id not in live]
         qa.qa_history = sorted([*qa.qa_history, *back], key=lambda e: e.at)
         qa.question_embeddings = {**aside.question_embeddings, **qa.question_embeddings}
+        context.mark_changed(QA_NAMESPACE)
+    if qa is not None and aside.session_context is not None and qa.session_context is None:
+        qa.session_context, qa.summary_of = aside.session_context, aside.summary_of  # none written since
         context.mark_changed(QA_NAMESPACE)
     context.unregister(WITHHELD_NAMESPACE)
 

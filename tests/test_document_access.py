@@ -10,6 +10,7 @@ documents; a thread's cached results go once its owner may not read them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -33,7 +34,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from rag_tools import build_chat_toolkit
+from rag_tools import build_chat_toolkit, build_toolkit
 from rag_tools.deps import AgentDeps
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.access import ALL, InvalidGroups, Reader
@@ -897,3 +898,68 @@ async def test_an_upload_lands_only_on_the_document_it_was_checked_against(
         else:
             assert document.groups == ["hr"] and "hire in June" in text
         assert "found" not in finished.public()  # what the job checks stays on the server
+
+
+async def test_a_session_summary_of_answers_the_owner_may_no_longer_read_is_withheld(
+    scenario_config: Any,
+) -> None:
+    """With a model, the thread's session summary (``session_context``) is written from its QA
+    answers, and so says what their passages said. Once alice may not read the HR document, the
+    summary goes with the answers: not in her thread's state, nor in the instructions of her next
+    question's answer. Kept aside, not lost: readable again, it is back, unless a summary was
+    written since."""
+    instructions: list[str] = []
+
+    def qa_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        instructions.append(info.instructions or "")
+        (prompt,) = [p.content for m in messages for p in m.parts if isinstance(p, UserPromptPart)]
+        assert isinstance(prompt, str)
+        if info.output_tools:  # the answer: it quotes the passages, as a model may
+            args = {"answer": f"From [1]: {prompt.partition('Passages:')[2].strip()}", "confidence": 0.9}
+            return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, args)])
+        return ModelResponse(parts=[TextPart(f"The user was told: {prompt}")])  # the summary
+
+    toolkit = build_toolkit(scenario_config, ["search", "documents", "qa"], model=FunctionModel(qa_model))
+    alice = _as("alice")
+
+    async def summary() -> Any:
+        view = (await client.get("/threads/sum", headers=alice)).json()
+        item = await client.get("/threads/sum/state/session_context", headers=alice)
+        assert item.status_code == 200 and item.json()["value"] == view["state"]["session_context"]
+        return view["state"]["session_context"]
+
+    async with _server(scenario_config, agent=scenario_agent(toolkit), toolkit=toolkit) as client:
+        hr_id = await _upload(client, "root", "travel-hr.md", HR_DOC, "hr")
+        ask = f"call ask {json.dumps({'question': QUESTION})}"
+        first = await client.post("/agui", json=_run("sum", ask), headers=alice)
+        assert first.status_code == 200 and "HRQUOKKA" in first.text
+        for _ in range(500):  # the summary is written in the background after the run
+            if await summary() is not None:
+                break
+            await asyncio.sleep(0.01)
+        before = await summary()
+        assert "HRQUOKKA" in before["summary"]
+
+        async def move(groups: list[str]) -> None:
+            moved = await client.patch(f"/documents/{hr_id}", json={"groups": groups}, headers=_as("root"))
+            assert moved.status_code == 200
+
+        await move(["finance"])
+        assert await summary() is None
+        await move(["hr"])  # kept aside, not lost
+        assert await summary() == before
+        await move(["finance"])
+        again = {"question": "Who approves expenses?"}
+        second = await client.post(
+            "/agui", json=_run("sum", f"call ask {json.dumps(again)}", "r2", "m2"), headers=alice
+        )
+        assert second.status_code == 200 and "HRQUOKKA" not in second.text
+        assert "Earlier in this conversation" not in instructions[-1]  # no summary to go on
+        for _ in range(500):
+            if await summary() is not None:
+                break
+            await asyncio.sleep(0.01)
+        newer = await summary()
+        assert "Who approves expenses?" in newer["summary"] and "HRQUOKKA" not in newer["summary"]
+        await move(["hr"])  # a summary written since is the thread's: the older one stays out
+        assert await summary() == newer

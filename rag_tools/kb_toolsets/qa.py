@@ -32,6 +32,8 @@ __all__ = ["OnQAComplete", "QACitation", "QAResult", "create_qa_toolset", "run_q
 
 NOT_FOUND = "I could not find an answer to that in the documents."
 SUMMARY_CHARS = 160
+SUMMARISED_ENTRIES = 8
+"""How many of the latest QA entries a session summary is written from."""
 
 OnQAComplete = Callable[[QASessionState, RagConfig], Awaitable[None] | None]
 
@@ -198,13 +200,18 @@ async def run_qa_core(
     return result
 
 
+def _summarised(qa: QASessionState) -> list[str]:
+    """The ids of the entries ``summarize_session`` writes its summary from."""
+    return [entry.id for entry in qa.qa_history[-SUMMARISED_ENTRIES:]]
+
+
 async def summarize_session(qa: QASessionState, model: Model | str | None) -> str:
     """A short account of what the session has asked so far, used as context for later answers.
 
     Without a model it lists the latest questions (at most ``SUMMARY_CHARS``); with one, the model
     summarises the latest exchanges.
     """
-    recent = qa.qa_history[-8:]
+    recent = qa.qa_history[-SUMMARISED_ENTRIES:]
     if not recent:
         return ""
     if model is None:
@@ -215,10 +222,14 @@ async def summarize_session(qa: QASessionState, model: Model | str | None) -> st
     return (await agent.run(transcript)).output
 
 
-def _keep_summary(summary: str) -> Callable[[ToolContext], None]:
+def _keep_summary(summary: str, of: list[str]) -> Callable[[ToolContext], None]:
+    """Keep ``summary``, written from the QA entries ``of`` (a reader who may no longer read one of
+    them is not shown it: ``rag_tools.readable``)."""
+
     def keep(context: ToolContext) -> None:
         state = context.get_or_create(QA_NAMESPACE, QASessionState)
         state.session_context = SessionContext(summary=summary)
+        state.summary_of = of
         context.mark_changed(QA_NAMESPACE)
 
     return keep
@@ -266,13 +277,14 @@ def create_qa_toolset(
             model=answer_model,
         )
         if answer_model is None:  # listing the questions is instant: part of this answer's state change
-            _keep_summary(await summarize_session(qa, None))(deps.tool_context)
+            _keep_summary(await summarize_session(qa, None), _summarised(qa))(deps.tool_context)
         await emit_state_update(ctx)
         if answer_model is not None:
 
             async def refresh_summary() -> None:
+                of = _summarised(qa)
                 summary = await summarize_session(qa, answer_model)
-                await apply_later(deps.deps, deps.tool_context, _keep_summary(summary))
+                await apply_later(deps.deps, deps.tool_context, _keep_summary(summary, of))
 
             spawn(deps.deps, refresh_summary())
         return result

@@ -382,11 +382,14 @@ class QASessionState(StateModel):
     ``session_context`` is server-owned: a client's copy never replaces the server's.
     """
 
-    server_only_fields: ClassVar[frozenset[str]] = frozenset({"question_embeddings", "next_qa"})
+    server_only_fields: ClassVar[frozenset[str]] = frozenset({"question_embeddings", "next_qa", "summary_of"})
 
     qa_history: list[QAEntry] = Field(default_factory=list)
     question_embeddings: dict[str, list[float]] = Field(default_factory=dict)
     session_context: SessionContext | None = None
+    summary_of: list[str] = Field(
+        default_factory=list, description="The ids of the QA entries ``session_context`` was written from."
+    )
     next_qa: int = 1
 
     def add_entry(
@@ -406,7 +409,8 @@ class QASessionState(StateModel):
 
 class WithheldState(StateModel):
     """What a reader who may not read some documents was not shown of the thread's state: citation
-    cards, the whole search records whose hits it saw cut, QA entries with their embeddings.
+    cards, the whole search records whose hits it saw cut, QA entries with their embeddings, and
+    the session summary written from those entries.
 
     Kept server-side (nothing here is emitted) only while it holds something, and put back before
     the state is checked again, so all of it returns once its documents are readable again
@@ -421,6 +425,8 @@ class WithheldState(StateModel):
             "searches",
             "qa_entries",
             "question_embeddings",
+            "session_context",
+            "summary_of",
         }
     )
 
@@ -434,10 +440,18 @@ class WithheldState(StateModel):
     searches: dict[str, SearchRecord] = Field(default_factory=dict)
     qa_entries: list[QAEntry] = Field(default_factory=list)
     question_embeddings: dict[str, list[float]] = Field(default_factory=dict)
+    session_context: SessionContext | None = None
+    summary_of: list[str] = Field(default_factory=list)
 
     def holds_any(self) -> bool:
         """Whether anything is kept aside (an emptied one may stay registered after a branch switch)."""
-        return bool(self.citations or self.pending_citations or self.searches or self.qa_entries)
+        return bool(
+            self.citations
+            or self.pending_citations
+            or self.searches
+            or self.qa_entries
+            or self.session_context
+        )
 
 
 FEATURE_NAMESPACES: dict[str, tuple[tuple[str, type[BaseModel]], ...]] = {
