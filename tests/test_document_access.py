@@ -963,3 +963,45 @@ async def test_a_session_summary_of_answers_the_owner_may_no_longer_read_is_with
         assert "Who approves expenses?" in newer["summary"] and "HRQUOKKA" not in newer["summary"]
         await move(["hr"])  # a summary written since is the thread's: the older one stays out
         assert await summary() == newer
+
+
+async def test_a_document_sharing_its_display_source_with_a_restricted_one_is_not_withheld(
+    scenario_config: Any,
+) -> None:
+    """An upload and a synced (or ingested) file may show as the same ``uri``. Bob reads the public
+    ``handbook.md``; an HR document is shown as ``handbook.md`` too. His results of the public one
+    (read, listed) stay his: never withheld as if they came from the document he may not read,
+    which would also tell him that a document he may not read is shown under that name."""
+    async with KnowledgeBase.from_config(scenario_config) as kb:
+        hr = await kb.ingest_bytes(
+            b"# HR handbook\n\nThe HR handbook: HRQUOKKA.",
+            name="handbook.md",
+            uri="handbook.md",
+            groups=["hr"],
+        )
+    bob = _as("bob")
+    async with _server(scenario_config) as client:
+        await _upload(client, "root", "handbook.md", b"# Handbook\n\nThe public handbook: PUBWALLABY.", None)
+        calls = [
+            f"call get_document {json.dumps({'query': 'handbook.md'})}",
+            f"call summarize_document {json.dumps({'query': 'handbook.md'})}",
+            f"call list_documents {json.dumps({'page': 1})}",
+        ]
+        for n, call in enumerate(calls):
+            run = await client.post("/agui", json=_run(f"hb-{n}", call), headers=bob)
+            assert run.status_code == 200 and "HRQUOKKA" not in run.text
+            view = (await client.get(f"/threads/hb-{n}", headers=bob)).json()
+            (result,) = [m["content"] for m in view["messages"] if m["role"] == "tool"]
+            assert result != WITHHELD and "handbook.md" in result, call
+            replay = await client.get(f"/threads/hb-{n}/runs/r1/events?after=0", headers=bob)
+            assert '"code":"withheld"' not in replay.text, call
+        # alice reads the HR one: her result of it is still withheld once she may not read it
+        alice = _as("alice")
+        hr_read = f"call get_document {json.dumps({'query': 'HR handbook'})}"
+        assert "HRQUOKKA" in (await client.post("/agui", json=_run("hb-hr", hr_read), headers=alice)).text
+        moved = await client.patch(
+            f"/documents/{hr.document_id}", json={"groups": ["finance"]}, headers=_as("root")
+        )
+        assert moved.status_code == 200
+        view = (await client.get("/threads/hb-hr", headers=alice)).json()
+        assert [m["content"] for m in view["messages"] if m["role"] == "tool"] == [WITHHELD]

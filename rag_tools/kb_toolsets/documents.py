@@ -22,6 +22,10 @@ MAX_CONTENT_CHARS = 20_000
 
 
 class DocumentInfo(BaseModel):
+    """A listed document. ``document_id`` names it where its ``uri`` (a display source) may not:
+    another document may show as the same one (``rag_tools.readable.DocumentNames``)."""
+
+    document_id: str
     title: str
     uri: str
     chunks: int
@@ -38,9 +42,10 @@ class DocumentList(BaseModel):
 
 
 class DocumentContent(BaseModel):
-    """A document's text (possibly cut), or ``found=False``."""
+    """A document's text (possibly cut), or ``found=False``; ``document_id`` as in ``DocumentInfo``."""
 
     found: bool
+    document_id: str | None = None
     title: str | None = None
     uri: str | None = None
     content: str | None = None
@@ -73,7 +78,8 @@ def create_document_toolset(
         )
         return DocumentList(
             documents=[
-                DocumentInfo(title=d.title, uri=d.uri, chunks=d.chunk_count) for d in listing.documents
+                DocumentInfo(document_id=d.document_id, title=d.title, uri=d.uri, chunks=d.chunk_count)
+                for d in listing.documents
             ],
             page=listing.page,
             pages=listing.pages,
@@ -89,6 +95,7 @@ def create_document_toolset(
         content = doc.content
         return DocumentContent(
             found=True,
+            document_id=doc.document_id,
             title=doc.title,
             uri=doc.uri,
             content=content[:MAX_CONTENT_CHARS],
