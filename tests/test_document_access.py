@@ -1005,3 +1005,26 @@ async def test_a_document_sharing_its_display_source_with_a_restricted_one_is_no
         assert moved.status_code == 200
         view = (await client.get("/threads/hb-hr", headers=alice)).json()
         assert [m["content"] for m in view["messages"] if m["role"] == "tool"] == [WITHHELD]
+
+
+async def test_a_replayed_search_stops_before_the_hits_the_reader_may_no_longer_read(
+    scenario_config: Any,
+) -> None:
+    """A search's result and the state change recording its hits name passages by the thread's
+    citation numbers; they name their documents too, so a replay of the run for alice, once she
+    may not read the HR document, ends before either: no passage text, no title."""
+    alice = _as("alice")
+    async with _server(scenario_config) as client:
+        hr_id = await _upload(client, "root", "travel-hr.md", HR_DOC, "hr")
+        run = await client.post("/agui", json=_run("replay", QUESTION), headers=alice)
+        assert run.status_code == 200 and "HRQUOKKA" in run.text
+        replay = "/threads/replay/runs/r1/events?after=0"
+        whole = [e for _, e in parse_sse((await client.get(replay, headers=alice)).text)]
+        assert whole[-1]["type"] == "RUN_FINISHED" and "HRQUOKKA" in json.dumps(whole)
+        moved = await client.patch(f"/documents/{hr_id}", json={"groups": ["finance"]}, headers=_as("root"))
+        assert moved.status_code == 200
+        replayed = [e for _, e in parse_sse((await client.get(replay, headers=alice)).text)]
+        assert replayed[-1]["type"] == "RUN_ERROR" and replayed[-1]["code"] == "withheld"
+        shown = json.dumps(replayed[:-1])
+        assert "HRQUOKKA" not in shown and "Travel policy" not in shown and "travel-hr.md" not in shown
+        assert "TOOL_CALL_START" in shown  # what came before the search's hits is replayed

@@ -59,9 +59,15 @@ def location_of(hit: SearchHit) -> str | None:
 
 
 class SearchResult(BaseModel):
-    """A passage as the model sees it: cite it as ``[citation]``."""
+    """A passage as the model sees it: cite it as ``[citation]``.
+
+    ``document_id`` names its document where the number cannot: the number is the thread's (and
+    its branch's), while a run's replayed events are checked for their reader without the thread
+    (``rag_tools.readable.DocumentNames``).
+    """
 
     citation: int
+    document_id: str
     title: str
     uri: str
     location: str | None = None
@@ -98,6 +104,7 @@ def cite_hits(
         results.append(
             SearchResult(
                 citation=index,
+                document_id=hit.document_id,
                 title=hit.title,
                 uri=hit.uri,
                 location=location_of(hit),

@@ -80,6 +80,7 @@ def create_search_toolset(
             [
                 SearchHitSummary(
                     citation=r.citation,
+                    document_id=h.document_id,
                     title=h.title,
                     uri=h.uri,
                     score=r.score,

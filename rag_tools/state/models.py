@@ -292,6 +292,8 @@ class SearchHitSummary(BaseModel):
     """What the client shows of a hit: its number, its document and how well it matched.
 
     Deliberately small (no uri, no text): a card with everything arrives once an answer cites it.
+    ``document_id`` names the document as ``SearchResult`` does (``None`` in searches recorded
+    before it was kept).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -300,6 +302,7 @@ class SearchHitSummary(BaseModel):
     title: str
     score: float
     page: int | None = None
+    document_id: str | None = None
 
 
 class SearchRecord(BaseModel):
