@@ -246,6 +246,36 @@ async def test_editor_groups_come_from_the_groups_claim(scenario_config: Any, id
         assert (await client.get("/documents", headers=bearer(reader))).status_code == 200
 
 
+async def test_a_token_with_fewer_groups_is_shown_only_what_they_read(
+    scenario_config: Any, idp: IdentityProvider
+) -> None:
+    """Documents are read by the groups of the token in hand: alice's next token, without the
+    ``hr`` group, no longer gets the HR document, the thread's cached results of it, nor the
+    replay of the run that found it; a token with ``hr`` again gets them back."""
+    from tests.test_document_access import HR_DOC, QUESTION
+    from tests.test_documents_api import finished_job
+
+    async with ragstream(scenario_config, idp.issuer, editors=["root"]) as client:
+        client.headers.update(bearer(idp.token("root")))
+        upload = {"file": ("travel-hr.md", HR_DOC, "text/markdown")}
+        accepted = await client.post("/documents", files=upload, data={"groups": "hr"})
+        job = await finished_job(client, accepted.json()["jobId"])
+        del client.headers["Authorization"]
+        hr_id = job["files"][0]["documentId"]
+        member = bearer(idp.token("alice", groups=["hr", "staff"]))
+        run = await client.post("/agui", json=run_body("held", "r1", QUESTION), headers=member)
+        assert run.status_code == 200 and "HRQUOKKA" in run.text
+        for token in (idp.token("alice", groups=["staff"]), idp.token("alice", groups="finance")):
+            fewer = bearer(token)
+            view = await client.get("/threads/held", headers=fewer)
+            assert view.status_code == 200 and "HRQUOKKA" not in view.text
+            assert (await client.get(f"/documents/{hr_id}", headers=fewer)).status_code == 404
+            replay = await client.get("/threads/held/runs/r1/events?after=0", headers=fewer)
+            events = [event for _, event in parse_sse(replay.text)]
+            assert events[-1]["code"] == "withheld" and "HRQUOKKA" not in replay.text
+        assert "HRQUOKKA" in (await client.get("/threads/held", headers=member)).text
+
+
 async def test_static_tokens_and_oidc_together(scenario_config: Any, idp: IdentityProvider) -> None:
     async with ragstream(scenario_config, idp.issuer, tokens={"ci": "ci-secret"}) as client:
         assert (await client.get("/threads", headers=bearer("ci-secret"))).status_code == 200
