@@ -230,22 +230,6 @@ def _keeps_aside(context: ToolContext) -> bool:
     return aside is None or aside.holds_any()  # (stored and not read yet: it holds something)
 
 
-def _citation_documents(session: SessionState, indices: Iterable[int]) -> dict[int, str | None]:
-    """The document each citation number points at: its card's, else the registry's chunk id's."""
-    cards = {**session.pending_citations, **session.citations}
-    found: dict[int, str | None] = {}
-    by_index: dict[int, str] | None = None
-    for index in indices:
-        card = cards.get(str(index))
-        if card is not None:
-            found[index] = card.document_id
-            continue
-        if by_index is None:  # built once, and only when a number has no card
-            by_index = {i: chunk_id.split(":", 1)[0] for chunk_id, i in session.citation_registry.items()}
-        found[index] = by_index.get(index)
-    return found
-
-
 async def drop_unreadable(
     context: ToolContext, kb: KnowledgeBase, names: DocumentNames = DocumentNames()
 ) -> Withholding:
@@ -261,7 +245,7 @@ async def drop_unreadable(
         names |= holder.document_names()
     session = context.get(SESSION_NAMESPACE, SessionState)
     cited = (_cited(context, session) if session is not None else set()) | names.citations
-    documents = _citation_documents(session, cited) if session is not None else {}
+    documents = session.documents_of(cited) if session is not None else {}
     by_uri = await kb.document_ids_for_uris(set(names.uris))
     readability = await kb.document_readability(
         set(names.ids) | {d for d in documents.values() if d} | set().union(*by_uri.values())

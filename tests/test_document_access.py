@@ -1028,3 +1028,47 @@ async def test_a_replayed_search_stops_before_the_hits_the_reader_may_no_longer_
         shown = json.dumps(replayed[:-1])
         assert "HRQUOKKA" not in shown and "Travel policy" not in shown and "travel-hr.md" not in shown
         assert "TOOL_CALL_START" in shown  # what came before the search's hits is replayed
+
+
+async def test_a_replayed_session_summary_names_the_documents_it_came_from(scenario_config: Any) -> None:
+    """The session summary of the latest answers goes with every run's first state snapshot, long
+    after the cards of the passages those answers cited have left the snapshot's window. It names
+    their documents, so a replay for alice, once she may not read the HR document, ends before it."""
+
+    def qa_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        (prompt,) = [p.content for m in messages for p in m.parts if isinstance(p, UserPromptPart)]
+        assert isinstance(prompt, str)
+        if info.output_tools:  # cites every passage, quoting them
+            cited = " ".join(f"[{n}]" for n in range(1, 20))
+            args = {"answer": f"{cited}: {prompt.partition('Passages:')[2].strip()}", "confidence": 0.9}
+            return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, args)])
+        return ModelResponse(parts=[TextPart(f"The user was told: {prompt}")])
+
+    toolkit = build_toolkit(scenario_config, ["search", "documents", "qa"], model=FunctionModel(qa_model))
+    alice = _as("alice")
+    async with _server(scenario_config, agent=scenario_agent(toolkit), toolkit=toolkit) as client:
+        hr_id = await _upload(client, "root", "travel-hr.md", HR_DOC, "hr")
+
+        async def ask(run: str, question: str) -> None:
+            body = _run("sums", f"call ask {json.dumps({'question': question})}", run, f"m-{run}")
+            assert (await client.post("/agui", json=body, headers=alice)).status_code == 200
+            for _ in range(500):  # the summary of this answer lands in the background
+                state = (await client.get("/threads/sums", headers=alice)).json()["state"]
+                if question in json.dumps(state["session_context"]):
+                    return
+                await asyncio.sleep(0.01)
+            raise AssertionError("no summary")
+
+        await ask("r1", QUESTION)
+        await ask("r2", "How long are nightly backups kept?")  # its cards fill the window
+        run = await client.post("/agui", json=_run("sums", "archive a note", "r3", "m-r3"), headers=alice)
+        assert run.status_code == 200 and "archive_note" in run.text  # a turn that reads no document
+        (snapshot,) = [e for _, e in parse_sse(run.text) if e["type"] == "STATE_SNAPSHOT"]
+        assert "HRQUOKKA" in json.dumps(snapshot["snapshot"]["session_context"])
+        assert hr_id not in {c["document_id"] for c in snapshot["snapshot"]["citations"].values()}
+        moved = await client.patch(f"/documents/{hr_id}", json={"groups": ["finance"]}, headers=_as("root"))
+        assert moved.status_code == 200
+        replay = await client.get("/threads/sums/runs/r3/events?after=0", headers=alice)
+        events = [e for _, e in parse_sse(replay.text)]
+        assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "withheld"
+        assert "HRQUOKKA" not in replay.text

@@ -23,6 +23,7 @@ from ..state import (
     QASessionState,
     SessionContext,
     SessionState,
+    SummarySource,
     ToolContext,
     prepare_context,
 )
@@ -200,9 +201,13 @@ async def run_qa_core(
     return result
 
 
-def _summarised(qa: QASessionState) -> list[str]:
-    """The ids of the entries ``summarize_session`` writes its summary from."""
-    return [entry.id for entry in qa.qa_history[-SUMMARISED_ENTRIES:]]
+def _summarised(context: ToolContext, qa: QASessionState) -> tuple[list[str], list[str]]:
+    """The ids of the entries ``summarize_session`` writes its summary from, and of the documents
+    their answers cited."""
+    entries = qa.qa_history[-SUMMARISED_ENTRIES:]
+    session = context.get(SESSION_NAMESPACE, SessionState)
+    cited = session.documents_of({i for e in entries for i in e.citations}) if session is not None else {}
+    return [e.id for e in entries], sorted({d for d in cited.values() if d})
 
 
 async def summarize_session(qa: QASessionState, model: Model | str | None) -> str:
@@ -222,14 +227,16 @@ async def summarize_session(qa: QASessionState, model: Model | str | None) -> st
     return (await agent.run(transcript)).output
 
 
-def _keep_summary(summary: str, of: list[str]) -> Callable[[ToolContext], None]:
-    """Keep ``summary``, written from the QA entries ``of`` (a reader who may no longer read one of
-    them is not shown it: ``rag_tools.readable``)."""
+def _keep_summary(summary: str, of: tuple[list[str], list[str]]) -> Callable[[ToolContext], None]:
+    """Keep ``summary``, written from the QA entries and citing the documents ``of`` names (a
+    reader who may no longer read one of them is not shown it: ``rag_tools.readable``)."""
+    entries, documents = of
+    sources = tuple(SummarySource(document_id=d) for d in documents)
 
     def keep(context: ToolContext) -> None:
         state = context.get_or_create(QA_NAMESPACE, QASessionState)
-        state.session_context = SessionContext(summary=summary)
-        state.summary_of = of
+        state.session_context = SessionContext(summary=summary, sources=sources)
+        state.summary_of = entries
         context.mark_changed(QA_NAMESPACE)
 
     return keep
@@ -277,12 +284,13 @@ def create_qa_toolset(
             model=answer_model,
         )
         if answer_model is None:  # listing the questions is instant: part of this answer's state change
-            _keep_summary(await summarize_session(qa, None), _summarised(qa))(deps.tool_context)
+            of = _summarised(deps.tool_context, qa)
+            _keep_summary(await summarize_session(qa, None), of)(deps.tool_context)
         await emit_state_update(ctx)
         if answer_model is not None:
 
             async def refresh_summary() -> None:
-                of = _summarised(qa)
+                of = _summarised(deps.tool_context, qa)
                 summary = await summarize_session(qa, answer_model)
                 await apply_later(deps.deps, deps.tool_context, _keep_summary(summary, of))
 

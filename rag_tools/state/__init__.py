@@ -17,6 +17,7 @@ from .models import (
     SearchState,
     SessionContext,
     SessionState,
+    SummarySource,
     WithheldState,
     prepare_context,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "StateTracker",
     "StateUpdate",
     "StoreError",
+    "SummarySource",
     "ThreadInfo",
     "ThreadRecord",
     "ThreadStore",

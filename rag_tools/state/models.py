@@ -41,6 +41,7 @@ __all__ = [
     "SearchState",
     "SessionContext",
     "SessionState",
+    "SummarySource",
     "WithheldState",
     "prepare_context",
 ]
@@ -197,6 +198,21 @@ class SessionState(StateModel):
         default_factory=dict, description="Cards of numbered passages no answer has cited yet."
     )
     next_citation: int = 1
+
+    def documents_of(self, indices: Iterable[int]) -> dict[int, str | None]:
+        """The document each citation number points at: its card's, else the registry's chunk id's."""
+        cards = {**self.pending_citations, **self.citations}
+        found: dict[int, str | None] = {}
+        by_index: dict[int, str] | None = None
+        for index in indices:
+            card = cards.get(str(index))
+            if card is not None:
+                found[index] = card.document_id
+                continue
+            if by_index is None:  # built once, and only when a number has no card
+                by_index = {i: chunk_id.split(":", 1)[0] for chunk_id, i in self.citation_registry.items()}
+            found[index] = by_index.get(index)
+        return found
 
     def cite(
         self,
@@ -370,13 +386,26 @@ class QAEntry(BaseModel):
         return data
 
 
+class SummarySource(BaseModel):
+    """A document the answers a session summary was written from cited."""
+
+    model_config = ConfigDict(frozen=True)
+
+    document_id: str
+
+
 class SessionContext(BaseModel):
-    """What the session has been about: a short summary, refreshed in the background after answers."""
+    """What the session has been about: a short summary, refreshed in the background after answers.
+
+    ``sources`` names the documents it may repeat, as a tool result names its own, so a run's
+    replayed state is checked for its reader like the run's results (``server/NOTES.md``).
+    """
 
     model_config = ConfigDict(frozen=True)
 
     summary: str
     last_updated: datetime = Field(default_factory=_now)
+    sources: tuple[SummarySource, ...] = ()
 
 
 class QASessionState(StateModel):
