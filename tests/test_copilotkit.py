@@ -201,7 +201,7 @@ async def test_a_thread_through_copilotkit_in_chromium(
         )
         await page.wait_idle()
         await expect(page.page.get_by_text("tok3")).to_have_count(0)
-        assert await page.transcript() == shown
+        await page.expect_transcript(shown)
         after_stop = await page.server_view(ragstream)
         assert after_stop["activeRunId"] is None
         assert after_stop["messages"] == saved["messages"]
@@ -213,7 +213,7 @@ async def test_a_thread_through_copilotkit_in_chromium(
         await page.reload()
         assert page.thread_id == thread
         await expect(page.questions()).to_have_count(3)
-        assert await page.transcript() == shown
+        await page.expect_transcript(shown)
         await assert_citations_match(page, ragstream, state_key)
         await expect(page.document_checkbox("Deploying ragstream")).to_be_checked()
 
@@ -230,7 +230,7 @@ async def test_a_thread_through_copilotkit_in_chromium(
             "observatory visitor hours",
         ]
         assert rag_state(view["state"], state_key)["document_filter"] == []
-        assert await page.transcript() == conversation(view["messages"])
+        await page.expect_transcript(conversation(view["messages"]))
         assert page.thread_id == thread
         assert runtime.alive, runtime.log()
         page.assert_clean()
@@ -512,7 +512,7 @@ async def test_a_failed_turn_leaves_the_thread_as_it_was(browser: Browser, scena
         await expect(notice).to_contain_text("This turn (“fail now”) was not saved.")
         await page.wait_idle()
         await expect(page.questions()).to_have_count(1)
-        assert await page.transcript() == shown
+        await page.expect_transcript(shown)
         assert "hunter2" not in await page.page.content()
         after = await page.server_view(ragstream)
         assert (after["messages"], after["state"]) == (saved["messages"], saved["state"])
@@ -565,7 +565,7 @@ async def test_a_refused_run_is_explained_in_ragstreams_words(browser: Browser, 
             )
             await page.wait_idle()
             await expect(page.questions()).to_have_count(1)
-            assert await page.transcript() == shown
+            await page.expect_transcript(shown)
             stop = await direct.post(f"/threads/{thread}/runs/{other['runId']}/stop")
             assert stop.status_code == 202, stop.text
         page.problems.clear()  # CopilotKit logs the RUN_ERROR on the console
@@ -604,7 +604,7 @@ async def test_ragstream_down_and_back_while_the_page_is_open(browser: Browser, 
         )
         await page.wait_idle()
         await expect(page.questions()).to_have_count(1)
-        assert await page.transcript() == shown
+        await page.expect_transcript(shown)
         assert await page.shown_citations() == cards
         # CopilotKit logs the RUN_ERROR, Chromium the page's failed read of the thread (502)
         assert page.problems and all("not reachable" in p or "502" in p for p in page.problems), page.problems
@@ -625,9 +625,9 @@ async def test_ragstream_down_and_back_while_the_page_is_open(browser: Browser, 
             )
             view = await page.server_view(ragstream)
             assert user_texts(view) == ["nightly backups", "observatory visitor hours"]
-            assert await page.transcript() == conversation(view["messages"])
+            await page.expect_transcript(conversation(view["messages"]))
             await page.reload()
-            assert await page.transcript() == conversation(view["messages"])
+            await page.expect_transcript(conversation(view["messages"]))
             assert runtime.alive, runtime.log()
             page.assert_clean()
         await context.close()
@@ -674,7 +674,7 @@ async def test_approvals_and_a_tools_question_in_chromium(browser: Browser, scen
         async with httpx.AsyncClient(base_url=runtime.url) as client:
             folded = (await client.get(f"/api/copilotkit/threads/{page.thread_id}/state")).json()
         assert folded["state"] == view["state"], "the runtime's runner folded ragstream's state"
-        assert await page.transcript() == conversation(view["messages"])
+        await page.expect_transcript(conversation(view["messages"]))
 
         # denied in the page it was asked in
         await page.type_question("archive another note")
@@ -697,7 +697,7 @@ async def test_approvals_and_a_tools_question_in_chromium(browser: Browser, scen
         assert (await page.ask("bakery food safety")).startswith("Found it in Harbor Street Bakery")
         view = await page.server_view(ragstream)
         assert view["interrupts"] == []
-        assert await page.transcript() == conversation(view["messages"])
+        await page.expect_transcript(conversation(view["messages"]))
         await page.wait_answers_drawn()
         assert await page.shown_messages() == thread_messages(view)
 
@@ -716,7 +716,7 @@ async def test_approvals_and_a_tools_question_in_chromium(browser: Browser, scen
         assert view["messages"][-4]["content"] == "observatory visitor hours"
         assert await page.shown_messages() == thread_messages(view)
         await page.reload()
-        assert await page.transcript() == conversation(view["messages"])
+        await page.expect_transcript(conversation(view["messages"]))
         await expect(card).to_have_count(0)
         assert await rendered_junk(page.page) == []
         assert runtime.alive, runtime.log()
@@ -764,7 +764,7 @@ async def test_a_reload_mid_answer_follows_the_run(browser: Browser, scenario_co
         assert view["activeRunId"] is None
         assert user_texts(view) == ["nightly backups", "slow answer please"]
         assert "tok299" in view["messages"][-1]["content"]
-        assert await page.transcript() == conversation(view["messages"])
+        await page.expect_transcript(conversation(view["messages"]))
         # the first answer's source card is back, as the thread's state has it
         state = rag_state(view["state"], None)
         assert state["citations"] and await page.shown_citations() == expected_citations(state)
@@ -778,7 +778,7 @@ async def test_a_reload_mid_answer_follows_the_run(browser: Browser, scenario_co
         await page.stop()
         await expect(page.page.locator("#notice")).to_contain_text("was not saved")
         await page.wait_idle()
-        assert await page.transcript() == conversation((await page.server_view(ragstream))["messages"])
+        await page.expect_transcript(conversation((await page.server_view(ragstream))["messages"]))
         assert user_texts(await page.server_view(ragstream)) == ["nightly backups", "slow answer please"]
         assert runtime.alive, runtime.log()
         page.assert_clean()

@@ -32,6 +32,12 @@ _LISTENING = re.compile(rb"http://127\.0\.0\.1:(\d+)/")
 _LOOPBACK = ("http://127.0.0.1:", "ws://127.0.0.1:", "data:", "blob:", "about:")
 _ANSWERS = '[data-testid="copilot-assistant-message"] .answer-text'  # the example's answer text
 _QUESTIONS = '[data-testid="copilot-user-message"]'
+# each question (without its toolbar of versions) and each answer's text, in document order
+_TRANSCRIPT = """([questions, answers]) => [...document.querySelectorAll(`${questions}, ${answers}`)].map((el) => {
+  const question = el.matches(questions);
+  const text = (question ? el.querySelector(".question-text") ?? el : el).innerText.trim();
+  return `${question ? "user" : "assistant"}: ${text}`;
+})"""
 _SHOWN_MESSAGES = """() => [...document.querySelectorAll(
   '[data-testid="copilot-user-message"], [data-testid="copilot-assistant-message"]'
 )].map((el) => ({
@@ -288,14 +294,17 @@ class CopilotKitPage:
         await self.wait_answers_drawn()
 
     async def transcript(self) -> list[str]:
-        """What the conversation shows: each question and each answer's text, in order."""
-        shown = []
-        for item in await self.page.locator(f"{_QUESTIONS}, {_ANSWERS}").all():
-            is_question = await item.get_attribute("data-testid") == "copilot-user-message"
-            if is_question and await item.locator(".question-text").count():
-                item = item.locator(".question-text")  # the question without its toolbar (versions)
-            shown.append(f"{'user' if is_question else 'assistant'}: {(await item.inner_text()).strip()}")
-        return shown
+        """What the conversation shows: each question and each answer's text, in order, read in one
+        go (the page may redraw its messages after a run, when it shows ragstream's)."""
+        return await self.page.evaluate(_TRANSCRIPT, [_QUESTIONS, _ANSWERS])  # type: ignore[no-any-return]
+
+    async def expect_transcript(self, expected: list[str]) -> None:
+        """Wait until the conversation shows ``expected`` (after a run the page may still be
+        putting ragstream's messages in place); assert it when it does not in ``WAIT_MS``."""
+        deadline = asyncio.get_running_loop().time() + WAIT_MS / 1000
+        while (shown := await self.transcript()) != expected and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
+        assert shown == expected
 
     # ---- sources and filter ----
 
