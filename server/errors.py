@@ -20,7 +20,7 @@ from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from rag_tools.kb import KnowledgeBaseError
+from rag_tools.kb import DocumentChanged, KnowledgeBaseError
 from rag_tools.kb.access import InvalidGroups
 from rag_tools.state import StoreError
 
@@ -114,6 +114,7 @@ ERROR_TABLE: tuple[tuple[type[Exception], _Answer], ...] = (
             503, FailureCode.STORE_UNAVAILABLE, "the thread store is unavailable; retry shortly", log=True
         ),
     ),
+    (DocumentChanged, _Answer(409, "document_changed")),
     (
         KnowledgeBaseError,
         _Answer(

@@ -852,6 +852,39 @@ async def test_editors_change_only_their_groups_documents(scenario_config: Any) 
         assert (await client.delete(f"/documents/{hr_id}", headers=_as("carol"))).status_code == 204
 
 
+async def test_a_change_checked_against_a_document_that_changed_meanwhile_is_a_409(
+    scenario_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Carol (an hr editor) may change a public document. Between her check and her write another
+    editor moves it to eng: her write must not land on a document she may no longer change."""
+    scenario_config.tokens = TOKENS
+    scenario_config.editors = ["root"]
+    scenario_config.editor_groups = ["kb-editors"]
+    app = scenario_app(scenario_config)
+    async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=60) as client:
+        kb = app.state.services.kb
+        doc = await _upload(client, "root", "policy.md", b"# Policy\n\nFor all.\n", None)
+        for method, path, body in (
+            ("PATCH", f"/documents/{doc}", {"groups": ["hr"]}),
+            ("DELETE", f"/documents/{doc}", None),
+        ):
+            await kb.set_document_groups(doc, [])  # public again: carol may change it
+            real = kb.get_document_by_id
+
+            async def read_then_moved(document_id: str, real: Any = real) -> Any:
+                checked = await real(document_id)  # what carol's check reads...
+                await kb.set_document_groups(document_id, ["eng"])  # ...then root moves it
+                return checked
+
+            monkeypatch.setattr(kb, "get_document_by_id", read_then_moved)
+            answer = await client.request(method, path, json=body, headers=_as("carol"))
+            monkeypatch.setattr(kb, "get_document_by_id", real)
+            assert answer.status_code == 409, answer.text
+            assert answer.json()["error"]["code"] == "document_changed"
+            now = await kb.get_document_by_id(doc)
+            assert now is not None and now.groups == ["eng"]  # root's change stands, carol's did nothing
+
+
 @pytest.mark.parametrize(
     ("found", "then", "status"),
     [

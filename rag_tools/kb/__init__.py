@@ -8,6 +8,7 @@ os.environ.setdefault("LANCEDB_LOG", "error")
 
 from .errors import (
     AmbiguousDocumentError,
+    DocumentChanged,
     EmbedderMismatchError,
     KnowledgeBaseError,
     KnowledgeBaseFormatError,
@@ -43,6 +44,7 @@ __all__ = [
     "AmbiguousDocumentError",
     "BinaryContentError",
     "Document",
+    "DocumentChanged",
     "DocumentFile",
     "DocumentFilter",
     "DocumentPage",

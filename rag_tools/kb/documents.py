@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC
 
 from .access import ALL, Reader, stored_groups
-from .errors import AmbiguousDocumentError
+from .errors import AmbiguousDocumentError, DocumentChanged
 from .filters import FilterLike, all_of, as_filter, in_list, sql_literal
 from .models import Document, DocumentFile, DocumentPage, SearchHit
 from .search import hit_from_row
@@ -135,11 +135,24 @@ async def document_file(tables: Tables, document_id: str, reader: Reader = ALL) 
     return DocumentFile(rows[0]["data"], rows[0]["media_type"], rows[0]["filename"]) if rows else None
 
 
-async def delete_document(tables: Tables, key: str) -> bool:
+def _check_unchanged(found: Document, expected: Document | None) -> None:
+    """``DocumentChanged`` when ``found`` is not the version and groups the caller read as ``expected``."""
+    if expected is not None and (
+        found.content_hash != expected.content_hash or sorted(found.groups) != sorted(expected.groups)
+    ):
+        raise DocumentChanged(
+            f"document {found.document_id!r} changed since it was read (another editor replaced it or"
+            " changed its groups); read it again"
+        )
+
+
+async def delete_document(tables: Tables, key: str, expected: Document | None = None) -> bool:
     """Remove the document with this id, display uri or origin from every table.
 
     A display uri shared by several documents (the same relative name in two ingested folders)
-    names none of them: ``AmbiguousDocumentError`` lists their ids and nothing is deleted.
+    names none of them: ``AmbiguousDocumentError`` lists their ids and nothing is deleted. With
+    ``expected``, only while the document is still that version with those groups (checked under the
+    write lock): an access check made on what the caller read then holds for what is deleted.
     """
     if tables.documents is None:
         return False
@@ -156,6 +169,11 @@ async def delete_document(tables: Tables, key: str) -> bool:
     document = found[0]
     document_id = sql_literal(document.document_id)
     async with tables.write_lock:  # unpublish first: an interrupted delete leaves no half document
+        if expected is not None:
+            now = await documents_where(tables, f"document_id = {document_id}", limit=1)
+            if not now:
+                return False
+            _check_unchanged(now[0], expected)
         rows = await _written_no_later_than(tables, document)
         await tables.documents.delete(
             f"document_id = {document_id} AND content_hash = {sql_literal(document.content_hash)}"
@@ -186,8 +204,11 @@ async def _written_no_later_than(tables: Tables, document: Document) -> str:
     return f"{document_id} AND ({WRITTEN_AT} IS NULL OR {WRITTEN_AT} <= TIMESTAMP {when})"
 
 
-async def set_groups(tables: Tables, document_id: str, groups: tuple[str, ...]) -> Document | None:
+async def set_groups(
+    tables: Tables, document_id: str, groups: tuple[str, ...], expected: Document | None = None
+) -> Document | None:
     """Make the document readable by ``groups`` (``()``: everyone); ``None`` when there is none.
+    With ``expected``, only while it is still that version with those groups (``DocumentChanged``).
 
     The ``documents`` row is written first: it decides (searches check every hit against it), so
     the change takes effect at that commit; the chunks' copy, which lets searches filter before
@@ -201,6 +222,7 @@ async def set_groups(tables: Tables, document_id: str, groups: tuple[str, ...]) 
         found = await documents_where(tables, predicate, limit=1)
         if not found:
             return None
+        _check_unchanged(found[0], expected)
         await tables.documents.update(updates={GROUPS: value}, where=predicate)
         if tables.chunks is not None:
             await tables.chunks.update(updates={GROUPS: value}, where=predicate)

@@ -9,6 +9,7 @@ from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 __all__ = [
     "AmbiguousDocumentError",
+    "DocumentChanged",
     "EmbedderMismatchError",
     "KnowledgeBaseError",
     "KnowledgeBaseFormatError",
@@ -25,6 +26,11 @@ class KnowledgeBaseError(RuntimeError):
 
 class AmbiguousDocumentError(KnowledgeBaseError):
     """A display uri names several documents where one is needed; the message lists their ids."""
+
+
+class DocumentChanged(KnowledgeBaseError):
+    """A change made on condition that the document is still as the caller read it (its version and
+    groups) found it changed meanwhile; nothing was changed."""
 
 
 class EmbedderMismatchError(KnowledgeBaseError):

@@ -390,22 +390,27 @@ class KnowledgeBase:
         return cached[1]
 
     @storage_errors
-    async def delete_document(self, document_id_or_uri: str) -> bool:
+    async def delete_document(self, document_id_or_uri: str, *, expected: Document | None = None) -> bool:
         """Remove a document, its chunks and its file; ``False`` when there was no such document.
 
         By id, origin or display uri; a uri several documents share is an ``AmbiguousDocumentError``
-        (nothing is deleted).
+        (nothing is deleted). With ``expected`` (the document as the caller read it, say to check
+        who may delete it), only while it is still that version with those groups: otherwise
+        ``DocumentChanged`` and nothing is deleted.
         """
         await self.open()
-        return await _documents.delete_document(self._tables, document_id_or_uri)
+        return await _documents.delete_document(self._tables, document_id_or_uri, expected)
 
     @storage_errors
-    async def set_document_groups(self, document_id: str, groups: Sequence[str]) -> Document | None:
+    async def set_document_groups(
+        self, document_id: str, groups: Sequence[str], *, expected: Document | None = None
+    ) -> Document | None:
         """Make a document readable by ``groups`` only (``[]``: everyone); ``None`` when there is no
-        such document. ``InvalidGroups`` for a bad name. Not restricted by ``reader``."""
+        such document. ``InvalidGroups`` for a bad name. Not restricted by ``reader``. With
+        ``expected``, only while it is still that version with those groups (``DocumentChanged``)."""
         checked = check_groups(groups)
         await self.open()
-        document = await _documents.set_groups(self._tables, document_id, checked)
+        document = await _documents.set_groups(self._tables, document_id, checked, expected)
         if document is not None:
             await self.refresh_indexes()
         return document

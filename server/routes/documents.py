@@ -301,8 +301,11 @@ async def delete_document(request: Request) -> Response:
     """Remove a document from the knowledge base: chunks, original file and listing."""
     principal, services = _editor(request)
     document_id = path_id(request, "document_id", "document id")
-    await _check_change(request, principal, services, document_id, new=None, must_exist=True)
-    await services.kb.delete_document(document_id)
+    # the write checks the document is still the one checked: a change of its groups meanwhile
+    # (another editor) would otherwise let this editor delete what it may no longer change
+    checked = await _check_change(request, principal, services, document_id, new=None, must_exist=True)
+    if not await services.kb.delete_document(document_id, expected=checked):
+        raise DocumentNotFound(document_id)  # deleted meanwhile
     return Response(status_code=204)
 
 
@@ -319,8 +322,8 @@ async def patch_document(request: Request) -> Response:
             422, 'the body must be {"groups": [...]}, a list of group names', details=[{"loc": ["groups"]}]
         )
     groups = _checked_groups(body["groups"])
-    await _check_change(request, principal, services, document_id, new=groups, must_exist=True)
-    document = await services.kb.set_document_groups(document_id, groups)
+    checked = await _check_change(request, principal, services, document_id, new=groups, must_exist=True)
+    document = await services.kb.set_document_groups(document_id, groups, expected=checked)
     if document is None:  # deleted meanwhile
         raise DocumentNotFound(document_id)
     return JSONResponse(document.model_dump(mode="json", exclude={"content"}))
