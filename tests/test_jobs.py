@@ -208,3 +208,34 @@ async def test_embedded_shutdown_puts_a_running_job_back_without_spending_an_att
         assert record.files[0].status == "added"
         listing = await kb.list_documents(page_size=500)
         assert "register.md" in {d.uri for d in listing.documents}
+
+
+async def test_embedded_finished_jobs_expire_while_the_server_runs(
+    scenario_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that runs for weeks keeps a day of finished jobs, not every job since it started.
+
+    The embedded runner removed expired jobs only when a process started, so a long-lived one kept
+    every job record ever submitted (and answered for them) until its next restart. Here the
+    retention is zero: each new submission ends the retention of the jobs finished before it.
+    """
+    import sqlite3
+
+    import server.jobs.local
+
+    monkeypatch.setattr(server.jobs.local, "KEEP_SECONDS", 0.0)
+    uploads = 5
+    ids = []
+    async with serve(scenario_app(scenario_config)) as base, httpx.AsyncClient(base_url=base) as client:
+        for i in range(uploads):
+            files = [("file", (f"note-{i}.md", f"# Note {i}\n\nThe {i}th note.".encode(), "text/markdown"))]
+            response = await client.post("/documents", files=files)
+            assert response.status_code == 202, response.text
+            ids.append(response.json()["jobId"])
+            assert (await finished_job(client, ids[-1]))["state"] == "done"
+        assert (await client.get(f"/documents/jobs/{ids[0]}")).status_code == 404
+        listed = (await client.get("/documents/jobs")).json()["jobs"]
+        assert [job["id"] for job in listed] == [ids[-1]]
+    with sqlite3.connect(scenario_config.data_dir / "threads.sqlite3") as conn:
+        rows = conn.execute("SELECT count(*) FROM ragstream_ingest_jobs").fetchone()[0]
+    assert rows == 1, f"{rows} job records kept after {uploads} uploads with no retention"

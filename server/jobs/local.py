@@ -114,6 +114,9 @@ class LocalIngestJobs(IngestJobs):
 
         def insert(conn: sqlite3.Connection) -> None:
             with _transaction(conn):
+                # A process may live for weeks: every submission also ends the retention of the
+                # finished jobs past it, as SAQ's ``ttl`` does, not only the next start.
+                _expire(conn)
                 conn.execute(
                     "INSERT INTO ragstream_ingest_jobs (id, state, record, created_at, owner) VALUES (?, ?, ?, ?, ?)",
                     (job.id, job.state, job.model_dump_json(), job.created_at, job.owner),
@@ -276,24 +279,29 @@ def _add_columns(conn: sqlite3.Connection) -> None:
     conn.execute(_INDEX)
 
 
+def _expire(conn: sqlite3.Connection) -> None:
+    """Remove finished jobs older than ``KEEP_SECONDS`` (in the caller's transaction)."""
+    cutoff = time.time() - KEEP_SECONDS
+    old = [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM ragstream_ingest_jobs WHERE state IN ('done', 'failed', 'cancelled')"
+            " AND created_at < ?",
+            (cutoff,),
+        )
+    ]
+    for job_id in old:
+        conn.execute("DELETE FROM ragstream_ingest_jobs WHERE id = ?", (job_id,))
+        conn.execute("DELETE FROM ragstream_uploads WHERE job_id = ?", (job_id,))
+
+
 def _recover(conn: sqlite3.Connection) -> list[str]:
     """Jobs a previous process left unfinished: ``running`` ones go back to the queue while they have
     attempts left, else fail (or end cancelled, when that was asked); finished jobs older than
     ``KEEP_SECONDS`` are removed. Returns the queued ids, oldest first."""
     queued: list[str] = []
     with _transaction(conn):
-        cutoff = time.time() - KEEP_SECONDS
-        old = [
-            r[0]
-            for r in conn.execute(
-                "SELECT id FROM ragstream_ingest_jobs WHERE state IN ('done', 'failed', 'cancelled')"
-                " AND created_at < ?",
-                (cutoff,),
-            )
-        ]
-        for job_id in old:
-            conn.execute("DELETE FROM ragstream_ingest_jobs WHERE id = ?", (job_id,))
-            conn.execute("DELETE FROM ragstream_uploads WHERE job_id = ?", (job_id,))
+        _expire(conn)
         rows = conn.execute(
             "SELECT record, cancel FROM ragstream_ingest_jobs WHERE state IN ('queued', 'running')"
             " ORDER BY created_at"
