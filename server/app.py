@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute, Route
 from rag_tools import Toolkit
 from rag_tools.state import ThreadStore
 
-from .agui._upstream import install_fast_stream_locks
+from .agui._upstream import install_fast_stream_locks, install_handoff_drain_fix
 from .auth import AuthBackend, Scheme, StaticTokens, auth_error, load_scheme
 from .config import AppConfig
 from .errors import exception_handlers
@@ -90,6 +90,7 @@ def create_app(
     """
     config = config or AppConfig()
     tracing.configure_tracing()  # on only when OTEL_* variables ask for it
+    install_handoff_drain_fix()  # a stopped run must not leave pydantic-ai tasks behind (agui._upstream)
     if fast_stream_locks:
         install_fast_stream_locks()
 

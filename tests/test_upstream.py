@@ -6,11 +6,16 @@ that item and either follow the rename or replace the use with the public API th
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import anyio
+import httpx
 from pydantic_ai import ToolCallPart
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
@@ -82,3 +87,79 @@ def test_an_app_created_with_defaults_leaves_pydantic_ai_unpatched() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+async def test_a_run_stopped_as_its_model_stream_is_handed_over_leaves_no_task_behind(tmp_path: Path) -> None:
+    """``install_handoff_drain_fix``: stopped runs give back every pydantic-ai task they started.
+
+    Found by a soak of stopped runs: a stop that lands in the one event-loop trip in which
+    pydantic-ai hands a model request's stream to the run left the request's task (and the
+    ``wrap_run`` task above it) waiting forever, with the run's deps and thread context. The model
+    here asks the engine to stop its run (what ``POST .../stop`` does) a growing number of loop trips
+    after it answers with a tool call, so one of the runs is stopped inside that window whatever the
+    machine's speed; with the window open, tasks were left from about 45 trips on.
+    """
+    from pydantic_ai import Agent, DeferredToolRequests, FunctionToolset
+    from pydantic_ai.messages import ModelMessage, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+
+    from rag_tools import ChatDeps, build_chat_toolkit
+    from server.app import create_app
+    from server.config import AppConfig
+    from tests.protocol import parse_sse, run_body
+    from tests.servers import serve
+
+    hops = {"left": 0}
+    services: list[Any] = []
+
+    def stop_after(trips: int) -> None:
+        if trips:
+            asyncio.get_running_loop().call_soon(stop_after, trips - 1)
+            return
+        for run in services[0].runs.active.values():
+            run.source.cancel()
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        if any(isinstance(p, ToolReturnPart) for p in getattr(messages[-1], "parts", [])):
+            yield "Noted."
+            return
+        stop_after(hops["left"])
+        yield {0: DeltaToolCall(name="note", json_args='{"text": "x"}')}
+
+    toolset: FunctionToolset[Any] = FunctionToolset(id="handoff")
+
+    @toolset.tool_plain
+    def note(text: str) -> str:
+        """Note something."""
+        return text
+
+    config = AppConfig(data_dir=tmp_path / "data", keepalive_seconds=5, tool_dirs=[])
+    toolkit = build_chat_toolkit(config)
+    agent = Agent(
+        FunctionModel(stream_function=stream),
+        deps_type=ChatDeps,
+        output_type=[str, DeferredToolRequests],
+        toolsets=[*toolkit.toolsets, toolset],
+        capabilities=toolkit.capabilities,
+    )
+    app = create_app(config, agent=agent, toolkit=toolkit)
+
+    def pydantic_ai_tasks() -> list[str]:
+        return [
+            repr(t.get_coro())
+            for t in asyncio.all_tasks()
+            if "pydantic_ai" in getattr(getattr(t.get_coro(), "cr_code", None), "co_filename", "")
+        ]
+
+    runs = 80
+    async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+        services.append(app.state.services)
+        for trips in range(runs):
+            hops["left"] = trips
+            response = await client.post("/agui", json=run_body(f"handoff-{trips}", "r1", "note it"))
+            assert response.status_code == 200, response.text
+            assert [e for _, e in parse_sse(response.text)][-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")
+        for _ in range(20):  # the runs' own tasks wind down
+            await asyncio.sleep(0.01)
+        left = pydantic_ai_tasks()
+    assert left == [], f"{len(left)} pydantic-ai tasks left after {runs} stopped runs: {left[:2]}"

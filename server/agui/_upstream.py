@@ -26,16 +26,31 @@ one fails there, loudly, instead of somewhere in a run.
   checks that the attributes it replaces are there and are ``anyio.Lock``s; if not, it logs once
   and leaves pydantic-ai alone. Goes when pydantic-ai creates those locks with
   ``fast_acquire=True`` (or drops them).
+- ``install_handoff_drain_fix`` (always on, from ``create_app``): when a streamed model request
+  hands its stream to the run, pydantic-ai 2.68 (``_agent_graph``, the "Normal path" of
+  ``ModelRequestNode._stream``) drains the already finished readiness waiter with
+  ``cancel_and_drain``, whose shielded ``gather`` still takes one trip through the event loop. A
+  run cancelled in that trip (a stop, a run timeout, a client gone after the grace period) raises
+  out of the node before the ``try`` whose ``finally`` releases the request task, which then waits
+  on ``stream_done`` forever: two pydantic-ai tasks per such run, holding the run's frames, deps
+  and thread context, for the life of the process (found by a soak of stopped runs: about one
+  stop in forty under load). The fix drains only tasks still running, so draining finished ones
+  is no await, and a cancellation can only arrive where pydantic-ai handles it. Same outcome
+  otherwise (the finished tasks' exceptions are still retrieved). Goes when pydantic-ai closes
+  that window itself (``tests/test_upstream.py`` then passes without it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
+import inspect
 import logging
 from typing import Any
 
 import anyio
+from pydantic_ai import _agent_graph as _pydantic_ai_graph
 from pydantic_ai import _utils as _pydantic_ai_utils
 from pydantic_ai import result as _pydantic_ai_result
 from pydantic_ai.ui._utils import get_ui_message_id, set_ui_message_id
@@ -46,6 +61,7 @@ __all__ = [
     "fast_stream_locks_installed",
     "get_ui_message_id",
     "install_fast_stream_locks",
+    "install_handoff_drain_fix",
     "interrupt_id_to_tool_call_id",
     "set_ui_message_id",
 ]
@@ -54,7 +70,7 @@ logger = logging.getLogger("ragstream.upstream")
 
 _STREAM_LOCKS = ("_anext_lock", "_model_pull_lock")
 _PEEKABLE_LOCKS = ("_source_lock",)
-_state: dict[str, bool | None] = {"installed": None}  # None: not tried yet
+_state: dict[str, bool | None] = {"installed": None, "drain": None}  # None: not tried yet
 
 
 class _NoSource:
@@ -123,3 +139,28 @@ def _wrap(cls: type, method: str, names: tuple[str, ...]) -> None:
                 setattr(self, name, anyio.Lock(fast_acquire=True))
 
     setattr(cls, method, with_fast_locks)
+
+
+def install_handoff_drain_fix() -> bool:
+    """Keep a run cancelled as its model stream is handed over from leaving pydantic-ai tasks behind
+    (process-wide, idempotent; see the module doc). ``False`` when pydantic-ai no longer has it."""
+    if _state["drain"] is not None:
+        return bool(_state["drain"])
+    original = getattr(_pydantic_ai_graph, "cancel_and_drain", None)
+    if original is None or not inspect.iscoroutinefunction(original):
+        logger.warning("handoff drain fix not installed: pydantic-ai's _agent_graph has no cancel_and_drain")
+        _state["drain"] = False
+        return False
+
+    @functools.wraps(original)
+    async def drain_running(*tasks: asyncio.Task[Any], msg: object = None) -> None:
+        running = [task for task in tasks if not task.done()]
+        for task in tasks:
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved, as the gather with return_exceptions=True did
+        if running:
+            await original(*running, msg=msg)
+
+    _pydantic_ai_graph.cancel_and_drain = drain_running  # type: ignore[attr-defined]
+    _state["drain"] = True
+    return True
