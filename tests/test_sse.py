@@ -165,3 +165,47 @@ async def test_a_new_threads_first_run_has_a_view_to_follow(scenario_config: Any
                 saved = after.json()
                 assert saved["saved"] is True and saved["activeRunId"] is None
                 assert [m["role"] for m in saved["messages"]] == ["user", "assistant"]
+
+
+async def test_a_client_that_stops_reading_after_the_last_batch_is_cut_off_by_the_send_timeout(
+    monkeypatch: Any,
+) -> None:
+    """A reader that stops reading must not hold its response, and the batch it did not read, forever.
+
+    sse-starlette bounded every write by the send timeout but the end of the body: a reconnect
+    replaying a finished run (one large batch, taken whole into the transport's buffer) whose client
+    then stopped reading, socket open, held the response and that buffer until the client closed it.
+    The client here never reads; the response must end by itself.
+    """
+    import socket
+
+    import server.routes.sse
+
+    monkeypatch.setattr(server.routes.sse, "SEND_TIMEOUT_SECONDS", 0.5)
+    ended = asyncio.Event()
+    replay = [
+        (i + 1, b'{"text": "%s"}' % (b"x" * 2000)) for i in range(4000)
+    ]  # 8 MB, more than any socket buffer
+
+    async def batches() -> AsyncIterator[list[tuple[int, bytes]]]:
+        yield replay
+
+    inner = stream_app(batches(), keepalive=5)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await inner(scope, receive, send)
+        finally:
+            if scope["type"] == "http":
+                ended.set()
+
+    async with serve(app) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.socket() as reader:
+            reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            reader.connect((host, int(port)))
+            reader.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+            try:  # the reader never reads, and keeps its socket open
+                await asyncio.wait_for(ended.wait(), HANG_GUARD)
+            except TimeoutError:
+                raise AssertionError("the response of a client that stopped reading never ended") from None

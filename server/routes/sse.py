@@ -7,6 +7,12 @@ comments, client-disconnect detection (the subscriber closes, which starts the r
 policy), a per-write send timeout for clients that stop reading, and draining on server shutdown.
 Frames are separated by ``\\n`` only: ``@ag-ui/client`` splits on ``\\n\\n``, and
 sse-starlette's default ``\\r\\n`` would break it.
+
+sse-starlette (3.7) bounds every write by the send timeout but the last, the end of the body it
+sends once the stream is exhausted. A client that stops reading (and keeps its socket open) after
+a large batch, such as a reconnect replaying a finished run, took the whole replay into the
+transport's buffer and then held the response, its task and that buffer until it closed the
+socket, which may be never. ``_BoundedEnd`` puts that last write under the same timeout.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from collections.abc import AsyncIterator
 
 import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette.sse import SendTimeoutError
+from starlette.types import Message, Receive, Scope, Send
 
 __all__ = ["SEND_TIMEOUT_SECONDS", "SHUTDOWN_GRACE_SECONDS", "sse_frame", "sse_response"]
 
@@ -38,6 +46,23 @@ async def _frames(batches: AsyncIterator[list[tuple[int, bytes]]]) -> AsyncItera
         await batches.aclose()  # type: ignore[attr-defined]
 
 
+class _BoundedEnd(EventSourceResponse):
+    """``EventSourceResponse`` whose end of body is bounded by the send timeout like every other
+    write (see the module doc); a client that stopped reading is then cut off, not waited for."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def bounded(message: Message) -> None:
+            if message["type"] != "http.response.body" or message.get("more_body", False):
+                await send(message)
+                return
+            with anyio.move_on_after(self.send_timeout) as scope_:
+                await send(message)
+            if scope_.cancelled_caught:
+                raise SendTimeoutError()
+
+        await super().__call__(scope, receive, bounded)
+
+
 def _ping() -> ServerSentEvent:
     return ServerSentEvent(comment="ping", sep="\n")
 
@@ -52,7 +77,7 @@ def sse_response(
     ``SHUTDOWN_GRACE_SECONDS``, so the client reads that terminal event before the connection
     closes instead of a cut stream.
     """
-    return EventSourceResponse(
+    return _BoundedEnd(
         _frames(batches),
         headers=_HEADERS,
         ping=keepalive,
