@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
+
+import httpx
 
 from server.runs.eventlog import MemoryEventLog, RunInfo
+from tests.conftest import scenario_app
+from tests.protocol import parse_sse, run_body
+from tests.servers import serve
 
 
 async def _collect(log: MemoryEventLog, run_id: str, after: int = 0) -> list[tuple[int, bytes]]:
@@ -66,3 +72,24 @@ async def test_a_reused_key_is_not_expired_by_its_predecessors_closing() -> None
     await log.open(RunInfo("r2", "t", "bob", "w"))  # expires what closed more than ttl ago
     assert (await log.info("t/r")).owner == "bob"  # type: ignore[union-attr]
     assert await log.append("t/r", b"y") == 1
+
+
+async def test_a_server_with_no_new_runs_still_drops_logs_past_their_ttl(scenario_config: Any) -> None:
+    """A finished run's events are kept ``event_log_ttl_seconds`` for reconnects, then go.
+
+    The memory log expired ended logs only when another run opened one, so a server that went
+    quiet kept every ended run's events (answers, tool results) in memory, and replayed them to a
+    reconnect, for as long as no new run came. Here no run starts after the first ones end.
+    """
+    scenario_config.event_log_ttl_seconds = 0.2
+    app = scenario_app(scenario_config)
+    runs = 3
+    async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+        for i in range(runs):
+            response = await client.post("/agui", json=run_body(f"quiet-{i}", "r1", "nightly backups"))
+            assert parse_sse(response.text)[-1][1]["type"] == "RUN_FINISHED"
+        await asyncio.sleep(0.4)  # past the TTL, with no run opening a log
+        replays = [(await client.get(f"/threads/quiet-{i}/runs/r1/events")).status_code for i in range(runs)]
+        kept = len(app.state.services.runs.logs._logs)
+    assert replays == [404] * runs, replays
+    assert kept == 0, f"{kept} ended runs' logs kept past their TTL"

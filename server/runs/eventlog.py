@@ -122,6 +122,9 @@ class MemoryEventLog(EventLog):
             log.wake()
 
     async def info(self, key: str) -> RunInfo | None:
+        # Expired here too, not only when a run opens a log: a server with no new runs would keep
+        # every ended log, and replay it to a reconnect, past its TTL (Redis expires them itself).
+        self._expire()
         log = self._logs.get(key)
         return log.info if log is not None else None
 
