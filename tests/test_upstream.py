@@ -89,17 +89,19 @@ def test_an_app_created_with_defaults_leaves_pydantic_ai_unpatched() -> None:
     assert done.stdout.strip() == "ok"
 
 
-async def test_a_run_stopped_as_its_model_stream_is_handed_over_leaves_no_task_behind(tmp_path: Path) -> None:
+async def test_a_run_stopped_as_pydantic_ai_hands_over_leaves_no_task_behind(tmp_path: Path) -> None:
     """``install_handoff_drain_fix``: stopped runs give back every pydantic-ai task they started.
 
     Found by a soak of stopped runs: a stop that lands in the one event-loop trip in which
-    pydantic-ai hands a model request's stream to the run left the request's task (and the
-    ``wrap_run`` task above it) waiting forever, with the run's deps and thread context. The model
-    here asks the engine to stop its run (what ``POST .../stop`` does) a growing number of loop trips
-    after it answers with a tool call, so one of the runs is stopped inside that window whatever the
-    machine's speed; with the window open, tasks were left from about 45 trips on.
+    pydantic-ai hands a model request's stream to the run (or the run itself to its ``wrap_run``
+    hooks) left the task on the other side of the handoff waiting forever, with the run's deps and
+    thread context. Each run here asks the engine to stop it (what ``POST .../stop`` does) a
+    growing number of loop trips after it starts, or after its model answers with a tool call, so
+    some runs are stopped inside each window whatever the machine's speed; with the windows open,
+    tasks were left from about 45 trips after the tool call on, and at a few trips after the start.
     """
-    from pydantic_ai import Agent, DeferredToolRequests, FunctionToolset
+    from pydantic_ai import Agent, DeferredToolRequests, FunctionToolset, RunContext
+    from pydantic_ai.capabilities import Hooks
     from pydantic_ai.messages import ModelMessage, ToolReturnPart
     from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
@@ -109,7 +111,7 @@ async def test_a_run_stopped_as_its_model_stream_is_handed_over_leaves_no_task_b
     from tests.protocol import parse_sse, run_body
     from tests.servers import serve
 
-    hops = {"left": 0}
+    plan = {"at": "start", "trips": 0}
     services: list[Any] = []
 
     def stop_after(trips: int) -> None:
@@ -123,7 +125,8 @@ async def test_a_run_stopped_as_its_model_stream_is_handed_over_leaves_no_task_b
         if any(isinstance(p, ToolReturnPart) for p in getattr(messages[-1], "parts", [])):
             yield "Noted."
             return
-        stop_after(hops["left"])
+        if plan["at"] == "tool call":
+            stop_after(plan["trips"])
         yield {0: DeltaToolCall(name="note", json_args='{"text": "x"}')}
 
     toolset: FunctionToolset[Any] = FunctionToolset(id="handoff")
@@ -133,6 +136,13 @@ async def test_a_run_stopped_as_its_model_stream_is_handed_over_leaves_no_task_b
         """Note something."""
         return text
 
+    hooks: Hooks[Any] = Hooks()
+
+    @hooks.on.before_run
+    async def stop_from_the_start(ctx: RunContext[Any]) -> None:
+        if plan["at"] == "start":
+            stop_after(plan["trips"])
+
     config = AppConfig(data_dir=tmp_path / "data", keepalive_seconds=5, tool_dirs=[])
     toolkit = build_chat_toolkit(config)
     agent = Agent(
@@ -140,7 +150,7 @@ async def test_a_run_stopped_as_its_model_stream_is_handed_over_leaves_no_task_b
         deps_type=ChatDeps,
         output_type=[str, DeferredToolRequests],
         toolsets=[*toolkit.toolsets, toolset],
-        capabilities=toolkit.capabilities,
+        capabilities=[*toolkit.capabilities, hooks],
     )
     app = create_app(config, agent=agent, toolkit=toolkit)
 
@@ -151,15 +161,15 @@ async def test_a_run_stopped_as_its_model_stream_is_handed_over_leaves_no_task_b
             if "pydantic_ai" in getattr(getattr(t.get_coro(), "cr_code", None), "co_filename", "")
         ]
 
-    runs = 80
+    stops = [("start", trips) for trips in range(20)] + [("tool call", trips) for trips in range(80)]
     async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
         services.append(app.state.services)
-        for trips in range(runs):
-            hops["left"] = trips
-            response = await client.post("/agui", json=run_body(f"handoff-{trips}", "r1", "note it"))
+        for n, (at, trips) in enumerate(stops):
+            plan.update(at=at, trips=trips)
+            response = await client.post("/agui", json=run_body(f"handoff-{n}", "r1", "note it"))
             assert response.status_code == 200, response.text
             assert [e for _, e in parse_sse(response.text)][-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")
         for _ in range(20):  # the runs' own tasks wind down
             await asyncio.sleep(0.01)
         left = pydantic_ai_tasks()
-    assert left == [], f"{len(left)} pydantic-ai tasks left after {runs} stopped runs: {left[:2]}"
+    assert left == [], f"{len(left)} pydantic-ai tasks left after {len(stops)} stopped runs: {left[:2]}"

@@ -26,18 +26,19 @@ one fails there, loudly, instead of somewhere in a run.
   checks that the attributes it replaces are there and are ``anyio.Lock``s; if not, it logs once
   and leaves pydantic-ai alone. Goes when pydantic-ai creates those locks with
   ``fast_acquire=True`` (or drops them).
-- ``install_handoff_drain_fix`` (always on, from ``create_app``): when a streamed model request
-  hands its stream to the run, pydantic-ai 2.68 (``_agent_graph``, the "Normal path" of
-  ``ModelRequestNode._stream``) drains the already finished readiness waiter with
+- ``install_handoff_drain_fix`` (always on, from ``create_app``): pydantic-ai 2.68 hands work
+  between two tasks twice in a run: the run to its ``wrap_run`` hooks (``agent._run_lifecycle_hooks``)
+  and each streamed model request's stream to the run (``_agent_graph``, the "Normal path" of
+  ``ModelRequestNode._stream``). Both then drain the already finished readiness waiter with
   ``cancel_and_drain``, whose shielded ``gather`` still takes one trip through the event loop. A
   run cancelled in that trip (a stop, a run timeout, a client gone after the grace period) raises
-  out of the node before the ``try`` whose ``finally`` releases the request task, which then waits
-  on ``stream_done`` forever: two pydantic-ai tasks per such run, holding the run's frames, deps
-  and thread context, for the life of the process (found by a soak of stopped runs: about one
-  stop in forty under load). The fix drains only tasks still running, so draining finished ones
-  is no await, and a cancellation can only arrive where pydantic-ai handles it. Same outcome
-  otherwise (the finished tasks' exceptions are still retrieved). Goes when pydantic-ai closes
-  that window itself (``tests/test_upstream.py`` then passes without it).
+  before the ``try`` whose ``finally`` releases the other task, which then waits forever (on
+  ``_run_done`` or ``stream_done``) holding the run's frames, deps and thread context for the
+  life of the process (found by a soak of stopped runs: about one stop in forty under load). The
+  fix drains only tasks still running, so draining finished ones is no await, and a cancellation
+  can only arrive where pydantic-ai handles it; the finished tasks' exceptions are still
+  retrieved. Goes when pydantic-ai closes those windows itself (``tests/test_upstream.py`` then
+  passes without it).
 """
 
 from __future__ import annotations
@@ -142,13 +143,19 @@ def _wrap(cls: type, method: str, names: tuple[str, ...]) -> None:
 
 
 def install_handoff_drain_fix() -> bool:
-    """Keep a run cancelled as its model stream is handed over from leaving pydantic-ai tasks behind
+    """Keep a run cancelled during one of pydantic-ai's handoffs from leaving pydantic-ai tasks behind
     (process-wide, idempotent; see the module doc). ``False`` when pydantic-ai no longer has it."""
     if _state["drain"] is not None:
         return bool(_state["drain"])
-    original = getattr(_pydantic_ai_graph, "cancel_and_drain", None)
-    if original is None or not inspect.iscoroutinefunction(original):
-        logger.warning("handoff drain fix not installed: pydantic-ai's _agent_graph has no cancel_and_drain")
+    # ``agent`` calls it as ``_utils.cancel_and_drain``, ``_agent_graph`` by its own imported name
+    modules = (_pydantic_ai_utils, _pydantic_ai_graph)
+    original = getattr(_pydantic_ai_utils, "cancel_and_drain", None)
+    if (
+        original is None
+        or not inspect.iscoroutinefunction(original)
+        or getattr(_pydantic_ai_graph, "cancel_and_drain", None) is not original
+    ):
+        logger.warning("handoff drain fix not installed: pydantic-ai's cancel_and_drain moved")
         _state["drain"] = False
         return False
 
@@ -161,6 +168,7 @@ def install_handoff_drain_fix() -> bool:
         if running:
             await original(*running, msg=msg)
 
-    _pydantic_ai_graph.cancel_and_drain = drain_running  # type: ignore[attr-defined]
+    for module in modules:
+        module.cancel_and_drain = drain_running  # type: ignore[attr-defined]
     _state["drain"] = True
     return True
