@@ -106,7 +106,12 @@ def ragstream_app(data_dir: Path) -> Starlette:
     config = AppConfig(data_dir=data_dir, tool_dirs=[], keepalive_seconds=15)  # RAGSTREAM_* env applies too
     toolkit = build_toolkit(config, [], namespaces={"notes": Notes})
     return create_app(
-        config, agent=bench_agent(ChatDeps), toolkit=toolkit, freeze_gc=True, fast_stream_locks=True
+        config,
+        agent=bench_agent(ChatDeps),
+        toolkit=toolkit,
+        freeze_gc=True,
+        fast_stream_locks=True,
+        handoff_drain_fix=True,
     )  # as served
 
 

@@ -69,14 +69,22 @@ def test_an_app_created_with_defaults_leaves_pydantic_ai_unpatched() -> None:
     # In a fresh interpreter: other tests in this process may have installed the patch on purpose.
     script = textwrap.dedent(
         """
-        from pydantic_ai import _utils, result
-        before = (result.AgentStream.__post_init__, _utils.PeekableAsyncStream.__init__)
+        from pydantic_ai import _agent_graph, _utils, result
+        def patched():
+            return (
+                result.AgentStream.__post_init__,
+                _utils.PeekableAsyncStream.__init__,
+                _utils.cancel_and_drain,
+                _agent_graph.cancel_and_drain,
+            )
+        before = patched()
         from server.app import create_app
         from server.config import AppConfig
         from server.agui._upstream import fast_stream_locks_installed
         create_app(AppConfig(tool_dirs=[]))
-        after = (result.AgentStream.__post_init__, _utils.PeekableAsyncStream.__init__)
-        assert before == after, "create_app patched pydantic-ai"
+        assert before == patched(), "create_app patched pydantic-ai"
+        create_app(AppConfig(tool_dirs=[]), handoff_drain_fix=True)
+        assert patched()[2:] != before[2:] and patched()[:2] == before[:2]
         assert not fast_stream_locks_installed()
         create_app(AppConfig(tool_dirs=[]), fast_stream_locks=True)
         assert fast_stream_locks_installed()
@@ -152,7 +160,7 @@ async def test_a_run_stopped_as_pydantic_ai_hands_over_leaves_no_task_behind(tmp
         toolsets=[*toolkit.toolsets, toolset],
         capabilities=[*toolkit.capabilities, hooks],
     )
-    app = create_app(config, agent=agent, toolkit=toolkit)
+    app = create_app(config, agent=agent, toolkit=toolkit, handoff_drain_fix=True)
 
     def pydantic_ai_tasks() -> list[str]:
         return [

@@ -26,7 +26,7 @@ one fails there, loudly, instead of somewhere in a run.
   checks that the attributes it replaces are there and are ``anyio.Lock``s; if not, it logs once
   and leaves pydantic-ai alone. Goes when pydantic-ai creates those locks with
   ``fast_acquire=True`` (or drops them).
-- ``install_handoff_drain_fix`` (always on, from ``create_app``): pydantic-ai 2.68 hands work
+- ``install_handoff_drain_fix`` (opt-in; ``ragstream serve`` turns it on): pydantic-ai 2.68 hands work
   between two tasks twice in a run: the run to its ``wrap_run`` hooks (``agent._run_lifecycle_hooks``)
   and each streamed model request's stream to the run (``_agent_graph``, the "Normal path" of
   ``ModelRequestNode._stream``). Both then drain the already finished readiness waiter with
