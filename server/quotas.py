@@ -3,7 +3,9 @@
 Every limit is off unless configured (``RAGSTREAM_LIMIT_*``). Rates are counted in fixed windows
 (the calendar minute, the calendar hour, the UTC day), so a refusal's ``Retry-After`` is exact: the
 seconds until the window turns. A concurrent run holds a slot until it ends; a slot whose worker
-died frees itself when the run could no longer be going (its timeout plus a margin).
+died is freed by the next admission it would refuse, once the run no longer holds its thread's run
+lock (which expires with its worker), and in any case when the run could no longer be going (its
+timeout plus a margin).
 
 ``admit_run`` checks and takes everything a run needs in one step (atomically, in one Redis round
 trip when the counters are shared): a run refused for one limit counts against none. The model
@@ -20,7 +22,7 @@ import logging
 import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +46,9 @@ __all__ = [
 logger = logging.getLogger("ragstream.server")
 
 MINUTE, HOUR, DAY = 60, 3600, 86_400
+
+#: Whether the run of a concurrent-run slot (its key, ``thread/run``) is still going.
+Running = Callable[[str], Awaitable[bool]]
 
 #: Seconds a caller refused for concurrency is asked to wait (when one of its runs ends is unknown).
 CONCURRENT_RETRY_SECONDS = 2
@@ -118,13 +123,18 @@ class Quotas(ABC):
         self.limits = limits
         self.clock = clock
 
-    async def admit_run(self, principal: str, run_key: str, *, hold_seconds: float) -> RunAdmission:
+    async def admit_run(
+        self, principal: str, run_key: str, *, hold_seconds: float, running: Running | None = None
+    ) -> RunAdmission:
         """Let a run of ``principal`` start, taking a concurrent-run slot for at most ``hold_seconds``;
-        ``QuotaExceeded`` when it may not."""
+        ``QuotaExceeded`` when it may not. Refused for concurrency, it first frees the slots whose
+        runs ``running`` says are over (their worker died) and asks again."""
         if not self.limits.on_runs:
             return RunAdmission(None)
         now = self.clock()
         refused, tokens_used = await self._admit(principal, run_key, now, now + hold_seconds)
+        if refused == "concurrent" and running is not None and await self._free_ended(principal, running):
+            refused, tokens_used = await self._admit(principal, run_key, now, now + hold_seconds)
         limits = self.limits
         if refused == "runs":
             raise QuotaExceeded(
@@ -170,6 +180,21 @@ class Quotas(ABC):
                 f"{limit}; retry after the hour turns",
                 _until_next(now, HOUR),
             )
+
+    async def _free_ended(self, principal: str, running: Running) -> bool:
+        """Free the principal's slots whose runs are over; whether there were any."""
+        ended = [key for key in await self._slots(principal) if not await running(key)]
+        if ended:
+            await self._drop(principal, ended)
+        return bool(ended)
+
+    @abstractmethod
+    async def _slots(self, principal: str) -> list[str]:
+        """The run keys holding the principal's concurrent-run slots."""
+
+    @abstractmethod
+    async def _drop(self, principal: str, run_keys: list[str]) -> None:
+        """Free these slots now."""
 
     @abstractmethod
     async def _admit(self, principal: str, run_key: str, now: float, hold_until: float) -> tuple[str, int]:
@@ -228,6 +253,13 @@ class MemoryQuotas(Quotas):
 
     def _release(self, principal: str, run_key: str) -> None:
         self._active.get(principal, {}).pop(run_key, None)
+
+    async def _slots(self, principal: str) -> list[str]:
+        return list(self._active.get(principal, {}))
+
+    async def _drop(self, principal: str, run_keys: list[str]) -> None:
+        for key in run_keys:
+            self._release(principal, key)
 
     async def _spend(self, principal: str, tokens: int, now: float) -> None:
         self._add("tokens", principal, _window(now, DAY), tokens)
@@ -325,6 +357,19 @@ class RedisQuotas(Quotas):
         task = asyncio.get_running_loop().create_task(self._zrem(principal, run_key))
         self._releases.add(task)
         task.add_done_callback(self._releases.discard)
+
+    async def _slots(self, principal: str) -> list[str]:
+        try:
+            members = await self.redis.zrange(self._key("active", principal), 0, -1)
+        except RedisError as exc:
+            raise BackendUnavailable(f"the limits cannot be checked: {exc}") from exc
+        return [m.decode() if isinstance(m, bytes) else str(m) for m in members]
+
+    async def _drop(self, principal: str, run_keys: list[str]) -> None:
+        try:
+            await self.redis.zrem(self._key("active", principal), *run_keys)
+        except RedisError as exc:
+            raise BackendUnavailable(f"the limits cannot be checked: {exc}") from exc
 
     async def _zrem(self, principal: str, run_key: str) -> None:
         try:

@@ -199,3 +199,49 @@ async def test_redis_down_at_start_and_mid_run_then_back(scenario_config: Any, r
                 check_stream([e for _, e in parse_sse(again.text)], {})
     finally:
         worker.stop()
+
+
+async def test_a_killed_workers_run_stops_counting_against_its_principal_once_its_lock_expired(
+    scenario_config: Any, redis_url: str, redis_prefix: str
+) -> None:
+    """One run at a time per principal: a run whose worker died frees the principal's slot when it
+    frees its thread (its lock expired), not minutes later, on every worker."""
+    env = worker_env(
+        scenario_config,
+        redis_url,
+        redis_prefix,
+        RAGSTREAM_RUN_LOCK_TTL_SECONDS="2",
+        RAGSTREAM_LIMIT_CONCURRENT_RUNS="1",
+    )
+    a, b = Worker(env), Worker(env)
+    try:
+        await asyncio.gather(a.ready(), b.ready())
+        async with httpx.AsyncClient(timeout=60) as http:
+            lines: list[str] = []
+
+            async def follow() -> None:
+                async with http.stream(
+                    "POST", f"{a.url}/agui", json=run_body("one", "r1", "slow")
+                ) as response:
+                    async for line in response.aiter_lines():
+                        lines.append(line)
+
+            reader = asyncio.create_task(follow())
+            while sum(line.startswith("id:") for line in lines) < 10:
+                await asyncio.sleep(0.02)
+            busy = await http.post(f"{b.url}/agui", json=run_body("two", "r1", "nightly backups"))
+            assert busy.status_code == 429, busy.text  # the run on A holds the one slot
+            a.kill()
+            with pytest.raises(httpx.HTTPError):
+                await reader
+            deadline = asyncio.get_running_loop().time() + 20  # the lock expires in 2 s
+            while True:
+                again = await http.post(f"{b.url}/agui", json=run_body("two", "r2", "nightly backups"))
+                if again.status_code != 429 or asyncio.get_running_loop().time() > deadline:
+                    break
+                await asyncio.sleep(0.5)
+            assert again.status_code == 200, again.text
+            check_stream([e for _, e in parse_sse(again.text)], {})
+    finally:
+        a.stop()
+        b.stop()

@@ -186,6 +186,7 @@ class AGUIRunFactory:
             principal,
             run_key(run_input.thread_id, run_input.run_id),
             hold_seconds=self.run_timeout + SLOT_MARGIN_SECONDS,
+            running=self.runs.running,
         )
         run.admission = admission
         tokens = None if admission.tokens_left is None else prior.total_tokens + admission.tokens_left

@@ -163,6 +163,12 @@ class RunManager:
         """The runs living in this process, by key."""
         return dict(self._runs)
 
+    async def running(self, key: str) -> bool:
+        """Whether the run ``key`` is going on any worker: it holds its thread's lock (the lock of a
+        run whose worker died expires, as the run log's readers find too)."""
+        thread_id, _, run_id = key.partition("/")
+        return await self.locks.holder(thread_id) == run_id
+
     # -- starting ----------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
