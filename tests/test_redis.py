@@ -245,3 +245,41 @@ async def test_a_killed_workers_run_stops_counting_against_its_principal_once_it
     finally:
         a.stop()
         b.stop()
+
+
+@pytest.mark.parametrize("down", [0.0, 1.0])
+async def test_a_run_cut_by_a_redis_restart_is_replayed_whole(
+    scenario_config: Any, redis_prefix: str, down: float
+) -> None:
+    """Redis restarts empty under a run, at once or after a second: the run goes on or ends with
+    RUN_ERROR, and its log, written again by its worker, replays whole on any worker."""
+    with private_redis() as (port, _):
+        pass  # a free port for a Redis of our own
+    env = worker_env(scenario_config, f"redis://127.0.0.1:{port}/0", redis_prefix)
+    a, b = Worker(env), Worker(env)
+    lines: list[str] = []
+    try:
+        async with httpx.AsyncClient(timeout=60) as http:
+
+            async def follow() -> None:
+                async with http.stream(
+                    "POST", f"{a.url}/agui", json=run_body("cut", "r1", "slow")
+                ) as response:
+                    async for line in response.aiter_lines():
+                        lines.append(line)
+
+            with private_redis(port):
+                await asyncio.gather(a.ready(), b.ready())
+                reader = asyncio.create_task(follow())
+                while sum(line.startswith("id:") for line in lines) < 10:
+                    await asyncio.sleep(0.02)
+            await asyncio.sleep(down)
+            with private_redis(port):  # back, empty
+                await asyncio.wait_for(reader, 30)
+                seen = parse_sse("\n".join(lines) + "\n\n")  # A streams from memory: the whole run
+                assert seen[0][1]["type"] == "RUN_STARTED"
+                replay = parse_sse((await http.get(f"{b.url}/threads/cut/runs/r1/events")).text)
+        assert replay == seen
+    finally:
+        a.stop()
+        b.stop()

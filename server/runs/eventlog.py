@@ -128,6 +128,11 @@ class MemoryEventLog(EventLog):
         log = self._logs.get(key)
         return log.info if log is not None else None
 
+    def events(self, key: str) -> list[bytes]:
+        """The events of one log so far, in order (none for an unknown log)."""
+        log = self._logs.get(key)
+        return list(log.events) if log is not None else []
+
     def discard(self, key: str) -> None:
         """Drop one log now, whatever its state (readers already following it keep it)."""
         self._logs.pop(key, None)

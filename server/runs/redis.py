@@ -138,7 +138,8 @@ class RedisRunLocks(RunLocks):
 class _Outbox:
     """Events of a run of this worker not yet written to Redis, and the task writing them."""
 
-    key: str
+    run: str  # the run's key
+    key: str  # its stream's
     last_seq: int = 0
     pending: list[tuple[int, bytes]] = field(default_factory=list)
     writer: asyncio.Task[None] | None = None
@@ -151,7 +152,9 @@ class RedisEventLog(EventLog):
     A run's own worker keeps its log in memory too while the run lives: its subscribers read from
     there without a Redis round trip, and the run never waits for Redis. Appends are written
     behind the run, every event ready at the time in one pipeline; a failed write surfaces as
-    ``BackendUnavailable`` from the next ``append``.
+    ``BackendUnavailable`` from the next ``append``. Redis may come back empty (a restart) under a
+    run: a write that finds the stream shorter than the run, and the close of a run a write failed
+    under, write the run again whole from memory, so a reader on any worker replays it from its start.
     """
 
     def __init__(
@@ -197,7 +200,7 @@ class RedisEventLog(EventLog):
             pipe.pexpire(runs, _ms(self.running_ttl_seconds))
             await _redis(pipe.execute())
         await self._local.open(info)
-        self._outboxes[info.key] = _Outbox(self._events_key(info.key))
+        self._outboxes[info.key] = _Outbox(info.key, self._events_key(info.key))
 
     async def append(self, key: str, data: bytes) -> int:
         box = self._outboxes[key]
@@ -221,8 +224,11 @@ class RedisEventLog(EventLog):
                         pipe.xadd(box.key, {"d": data}, id=f"0-{seq}")
                     if batch[0][0] == 1:
                         pipe.pexpire(box.key, _ms(self.running_ttl_seconds))
-                    await _redis(pipe.execute())
-                batch = []
+                    pipe.xlen(box.key)
+                    written = (await _redis(pipe.execute()))[-1]
+                last, batch = batch[-1][0], []
+                if written < last:  # Redis lost the log's head (it restarted empty): write it again
+                    await self._restore(box)
         except BackendUnavailable as exc:
             box.error = exc
         finally:
@@ -232,9 +238,11 @@ class RedisEventLog(EventLog):
     async def close(self, key: str, status: RunStatus) -> None:
         info = await self._local.info(key)
         await self._local.close(key, status)
-        box = self._outboxes.pop(key, None) or _Outbox(self._events_key(key))
+        box = self._outboxes.pop(key, None) or _Outbox(key, self._events_key(key))
         if box.writer is not None:
             await asyncio.shield(box.writer)
+        if box.error is not None:  # Redis failed under the run: it may hold any part of the log
+            await self._restore(box)
         seq = box.last_seq + 1
         async with self.redis.pipeline(transaction=True) as pipe:
             for pending_seq, data in box.pending:
@@ -249,6 +257,25 @@ class RedisEventLog(EventLog):
             pipe.pexpire(self._thread_runs_key(key.partition("/")[0]), _ms(self.ttl_seconds))
             await _redis(pipe.execute())
         self._local.discard(key)  # readers from now on read Redis, which every worker shares
+
+    async def _restore(self, box: _Outbox) -> None:
+        """Write a run of this worker to Redis again, whole: its info and every event so far."""
+        info = await self._local.info(box.run)
+        if info is None:
+            return
+        events = self._local.events(box.run)
+        runs = self._thread_runs_key(info.thread_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(box.key)
+            for seq, data in enumerate(events, 1):
+                pipe.xadd(box.key, {"d": data}, id=f"0-{seq}")
+            pipe.hset(self._info_key(box.run), mapping=_info_fields(info))
+            pipe.sadd(runs, box.run)
+            for key in (box.key, self._info_key(box.run), runs):
+                pipe.pexpire(key, _ms(self.running_ttl_seconds))
+            await _redis(pipe.execute())
+        box.pending = [(seq, data) for seq, data in box.pending if seq > len(events)]
+        logger.warning("run %s: Redis had lost its event log; wrote it again", box.run)
 
     async def info(self, key: str) -> RunInfo | None:
         if (local := await self._local.info(key)) is not None:
