@@ -355,7 +355,7 @@ class RunManager:
             lost = RunFailure(
                 FailureCode.EVENT_LOG_UNAVAILABLE, "The run's event log is unavailable; reconnect later."
             )
-            yield [(last + 1, self.encode_failure(lost))]
+            yield [(last, self.encode_failure(lost))]  # its id: where a reconnect resumes
         finally:
             if self.count_metrics:
                 metrics.ACTIVE_STREAMS.dec()

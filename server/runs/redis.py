@@ -264,16 +264,26 @@ class RedisEventLog(EventLog):
         if info is None:
             return
         events = self._local.events(box.run)
-        runs = self._thread_runs_key(info.thread_id)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(box.key)
-            for seq, data in enumerate(events, 1):
-                pipe.xadd(box.key, {"d": data}, id=f"0-{seq}")
-            pipe.hset(self._info_key(box.run), mapping=_info_fields(info))
-            pipe.sadd(runs, box.run)
-            for key in (box.key, self._info_key(box.run), runs):
-                pipe.pexpire(key, _ms(self.running_ttl_seconds))
-            await _redis(pipe.execute())
+        runs, info_key = self._thread_runs_key(info.thread_id), self._info_key(box.run)
+        try:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                await pipe.watch(info_key)
+                if await pipe.hget(info_key, "status") not in (None, b"running"):
+                    # a reader found the run's lock gone (lost with the rest) and closed the run:
+                    # what its followers were told stands, and the run stops
+                    raise BackendUnavailable("the run's event log was closed under it")
+                pipe.multi()
+                pipe.delete(box.key)
+                for seq, data in enumerate(events, 1):
+                    pipe.xadd(box.key, {"d": data}, id=f"0-{seq}")
+                pipe.hset(info_key, mapping=_info_fields(info))
+                pipe.sadd(runs, box.run)
+                for key in (box.key, info_key, runs):
+                    pipe.pexpire(key, _ms(self.running_ttl_seconds))
+                await pipe.execute()
+        except RedisError as exc:  # a WatchError too: it was closed meanwhile
+            metrics.REDIS_ERRORS.inc()
+            raise BackendUnavailable(f"Redis is unavailable: {exc}") from exc
         box.pending = [(seq, data) for seq, data in box.pending if seq > len(events)]
         logger.warning("run %s: Redis had lost its event log; wrote it again", box.run)
 
@@ -345,7 +355,7 @@ class RedisEventLog(EventLog):
                         yield batch
                     return
             response = await _redis(self.redis.xread({stream: last}, block=block_ms, count=500))
-            batch, ended = _batch(response[0][1] if response else [])
+            batch, ended = _batch(response[0][1] if response else [], last)
             if batch:
                 last = f"0-{batch[-1][0]}"
                 yield batch
@@ -360,7 +370,7 @@ class RedisEventLog(EventLog):
         batches = []
         while True:
             entries = await _redis(self.redis.xrange(stream, min=f"({last}", count=500))
-            batch, ended = _batch(entries)
+            batch, ended = _batch(entries, last)
             if batch:
                 last = f"0-{batch[-1][0]}"
                 batches.append(batch)
@@ -401,13 +411,19 @@ def _info_fields(info: RunInfo) -> dict[str, str | float]:
     }
 
 
-def _batch(entries: list[Any]) -> tuple[list[tuple[int, bytes]], bool]:
-    """Events of stream entries (until an end marker), and whether the end marker was among them."""
+def _batch(entries: list[Any], last: str) -> tuple[list[tuple[int, bytes]], bool]:
+    """Events of stream entries read after the id ``last`` (until an end marker), and whether the
+    end marker was among them. ``BackendUnavailable`` when events are missing between them (Redis
+    restarted empty under the run, whose worker writes it again): a reader must not skip them."""
     batch = []
+    seq = int(last.split("-")[1])
     for entry_id, fields in entries:
+        seq, expected = int(entry_id.split(b"-")[1]), seq + 1
+        if seq != expected:
+            raise BackendUnavailable(f"the run's event log lacks events {expected} to {seq - 1}")
         if b"end" in fields:
             return batch, True
-        batch.append((int(entry_id.split(b"-")[1]), fields[b"d"]))
+        batch.append((seq, fields[b"d"]))
     return batch, False
 
 
