@@ -876,6 +876,26 @@ async def test_a_link_to_a_deleted_chat_starts_a_new_chat_under_a_new_id(
     ]
 
 
+async def test_a_saved_chat_without_a_title_has_one_name_in_the_list_and_the_header(
+    browser: Browser, scenario_url: str
+) -> None:
+    # a run with no messages saves a chat that has no first question to be named after
+    async with httpx.AsyncClient(base_url=scenario_url, timeout=10) as client:
+        async with client.stream("POST", "/agui", json=run_body("t1", "r1", None)) as response:
+            assert response.status_code == 200
+            await response.aread()
+        assert (await client.get("/threads/t1")).json()["title"] is None
+    chat = await open_chat_at(browser, scenario_url, "untitled", "#thread=t1")
+    page = chat.page
+    await expect(page.locator("#threads a[aria-current=page]")).to_have_text("Untitled chat")
+    await expect(page.locator("#chat-title")).to_have_text("Untitled chat")
+    assert await page.title() == "Untitled chat · ragstream"
+    # a chat not saved yet is still a new one
+    await page.locator("#new-chat").click()
+    await expect(page.locator("#chat-title")).to_have_text("New chat")
+    chat.assert_clean_console()
+
+
 async def test_a_source_opened_in_one_chat_is_not_shown_open_in_the_next(
     browser: Browser, scenario_url: str
 ) -> None:

@@ -7,7 +7,7 @@ import { Api, newId, takeToken } from "./api";
 import { ApprovalsView } from "./approvals";
 import { ConversationView } from "./conversation";
 import { byId } from "./dom";
-import { FilterView, SourcesView, ThreadListView } from "./panels";
+import { FilterView, SourcesView, ThreadListView, chatTitle } from "./panels";
 import { ChatSession, type RunResult, describe } from "./session";
 import "./styles.css";
 import { UploadsView } from "./uploads";
@@ -99,7 +99,9 @@ function render(): void {
   ui.status.textContent = statusText();
 
   // the listing is read again after every run (an edit of the first question renames the chat)
-  const title = threads.find((t) => t.threadId === session.threadId)?.title ?? session.title ?? "New chat";
+  // a saved chat has the name the list gives it; one not saved yet is a new chat
+  const listed = threads.find((t) => t.threadId === session.threadId);
+  const title = listed || session.saved ? chatTitle(listed?.title ?? session.title) : "New chat";
   ui.title.textContent = title;
   document.title = `${title} · ragstream`;
 }

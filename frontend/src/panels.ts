@@ -3,6 +3,14 @@ import { h, nodes } from "./dom";
 import type { Api } from "./api";
 import type { Citation, DocumentInfo, ThreadSummary } from "./types";
 
+/**
+ * What a saved chat is called, in the list and in the header alike: its title (the first question
+ * as shown), or "Untitled chat" when it has none (a chat saved without a question).
+ */
+export function chatTitle(title: string | null | undefined): string {
+  return title || "Untitled chat";
+}
+
 /** The sidebar list of chats; each is a link to `#thread=<id>`. */
 export class ThreadListView {
   private shownFor = "";
@@ -38,7 +46,7 @@ export class ThreadListView {
       : [];
     this.root.replaceChildren(
       ...threads.map((thread) => {
-        const title = thread.title || "Untitled chat";
+        const title = chatTitle(thread.title);
         const current = thread.threadId === currentId;
         return h(
           "li",
