@@ -962,6 +962,92 @@ async def test_the_server_explains_a_page_that_is_not_built(tmp_path: Path) -> N
         assert (await client.get("/assets/nope.js")).status_code == 404
 
 
+def _job(job_id: str, state: str) -> dict[str, Any]:
+    """An upload job as ``GET /documents/jobs/{id}`` answers it, one file half-way or done."""
+    done = state == "done"
+    return {
+        "id": job_id,
+        "kind": "upload",
+        "source": None,
+        "state": state,
+        "progress": {"filesTotal": 1, "filesDone": int(done), "chunksDone": 2, "chunksTotal": 4},
+        "files": [
+            {
+                "name": f"{job_id}.md",
+                "status": "added" if done else "pending",
+                "documentId": None,
+                "chunks": 4 if done else 0,
+                "error": None,
+            }
+        ],
+        "error": None,
+        "attempts": 1,
+        "createdAt": 1,
+    }
+
+
+async def test_a_job_card_stops_following_a_job_it_cannot_read_and_says_why(
+    browser: Browser, scenario_url: str
+) -> None:
+    """A job read that cannot work when repeated (404: the job expired; 401: the token changed) ends
+    the card's polling with the reason; a passing failure (503) is retried, ever less often."""
+    reads: dict[str, int] = {}
+
+    async def jobs(route: Any) -> None:
+        path = urlsplit(route.request.url).path
+        if path == "/documents/jobs":
+            listed = [_job(name, "running") for name in ("gone", "locked", "flaky")]
+            await route.fulfill(json={"jobs": listed, "next": None})
+            return
+        name = path.rsplit("/", 1)[-1]
+        reads[name] = reads.get(name, 0) + 1
+        if name == "gone":
+            await route.fulfill(status=404, json={"error": {"code": "not_found", "message": "no job 'gone'"}})
+        elif name == "locked":
+            message = "the bearer token is not valid"
+            await route.fulfill(status=401, json={"error": {"code": "unauthorized", "message": message}})
+        elif reads[name] <= 3:
+            message = "the server is restarting"
+            await route.fulfill(status=503, json={"error": {"code": "unavailable", "message": message}})
+        else:
+            await route.fulfill(json=_job(name, "done"))
+
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    await context.route(re.compile(r"/documents/jobs(\?|/|$)"), jobs)
+    chat = ChatPage(await context.new_page(), scenario_url, "job-lost")
+    await chat.open()
+    page = chat.page
+    card = {name: page.locator(f"#jobs .job[data-job={name}]") for name in ("gone", "locked", "flaky")}
+    await expect(card["flaky"].locator(".job-follow")).to_have_text(
+        "Could not check on this job (the server is restarting); trying again."
+    )
+    await expect(card["flaky"].locator(".job-state")).to_contain_text("Ingesting")
+    await expect(card["gone"].locator(".job-state")).to_have_text(
+        "No longer followed · 0/1 files · 2/4 chunks"
+    )
+    await expect(card["gone"].locator(".job-follow")).to_have_text(
+        "The server no longer has this job (it keeps jobs for a day), so its outcome is unknown."
+    )
+    await expect(card["locked"].locator(".job-follow")).to_have_text(
+        "This job can no longer be followed: the bearer token is not valid. Reload the page with a valid token."
+    )
+    for name in ("gone", "locked"):
+        await expect(card[name].locator(".job-cancel")).to_have_count(0)
+        await expect(card[name].locator("progress")).to_have_count(0)
+    # the transient failures were retried after 1, 2 and 4 seconds, and the card then followed the
+    # job to its end; the others were read once and never again
+    await expect(card["flaky"].locator(".job-state")).to_have_text("Ingested · 1/1 files · 2/4 chunks")
+    await expect(card["flaky"].locator(".job-follow")).to_have_count(0)
+    await page.wait_for_timeout(1500)
+    assert reads == {"gone": 1, "locked": 1, "flaky": 4}
+    await chat.screenshot("job-lost")
+    assert await rendered_junk(page) == []
+    assert sorted(chat.problems) == sorted(
+        f"console error: Failed to load resource: the server responded with a status of {status}"
+        for status in ("401 (Unauthorized)", "404 (Not Found)", *["503 (Service Unavailable)"] * 3)
+    )
+
+
 @pytest.fixture
 async def editor_url(scenario_config: Any) -> AsyncIterator[str]:
     """The product app with tokens; alice is an editor, bob only reads."""

@@ -9,6 +9,8 @@ import { h } from "./dom";
 import type { IngestJob } from "./types";
 
 const POLL_MS = 500;
+/** After a failed read of a job, the next waits twice as long as the last, up to this. */
+const RETRY_MAX_MS = 16_000;
 const SHOWN_JOBS = 10;
 
 const FILE_STATUS: Record<string, string> = {
@@ -25,9 +27,33 @@ function finished(job: IngestJob): boolean {
   return job.state === "done" || job.state === "failed" || job.state === "cancelled";
 }
 
+/**
+ * Why a card stops following its job after a failed read, or null when the read may work if tried
+ * again (no answer at all, 408, 429, a 5xx: a restart or a network blip). Asking again cannot
+ * change a 404 (the server keeps a job for a day, then forgets it) or a 401/403 (the token changed).
+ */
+function lostReason(error: unknown): string | null {
+  if (!(error instanceof ApiError)) return null;
+  const { status, message } = error;
+  if (status === 408 || status === 429 || status >= 500) return null;
+  if (status === 404)
+    return "The server no longer has this job (it keeps jobs for a day), so its outcome is unknown.";
+  if (status === 401)
+    return `This job can no longer be followed: ${message}. Reload the page with a valid token.`;
+  return `This job can no longer be followed: ${message}.`;
+}
+
+/** How a card follows its job when the last read of it failed. */
+interface FollowProblem {
+  /** true: the card stopped following the job; false: it asks again, after a longer wait. */
+  lost: boolean;
+  message: string;
+}
+
 export class UploadsView {
   private jobs: IngestJob[] = [];
   private readonly cancelling = new Set<string>();
+  private readonly problems = new Map<string, FollowProblem>();
   private message: string | null = null;
   private readonly list: HTMLElement;
   private readonly input: HTMLInputElement;
@@ -101,16 +127,35 @@ export class UploadsView {
     }
   }
 
-  /** Poll a job until it is done or failed. */
+  /**
+   * Poll a job until it is done or failed. A read that failed for a passing reason (a restart, a
+   * network blip: the job lives on the server) is tried again, each time after a longer wait, and
+   * the card says so; one that cannot work when asked again (404, 401, 403) ends the following and
+   * the card says why.
+   */
   private async follow(jobId: string): Promise<void> {
+    let wait = POLL_MS;
     for (;;) {
-      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      await new Promise((resolve) => setTimeout(resolve, wait));
       let job: IngestJob;
       try {
         job = await this.api.job(jobId);
-      } catch {
-        continue; // a restart or a network blip: the job lives on the server, ask again
+      } catch (error) {
+        const reason = lostReason(error);
+        wait = reason === null ? Math.min(Math.max(wait * 2, 1000), RETRY_MAX_MS) : wait;
+        const cause = error instanceof Error ? error.message : String(error);
+        this.problems.set(
+          jobId,
+          reason === null
+            ? { lost: false, message: `Could not check on this job (${cause}); trying again.` }
+            : { lost: true, message: reason },
+        );
+        this.render();
+        if (reason === null) continue;
+        return;
       }
+      wait = POLL_MS;
+      this.problems.delete(jobId);
       this.jobs = this.jobs.map((j) => (j.id === jobId ? job : j));
       this.render();
       if (finished(job)) {
@@ -136,7 +181,7 @@ export class UploadsView {
 
   private render(): void {
     const cards = this.jobs.map((job) =>
-      jobCard(job, this.cancelling.has(job.id), () => void this.cancel(job.id)),
+      jobCard(job, this.cancelling.has(job.id), this.problems.get(job.id), () => void this.cancel(job.id)),
     );
     if (this.message) cards.unshift(h("li", { class: "job job-error", role: "alert" }, this.message));
     this.list.replaceChildren(...cards);
@@ -170,19 +215,33 @@ function plural(count: number, noun: string): string {
   return `${count} ${noun}${count === 1 ? "" : "s"}`;
 }
 
-function jobCard(job: IngestJob, cancelling: boolean, onCancel: () => void): HTMLElement {
+/** A job's card; `problem`: the last read of the job failed (a lost job shows as last read). */
+function jobCard(
+  job: IngestJob,
+  cancelling: boolean,
+  problem: FollowProblem | undefined,
+  onCancel: () => void,
+): HTMLElement {
   const { chunksDone, chunksTotal } = job.progress;
-  const state = {
-    queued: "Waiting to be ingested",
-    running: cancelling ? "Cancelling" : "Ingesting",
-    done: doneLabel(job),
-    failed: "Ingestion failed",
-    cancelled: "Cancelled",
-  }[job.state];
-  const active = !finished(job);
+  const lost = problem?.lost === true;
+  const state = lost
+    ? "No longer followed"
+    : {
+        queued: "Waiting to be ingested",
+        running: cancelling ? "Cancelling" : "Ingesting",
+        done: doneLabel(job),
+        failed: "Ingestion failed",
+        cancelled: "Cancelled",
+      }[job.state];
+  const active = !finished(job) && !lost;
   return h(
     "li",
-    { class: `job job-${job.state}`, "data-job": job.id, "data-state": job.state, "data-kind": job.kind },
+    {
+      class: `job job-${job.state}${lost ? " job-lost" : ""}`,
+      "data-job": job.id,
+      "data-state": job.state,
+      "data-kind": job.kind,
+    },
     job.kind === "sync" ? h("p", { class: "job-source" }, `Sync of ${job.source ?? "a source"}`) : null,
     h(
       "p",
@@ -200,6 +259,7 @@ function jobCard(job: IngestJob, cancelling: boolean, onCancel: () => void): HTM
       ? h("progress", { max: Math.max(chunksTotal, 1), value: chunksDone, "aria-label": "Progress" })
       : null,
     job.error ? h("p", { class: "job-message" }, job.error) : null,
+    problem ? h("p", { class: "job-message job-follow" }, problem.message) : null,
     h(
       "ul",
       { class: "job-files" },
