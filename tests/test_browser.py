@@ -780,6 +780,34 @@ async def test_an_edit_that_fails_opens_again_with_the_text_typed(
     chat.assert_clean_console()
 
 
+async def test_escape_or_cancel_in_a_question_editor_gives_focus_back_to_its_edit_button(
+    browser: Browser, scenario_url: str
+) -> None:
+    chat = await open_chat(browser, scenario_url, "edit-focus")
+    page = chat.page
+    await chat.ask("nightly backups")
+    await chat.ask("log retention")
+    second = page.locator("#log article.message-user").nth(1)
+    edit = second.get_by_role("button", name="Edit this question")
+    editor = page.locator("#log .edit-form textarea")
+    # Escape, by keyboard only: the focus is back where the user started, not on the page's body
+    await edit.focus()
+    await page.keyboard.press("Enter")
+    await expect(editor).to_be_focused()
+    await page.keyboard.press("Escape")
+    await expect(editor).to_have_count(0)
+    await expect(edit).to_be_focused()
+    # Cancel, pressed: the same
+    await edit.click()
+    await page.locator("#log .edit-form").get_by_role("button", name="Cancel").click()
+    await expect(editor).to_have_count(0)
+    await expect(edit).to_be_focused()
+    await expect(page.locator("#log article.message-user")).to_have_text(
+        [re.compile("^You\\s*nightly backups"), re.compile("^You\\s*log retention")]
+    )
+    chat.assert_clean_console()
+
+
 async def test_a_long_unbroken_word_wraps_inside_its_message(browser: Browser, scenario_url: str) -> None:
     chat = await open_chat(browser, scenario_url, "long-word")
     page = chat.page

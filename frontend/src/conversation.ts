@@ -98,10 +98,20 @@ export class ConversationView {
     if (this.session?.messages.some((m) => m.id === id)) this.setEditing({ id, draft });
   }
 
+  /** Open or leave an editor. Leaving it (Escape, Cancel) gives the focus back to the question's
+   * Edit button: the editor's removal would otherwise drop it on the page's body. */
   private setEditing(editing: Editing | null): void {
+    const left = this.editing?.id;
     this.editing = editing;
     if (this.session) this.render(this.session);
     if (editing) this.root.querySelector<HTMLTextAreaElement>(".edit-form textarea")?.focus();
+    else if (left !== undefined) this.editButton(left)?.focus();
+  }
+
+  private editButton(id: string): HTMLButtonElement | null {
+    return this.root.querySelector<HTMLButtonElement>(
+      `article[data-message-id="${CSS.escape(id)}"] button.edit-question`,
+    );
   }
 }
 
@@ -210,7 +220,7 @@ function userItem(session: ChatSession, id: string, text: string, controls: Cont
           "button",
           {
             type: "button",
-            class: "message-action",
+            class: "message-action edit-question",
             "aria-label": "Edit this question",
             disabled: !session.canBranch,
             onclick: () => controls.startEdit(id, text),
