@@ -426,6 +426,28 @@ async def test_the_chat_page_shows_streamed_values_results_attachments_and_quest
         chat.assert_clean_console()
 
 
+@pytest.mark.timeout(180)
+async def test_the_chat_page_gives_sizes_in_bytes_kb_and_mb(scenario_config: Any) -> None:
+    from playwright.async_api import expect
+
+    scenario_config.tool_attachment_max_bytes = 3_000_000
+    async with seed_chat(scenario_config, "seed-sizes") as (_, chat):
+        page = chat.page
+        for rows, label in ((200, "1.7 KB"), (150_000, "2.5 MB")):  # 1,753 and 2,592,650 bytes
+            await chat.ask(f'call make_report {{"rows": {rows}}}')
+            tool = page.locator("#log .tool").last
+            await expect(tool.locator(".tool-attachment")).to_have_text(f"Download squares.csv ({label})")
+        await chat.ask('call long_answer {"size": 30000}')
+        await expect(page.locator("#log .tool").last.locator(".tool-truncated")).to_have_text(
+            "The model saw part of a 29.3 KB result."
+        )
+        await chat.reload()  # the attachments' sizes come from the saved state alike
+        await expect(page.locator("#log .tool-attachment")).to_have_text(
+            ["Download squares.csv (1.7 KB)", "Download squares.csv (2.5 MB)"]
+        )
+        chat.assert_clean_console()
+
+
 # -- the README's snippets, run verbatim --------------------------------------------------------
 
 

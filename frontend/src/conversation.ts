@@ -533,7 +533,9 @@ function shownResult(session: ChatSession, shown: ToolResultShown): HTMLElement 
       ? h(
           "p",
           { class: "tool-truncated" },
-          `The model saw part of a ${shown.originalBytes ?? "?"}-byte result.`,
+          shown.originalBytes !== null && shown.originalBytes !== undefined
+            ? `The model saw part of a ${byteSize(shown.originalBytes)} result.`
+            : "The model saw part of the result.",
         )
       : null,
     ...(shown.attachments ?? []).map((a) =>
@@ -547,10 +549,27 @@ function shownResult(session: ChatSession, shown: ToolResultShown): HTMLElement 
               "data-attachment-ref": a.ref,
               onclick: () => void session.downloadAttachment(a),
             },
-            `Download ${a.name} (${a.size} bytes)`,
+            `Download ${a.name} (${byteSize(a.size)})`,
           ),
     ),
   );
+}
+
+/**
+ * A size as people read it: "1 byte", "512 bytes", "1.7 KB", "2.4 MB" (units of 1024, one decimal
+ * at most). Every size the page shows goes through here.
+ */
+export function byteSize(bytes: number): string {
+  if (!Number.isFinite(bytes) || bytes < 0) return "unknown size";
+  if (bytes < 1024) return bytes === 1 ? "1 byte" : `${bytes} bytes`;
+  const units = ["KB", "MB", "GB", "TB"];
+  let value = bytes / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return `${Number(value.toFixed(1))} ${units[unit]}`;
 }
 
 /** The tool's latest progress report (CUSTOM `ragstream.progress` event), with a bar while it runs. */
