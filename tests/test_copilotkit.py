@@ -633,6 +633,48 @@ async def test_ragstream_down_and_back_while_the_page_is_open(browser: Browser, 
         await context.close()
 
 
+async def test_a_tool_call_that_waits_for_the_user_says_so(browser: Browser, scenario_config: Any) -> None:
+    """While its approval or question card shows, a tool call's card says it waits for the user, not
+    that it runs; also after a reload. Approved, it runs and is done."""
+    scenario_config.tool_dirs = [SEED_TOOLS]
+    async with serve(scenario_app(scenario_config)) as ragstream, example_server(ragstream) as runtime:
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        page = CopilotKitPage(await context.new_page(), runtime.url, "tool-waiting")
+        await page.open()
+        card = page.page.locator(".interrupt")
+        tool = page.page.locator(".tool").last
+
+        await page.type_question("archive the old note")
+        await expect(card.locator(".interrupt-title")).to_have_text("Approval needed")
+        await expect(tool.locator(".tool-name")).to_have_text("archive_note")
+        await expect(tool.locator(".tool-status")).to_have_text("waiting for your approval")
+        await page.wait_idle()
+        await page.reload()
+        await expect(card.locator(".interrupt-title")).to_have_text("Approval needed")
+        await expect(tool.locator(".tool-status")).to_have_text("waiting for your approval")
+        await card.get_by_role("button", name="Approve").click()
+        await expect(page.answers().last).to_have_text("Archived the old note.")
+        await page.wait_idle()
+        await expect(
+            page.page.locator(".tool", has_text="archive_note").locator(".tool-status")
+        ).to_have_text("done")
+
+        await page.type_question('call pick_year {"topic": "the report"}')
+        await expect(card.locator(".interrupt-title")).to_have_text("The assistant asks you")
+        await expect(tool.locator(".tool-name")).to_have_text("pick_year")
+        await expect(tool.locator(".tool-status")).to_have_text("waiting for your answer")
+        await card.get_by_label("Your answer").fill("2024")
+        await card.get_by_role("button", name="Answer").click()
+        await expect(page.answers().last).to_have_text("pick_year: the report in 2024")
+        await page.wait_idle()
+        await expect(page.page.locator(".tool", has_text="pick_year").locator(".tool-status")).to_have_text(
+            "done"
+        )
+        assert await rendered_junk(page.page) == []
+        page.assert_clean()
+        await context.close()
+
+
 async def test_approvals_and_a_tools_question_in_chromium(browser: Browser, scenario_config: Any) -> None:
     """A tool that needs the user's approval, and one that asks the user (ragstream's interrupts):
     the chat shows a card, also after a reload; Approve, Deny and an answer resume the run, and the

@@ -15,7 +15,7 @@ import { CitationsProvider, Sources } from "./citations";
 import { DocumentFilter } from "./filter";
 import { useRagstreamInterrupts } from "./interrupts";
 import { PROGRESS_EVENT, THREAD_UNAVAILABLE, agentState, ragState, withDocumentFilter, type AppConfig, type Progress, type ThreadView } from "./ragstream";
-import { ProgressProvider, ToolCall } from "./tools";
+import { ProgressProvider, ToolCall, WaitingProvider } from "./tools";
 import {
   AssistantMessage,
   UserMessage,
@@ -291,6 +291,7 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
     <VersionsContext.Provider value={versions}>
     <CitationsProvider threadId={threadId} citations={citations} onError={showError} version={version}>
       <ProgressProvider value={progress}>
+      <WaitingProvider>
         <div className="app">
           <header className="topbar">
             <h1>ragstream × CopilotKit</h1>
@@ -325,6 +326,7 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
             <Sources />
           </aside>
         </div>
+      </WaitingProvider>
       </ProgressProvider>
     </CitationsProvider>
     </VersionsContext.Provider>

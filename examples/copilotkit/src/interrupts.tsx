@@ -3,7 +3,9 @@
 // CopilotKit's `useInterrupt` shows this card in the chat; Approve, Deny or an answer resumes the
 // run with `resume: [{interruptId, status: "resolved", payload}]`, the payload ragstream reads.
 import { useInterrupt, type InterruptRenderProps } from "@copilotkit/react-core/v2";
-import { useState, type FormEvent } from "react";
+import { useEffect, useState, type FormEvent } from "react";
+
+import { useMarkWaiting } from "./tools";
 
 /** What ragstream's interrupt carries in its metadata (a tool's question, or an approval). */
 interface InterruptMetadata {
@@ -15,9 +17,17 @@ interface InterruptMetadata {
 function InterruptCard({ interrupt, resolve }: Pick<InterruptRenderProps, "interrupt" | "resolve">) {
   const [answer, setAnswer] = useState("");
   const [sent, setSent] = useState(false);
-  if (!interrupt) return null;
-  const metadata = (interrupt.metadata ?? {}) as InterruptMetadata;
+  const markWaiting = useMarkWaiting();
+  const metadata = (interrupt?.metadata ?? {}) as InterruptMetadata;
   const question = metadata.kind === "question";
+  // the tool call waits for the user while the card shows and has not been answered
+  const toolCallId = interrupt?.toolCallId;
+  useEffect(() => {
+    if (!toolCallId || sent) return;
+    markWaiting(toolCallId, question ? "answer" : "approval");
+    return () => markWaiting(toolCallId, null);
+  }, [markWaiting, toolCallId, sent, question]);
+  if (!interrupt) return null;
   const reply = (payload: Record<string, unknown>) => {
     setSent(true);
     void resolve(payload, interrupt.id);

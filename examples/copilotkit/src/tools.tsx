@@ -1,7 +1,11 @@
 // Tool calls in the conversation: name, arguments, status, and the live progress the tool reports
 // with ragstream's CUSTOM `ragstream.progress` events (kept per tool call id while the page is open;
 // a restored thread shows its tool calls without it, since progress is not part of the saved thread).
-import { createContext, useContext, type ReactNode } from "react";
+//
+// A call whose approval or question card shows (src/interrupts.tsx) waits for the user, not for the
+// tool: CopilotKit still calls it "executing" (ragstream ended the run with an interrupt before the
+// tool ran), so each card marks its call as waiting while it shows, and the call's card says so.
+import { createContext, useCallback, useContext, useState, type ReactNode } from "react";
 
 import type { Progress } from "./ragstream";
 
@@ -10,6 +14,39 @@ const ProgressContext = createContext<Record<string, Progress>>({});
 export function ProgressProvider({ value, children }: { value: Record<string, Progress>; children: ReactNode }) {
   return <ProgressContext.Provider value={value}>{children}</ProgressContext.Provider>;
 }
+
+/** What a tool call waits for: the user's approval, or the user's answer to the tool's question. */
+export type Waiting = "approval" | "answer";
+
+interface WaitingValue {
+  waiting: Record<string, Waiting>;
+  /** Mark a tool call as waiting for the user (or, with null, as no longer waiting). */
+  mark: (toolCallId: string, waiting: Waiting | null) => void;
+}
+
+const WaitingContext = createContext<WaitingValue>({ waiting: {}, mark: () => undefined });
+
+export function WaitingProvider({ children }: { children: ReactNode }) {
+  const [waiting, setWaiting] = useState<Record<string, Waiting>>({});
+  const mark = useCallback((toolCallId: string, what: Waiting | null) => {
+    setWaiting((current) => {
+      if ((current[toolCallId] ?? null) === what) return current;
+      const { [toolCallId]: _, ...rest } = current;
+      return what ? { ...rest, [toolCallId]: what } : rest;
+    });
+  }, []);
+  return <WaitingContext.Provider value={{ waiting, mark }}>{children}</WaitingContext.Provider>;
+}
+
+/** `mark(toolCallId, waiting)` of the page's WaitingProvider (used by the interrupt cards). */
+export function useMarkWaiting(): WaitingValue["mark"] {
+  return useContext(WaitingContext).mark;
+}
+
+const WAITING_LABELS: Record<Waiting, string> = {
+  approval: "waiting for your approval",
+  answer: "waiting for your answer",
+};
 
 interface ToolCallProps {
   name: string;
@@ -29,13 +66,15 @@ function describeArgs(args: Record<string, unknown> | undefined): string {
 /** One tool call (registered for every tool with `useRenderTool({name: "*"})`). */
 export function ToolCall({ name, toolCallId, args, status }: ToolCallProps) {
   const progress = useContext(ProgressContext)[toolCallId];
+  const waiting = useContext(WaitingContext).waiting[toolCallId];
   const done = status === "complete";
+  const label = done ? "done" : waiting ? WAITING_LABELS[waiting] : "running";
   return (
-    <div className="tool" data-tool-call-id={toolCallId} data-status={status}>
+    <div className="tool" data-tool-call-id={toolCallId} data-status={status} data-waiting={!done && waiting ? waiting : undefined}>
       <div className="tool-head">
         <span className="tool-name">{name}</span>
         <span className="tool-args">{describeArgs(args)}</span>
-        <span className="tool-status">{done ? "done" : "running"}</span>
+        <span className="tool-status">{label}</span>
       </div>
       {progress ? (
         <div className="tool-progress">
