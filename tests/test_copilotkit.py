@@ -11,6 +11,8 @@ command runs) and Chromium for the browser test; without either the tests fail w
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import secrets
 import uuid
@@ -22,6 +24,10 @@ import httpx
 import pytest
 from playwright.async_api import Browser, expect
 from pydantic import SecretStr
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
 
 from rag_tools import build_chat_toolkit
 from server.agui.execution import TRACE_ID_KEY
@@ -493,6 +499,117 @@ async def test_the_runtime_passes_on_the_callers_trace(tmp_path: Path) -> None:
             untraced = sse_events((await client.post("/api/copilotkit/agent/default/run", json=body)).text)
             assert untraced[0]["metadata"][TRACE_ID_KEY] not in ("", trace_id)
             assert runtime.alive, runtime.log()
+
+
+def _header_recording_ragstream(seen: dict[str, list[dict[str, str]]]) -> Starlette:
+    """A stand-in for ragstream that records the headers of each request the runtime sends it (by
+    route: ``run``, ``thread``, ``stop``, ``switch``, ``documents``): a run streams until its stop
+    route is called; a thread is empty."""
+    stopped = asyncio.Event()
+
+    def record(route: str, request: Request) -> None:
+        seen.setdefault(route, []).append(dict(request.headers))
+
+    async def run(request: Request) -> StreamingResponse:
+        record("run", request)
+        body = await request.json()
+        ids = {"threadId": body["threadId"], "runId": body["runId"]}
+
+        async def events() -> AsyncIterator[str]:
+            yield f"data: {json.dumps({'type': 'RUN_STARTED', **ids})}\n\n"
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopped.wait(), 20)
+            yield f"data: {json.dumps({'type': 'RUN_FINISHED', **ids})}\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def thread(request: Request) -> JSONResponse:
+        record("thread", request)
+        view = {"threadId": request.path_params["thread"], "messages": [], "state": {}, "interrupts": []}
+        return JSONResponse(view)
+
+    async def stop(request: Request) -> JSONResponse:
+        record("stop", request)
+        stopped.set()
+        return JSONResponse({"stopping": True}, status_code=202)
+
+    async def switch(request: Request) -> JSONResponse:
+        record("switch", request)
+        return JSONResponse({"threadId": request.path_params["thread"], "messages": [], "state": {}})
+
+    async def documents(request: Request) -> JSONResponse:
+        record("documents", request)
+        return JSONResponse({"documents": []})
+
+    return Starlette(
+        routes=[
+            Route("/agui", run, methods=["POST"]),
+            Route("/threads/{thread}", thread),
+            Route("/threads/{thread}/runs/{run}/stop", stop, methods=["POST"]),
+            Route("/threads/{thread}/switch", switch, methods=["POST"]),
+            Route("/documents", documents),
+        ]
+    )
+
+
+async def test_the_runtime_passes_the_callers_trace_on_to_every_ragstream_request() -> None:
+    """Not only a run: the reconnect's read of the thread, a Stop and the page's own reads through
+    the example's server carry the trace context of the request that caused them, so ragstream
+    records each under the caller's trace (README, "Traces")."""
+    require_example()
+    seen: dict[str, list[dict[str, str]]] = {}
+    thread = f"trace-{uuid.uuid4().hex}"
+    run = {"threadId": thread, "state": {}, "tools": [], "context": [], "forwardedProps": {}}
+    question = {"id": "m1", "role": "user", "content": "nightly backups"}
+
+    def traced() -> dict[str, str]:
+        return {"traceparent": f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01", "tracestate": "a=1"}
+
+    async with (
+        serve(_header_recording_ragstream(seen)) as ragstream,
+        example_server(ragstream) as runtime,
+        httpx.AsyncClient(base_url=runtime.url, timeout=60) as client,
+    ):
+        # a run, stopped by another request with a trace of its own
+        asked, stopping = traced(), traced()
+        running = asyncio.create_task(
+            client.post(
+                "/api/copilotkit/agent/default/run",
+                json={**run, "runId": "run-1", "messages": [question]},
+                headers=asked,
+            )
+        )
+        async with asyncio.timeout(20):
+            while "run" not in seen:
+                await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # the runner has the run as running
+        stop = await client.post(f"/api/copilotkit/agent/default/stop/{thread}", headers=stopping)
+        assert stop.status_code < 300, stop.text
+        events = sse_events((await running).text)
+        assert events[-1]["type"] == "RUN_FINISHED", events
+        # a reconnect, and the page's own reads of ragstream through the example's server
+        reconnected = traced()
+        connect = {**run, "runId": "connect-1", "messages": []}
+        await client.post("/api/copilotkit/agent/default/connect", json=connect, headers=reconnected)
+        read, switched, listed = traced(), traced(), traced()
+        assert (await client.get(f"/api/threads/{thread}", headers=read)).status_code == 200
+        switch = await client.post(
+            f"/api/threads/{thread}/switch", json={"messageId": "m1"}, headers=switched
+        )
+        assert switch.status_code == 200
+        assert (await client.get("/api/documents", headers=listed)).status_code == 200
+        assert runtime.alive, runtime.log()
+
+    def context(route: str, n: int = 0) -> dict[str, str | None]:
+        headers = seen[route][n]
+        return {name: headers.get(name) for name in ("traceparent", "tracestate")}
+
+    assert context("run") == asked
+    assert context("stop") == stopping
+    assert context("thread") == reconnected
+    assert context("thread", 1) == read
+    assert context("switch") == switched
+    assert context("documents") == listed
 
 
 async def test_a_failed_turn_leaves_the_thread_as_it_was(browser: Browser, scenario_config: Any) -> None:

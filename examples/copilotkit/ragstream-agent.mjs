@@ -16,14 +16,25 @@ export function ragstreamBase(aguiUrl) {
  * The W3C trace context (`traceparent`, `tracestate`) of the request being handled. CopilotKit's
  * runtime forwards only `authorization` and `x-*` headers to the agent, so a traced page's run would
  * start a trace of its own in ragstream; `server.mjs` handles each runtime request inside
- * `withTraceContext(req, ...)` and `RagstreamAgent` sends that context on with the run.
+ * `withTraceContext(req, ...)`, and every request to ragstream that a runtime request causes (the
+ * run, a Stop, a reconnect's read of the thread) sends that context on.
  */
 const traceContext = new AsyncLocalStorage();
 
+/** The trace context headers of `req` (`traceparent`, `tracestate`; none when it sent none). */
+export function traceHeadersOf(req) {
+  const names = ["traceparent", "tracestate"].filter((name) => typeof req.headers[name] === "string");
+  return Object.fromEntries(names.map((name) => [name, req.headers[name]]));
+}
+
 /** Handle `req` with its trace context (`traceparent`, `tracestate`) known to the agents it runs. */
 export function withTraceContext(req, handle) {
-  const names = ["traceparent", "tracestate"].filter((name) => typeof req.headers[name] === "string");
-  return traceContext.run(Object.fromEntries(names.map((name) => [name, req.headers[name]])), handle);
+  return traceContext.run(traceHeadersOf(req), handle);
+}
+
+/** The trace context headers of the runtime request being handled (see `withTraceContext`). */
+function currentTraceHeaders() {
+  return traceContext.getStore() ?? {};
 }
 
 /**
@@ -44,7 +55,7 @@ export class RagstreamAgent extends HttpAgent {
     // to ragstream as a run of its own, and its events come back under the id CopilotKit expects.
     const runId = input.resume?.length ? `${input.runId}.resume-${crypto.randomUUID()}` : input.runId;
     this.activeRun = { threadId: input.threadId, runId };
-    this.traceHeaders = traceContext.getStore() ?? {}; // this agent is the runtime's clone for one request
+    this.traceHeaders = currentTraceHeaders(); // this agent is the runtime's clone for one request
     const asSent = (event) => (event.runId === runId && runId !== input.runId ? { ...event, runId: input.runId } : event);
     return super.run({ ...input, runId }).pipe(
       map(asSent),
@@ -64,7 +75,8 @@ export class RagstreamAgent extends HttpAgent {
       return;
     }
     const stopUrl = `${ragstreamBase(this.url)}/threads/${encodeURIComponent(run.threadId)}/runs/${encodeURIComponent(run.runId)}/stop`;
-    fetch(stopUrl, { method: "POST", headers: this.headers })
+    // the Stop request's own trace context (runner.stop() runs while the runtime handles it)
+    fetch(stopUrl, { method: "POST", headers: { ...currentTraceHeaders(), ...this.headers } })
       .then((response) => {
         // 202: stopping, the stream ends by itself. Anything else (the run already ended, or
         // another principal's thread): nothing to wait for, so drop the connection.
@@ -163,8 +175,9 @@ export class RagstreamRunner extends InMemoryAgentRunner {
 
   #fromRagstream(request) {
     return new Observable((subscriber) => {
-      // request.headers: the agent's (the token, when set) and what the runtime forwards
-      fetchThread(this.base, request.threadId, request.headers).then(
+      // request.headers: the agent's (the token, when set) and what the runtime forwards, which
+      // leaves out the connect request's trace context
+      fetchThread(this.base, request.threadId, { ...currentTraceHeaders(), ...request.headers }).then(
         (thread) => {
           if (thread) {
             const runId = `restore-${crypto.randomUUID()}`;

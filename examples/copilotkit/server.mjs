@@ -32,7 +32,7 @@ process.env.COPILOTKIT_TELEMETRY_DISABLED ??= "true";
 // Imported after the line above: CopilotKit reads the telemetry switch when its modules load.
 const { CopilotRuntime } = await import("@copilotkit/runtime/v2");
 const { createCopilotNodeListener } = await import("@copilotkit/runtime/v2/node");
-const { RagstreamAgent, RagstreamRunner, ragstreamBase, withTraceContext } = await import("./ragstream-agent.mjs");
+const { RagstreamAgent, RagstreamRunner, ragstreamBase, traceHeadersOf, withTraceContext } = await import("./ragstream-agent.mjs");
 
 const HERE = fileURLToPath(new URL(".", import.meta.url));
 const DIST = resolve(process.env.RAGSTREAM_EXAMPLE_DIST ?? join(HERE, "dist"));
@@ -48,11 +48,13 @@ const authHeaders = TOKEN ? { Authorization: `Bearer ${TOKEN}` } : {};
 
 /** What ragstream gets to know who asks: this server's token, else the caller's own sign-in (the
  * `Authorization` header of the page's request, e.g. an OpenID Connect access token), as CopilotKit's
- * runtime itself forwards it on runs and reconnects. */
+ * runtime itself forwards it on runs and reconnects; and the caller's trace context, so ragstream
+ * records the request under the caller's trace. */
 function upstreamHeaders(req) {
-  if (TOKEN) return authHeaders;
+  const trace = traceHeadersOf(req);
+  if (TOKEN) return { ...trace, ...authHeaders };
   const authorization = req.headers.authorization;
-  return authorization ? { Authorization: authorization } : {};
+  return authorization ? { ...trace, Authorization: authorization } : trace;
 }
 
 const runtime = new CopilotRuntime({
