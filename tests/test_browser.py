@@ -849,6 +849,34 @@ async def test_an_approval_of_long_unbroken_arguments_fits_the_window(
     chat.assert_clean_console()
 
 
+# The visible buttons and links whose one-word label is broken over lines ("Ad" / "d").
+_BROKEN_LABELS = """() => [...document.querySelectorAll('button, summary, a')]
+  .filter((e) => e.offsetParent && e.innerText.trim() && !/\\s/.test(e.innerText.trim()))
+  .filter((e) => {
+    const range = document.createRange();
+    range.selectNodeContents(e);
+    const lines = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+    return lines.size > 1;
+  })
+  .map((e) => e.innerText.trim())"""
+
+
+async def test_no_one_word_button_is_broken_over_two_lines(browser: Browser, scenario_url: str) -> None:
+    """The side column lets long names wrap anywhere; a button beside an input there must not be
+    squeezed until its own label breaks (the filter's "Add" read "Ad" / "d" at every width)."""
+    chat = await open_chat(browser, scenario_url, "broken-labels")
+    page = chat.page
+    await chat.ask("nightly backups")
+    for scheme in ("light", "dark"):
+        await page.emulate_media(color_scheme=scheme)
+        for width in (1280, 1000, 390):
+            await page.set_viewport_size({"width": width, "height": 800})
+            await expect(page.locator("#filter-name")).to_be_attached()
+            assert await page.evaluate(_BROKEN_LABELS) == [], (scheme, width)
+    await chat.screenshot("labels-dark-narrow")
+    chat.assert_clean_console()
+
+
 async def test_long_names_in_the_side_panels_wrap_and_their_buttons_stay_reachable(
     browser: Browser, scenario_url: str, tmp_path: Path
 ) -> None:
