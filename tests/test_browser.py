@@ -589,6 +589,46 @@ async def test_approval_interrupts_approve_edit_and_deny(browser: Browser, scena
     chat.assert_clean_console()
 
 
+async def test_leaving_an_approvals_argument_editor_or_deny_reason_gives_the_focus_back(
+    browser: Browser, scenario_url: str
+) -> None:
+    """Cancel (or Escape) in an approval card's argument editor or deny reason goes back to the
+    card's choice with the focus on the button that opened it, not on the page's body."""
+    chat = await open_chat(browser, scenario_url, "approval-focus")
+    page = chat.page
+    await chat.type_question("archive the old note")
+    card = page.locator("#approvals .approval")
+    choice = card.locator(".approval-actions.only-choose")
+    edit = choice.get_by_role("button", name="Edit arguments")
+    deny = choice.get_by_role("button", name="Deny")
+    editor = card.get_by_role("textbox", name="Tool arguments (JSON)")
+    reason = card.get_by_role("textbox", name="Reason for denying (optional)")
+
+    await edit.click()
+    await expect(editor).to_be_focused()
+    await card.locator(".only-edit").get_by_role("button", name="Cancel").click()
+    await expect(edit).to_be_focused()
+    await page.keyboard.press("Enter")  # by keyboard: Enter opens the editor, Escape leaves it
+    await expect(editor).to_be_focused()
+    await page.keyboard.press("Escape")
+    await expect(editor).to_be_hidden()
+    await expect(edit).to_be_focused()
+
+    await deny.click()
+    await expect(reason).to_be_focused()
+    await card.locator(".only-deny").get_by_role("button", name="Cancel").click()
+    await expect(deny).to_be_focused()
+    await page.keyboard.press("Enter")
+    await expect(reason).to_be_focused()
+    await page.keyboard.press("Escape")
+    await expect(reason).to_be_hidden()
+    await expect(deny).to_be_focused()
+
+    await card.get_by_role("button", name="Approve").click()
+    await chat.wait_idle("document.querySelector('#approvals').hidden")
+    chat.assert_clean_console()
+
+
 async def test_an_approval_answered_in_another_window_is_not_answered_again(
     browser: Browser, scenario_url: str
 ) -> None:

@@ -75,12 +75,22 @@ export class ApprovalsView {
       "data-interrupt-id": interrupt.id,
     });
     const answered = this.answerer(session, interrupt, card);
-    const mode = (name: "choose" | "edit" | "deny") => {
+    const editButton = h("button", { type: "button", onclick: () => mode("edit") }, "Edit arguments");
+    const denyButton = h("button", { type: "button", class: "danger", onclick: () => mode("deny") }, "Deny");
+    // Cancel or Escape goes back to the choice with the focus on the button that opened the form
+    // (the focused Cancel is hidden with its form, which would drop the focus on the page's body)
+    const mode = (name: "choose" | "edit" | "deny", back?: HTMLElement) => {
       card.dataset.mode = name;
       error.hidden = true;
       if (name === "edit") editor.focus();
       if (name === "deny") reason.focus();
+      back?.focus();
     };
+    const escape = (back: HTMLElement) => (event: Event) => {
+      if ((event as KeyboardEvent).key === "Escape") mode("choose", back);
+    };
+    editor.addEventListener("keydown", escape(editButton));
+    reason.addEventListener("keydown", escape(denyButton));
 
     card.append(
       h("h3", { id: headingId }, "Approval needed"),
@@ -99,8 +109,8 @@ export class ApprovalsView {
           { type: "button", class: "primary", onclick: () => answered("Approved.", { approved: true }) },
           "Approve",
         ),
-        h("button", { type: "button", onclick: () => mode("edit") }, "Edit arguments"),
-        h("button", { type: "button", class: "danger", onclick: () => mode("deny") }, "Deny"),
+        editButton,
+        denyButton,
       ),
       h(
         "div",
@@ -128,7 +138,7 @@ export class ApprovalsView {
             },
             "Approve with these arguments",
           ),
-          h("button", { type: "button", onclick: () => mode("choose") }, "Cancel"),
+          h("button", { type: "button", onclick: () => mode("choose", editButton) }, "Cancel"),
         ),
       ),
       h(
@@ -150,7 +160,7 @@ export class ApprovalsView {
             },
             "Deny",
           ),
-          h("button", { type: "button", onclick: () => mode("choose") }, "Cancel"),
+          h("button", { type: "button", onclick: () => mode("choose", denyButton) }, "Cancel"),
         ),
       ),
     );
