@@ -848,6 +848,38 @@ async def test_escape_or_cancel_in_a_question_editor_gives_focus_back_to_its_edi
     chat.assert_clean_console()
 
 
+async def test_a_version_picker_used_by_keyboard_keeps_the_focus(browser: Browser, scenario_url: str) -> None:
+    """‹ and › rebuild the message they sit on; the focus stays on the picker (on the arrow pressed,
+    or the other one once the first or last version is reached), not on the page's body."""
+    chat = await open_chat(browser, scenario_url, "picker-focus")
+    page = chat.page
+    await chat.ask("nightly backups")
+    await chat.ask("log retention")
+    await (
+        page.locator("#log article.message-user")
+        .nth(1)
+        .get_by_role("button", name="Edit this question")
+        .click()
+    )
+    before = await chat.answers().count()
+    await page.locator("#log .edit-form textarea").fill("log retention in eu-west")
+    await page.keyboard.press("Enter")
+    await chat.wait_for_new_answer(before - 1)
+    picker = page.locator("#log .branch-picker[aria-label$='of this question']")
+    await expect(picker.locator(".branch-count")).to_have_text("2/2")
+
+    await picker.get_by_role("button", name="Previous version of this question").focus()
+    await page.keyboard.press("Enter")
+    await expect(picker.locator(".branch-count")).to_have_text("1/2")
+    await expect(page.locator("#log article.message-user").nth(1)).to_contain_text("log retention")
+    # the first version has no previous one: the focus is on ›, and Enter goes back
+    await expect(picker.get_by_role("button", name="Next version of this question")).to_be_focused()
+    await page.keyboard.press("Enter")
+    await expect(picker.locator(".branch-count")).to_have_text("2/2")
+    await expect(picker.get_by_role("button", name="Previous version of this question")).to_be_focused()
+    chat.assert_clean_console()
+
+
 async def test_a_long_unbroken_word_wraps_inside_its_message(browser: Browser, scenario_url: str) -> None:
     chat = await open_chat(browser, scenario_url, "long-word")
     page = chat.page

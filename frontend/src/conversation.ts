@@ -45,6 +45,8 @@ export class ConversationView {
   private readonly rendered = new Map<string, { sig: string; element: HTMLElement }>();
   private editing: Editing | null = null;
   private session: ChatSession | null = null;
+  /** A version picker's arrow was pressed: the picker to give the focus back to once it is shown. */
+  private refocus: { id: string; which: "prev" | "next" } | null = null;
 
   constructor(
     private readonly root: HTMLElement,
@@ -69,7 +71,10 @@ export class ConversationView {
         this.actions.edit(id, text);
       },
       regenerate: this.actions.regenerate,
-      switchTo: this.actions.switchTo,
+      switchTo: (id, which) => {
+        this.refocus = { id, which };
+        this.actions.switchTo(id);
+      },
     });
     const wanted = new Set(items.map((item) => item.key));
     for (const [key, entry] of this.rendered) {
@@ -91,6 +96,30 @@ export class ConversationView {
     });
     this.root.setAttribute("aria-busy", String(session.busy));
     if (stickToBottom) this.root.scrollTop = this.root.scrollHeight;
+    this.restorePickerFocus();
+  }
+
+  /**
+   * A switch rebuilds the message its picker sits on, and the pressed arrow with it, so the focus
+   * falls to the page's body. Once the version asked for shows with its picker enabled, the focus
+   * goes to the same arrow there, or to the other one at the first or last version. Given up as
+   * soon as the focus is somewhere else (the user moved on).
+   */
+  private restorePickerFocus(): void {
+    if (!this.refocus) return;
+    const focused = document.activeElement;
+    if (focused && focused !== document.body && !this.root.contains(focused)) {
+      this.refocus = null;
+      return;
+    }
+    const { id, which } = this.refocus;
+    const picker = this.root.querySelector(`.branch-picker[data-branch-of="${CSS.escape(id)}"]`);
+    const arrows = [`.branch-${which}`, `.branch-${which === "prev" ? "next" : "prev"}`]
+      .map((selector) => picker?.querySelector<HTMLButtonElement>(selector))
+      .filter((arrow): arrow is HTMLButtonElement => !!arrow && !arrow.disabled);
+    if (!arrows.length) return; // not shown yet, or still waiting for the switch
+    arrows[0].focus();
+    this.refocus = null;
   }
 
   /** Open the editor on a question shown, with `draft` in it (an edit the server did not keep). */
@@ -122,7 +151,8 @@ interface Controls {
   cancelEdit: () => void;
   sendEdit: (id: string, text: string) => void;
   regenerate: (answerId: string) => void;
-  switchTo: (messageId: string) => void;
+  /** `which`: the arrow pressed, to keep the focus on it. */
+  switchTo: (messageId: string, which: "prev" | "next") => void;
 }
 
 /**
@@ -286,11 +316,11 @@ function branchPicker(
   branch: Branch,
   what: "question" | "answer",
   enabled: boolean,
-  switchTo: (messageId: string) => void,
+  switchTo: (messageId: string, which: "prev" | "next") => void,
 ): HTMLElement {
   const shown = branch.index + 1;
   const count = branch.ids.length;
-  const go = (index: number) => () => switchTo(branch.ids[index]);
+  const go = (index: number) => () => switchTo(branch.ids[index], index < branch.index ? "prev" : "next");
   return h(
     "div",
     {
