@@ -750,6 +750,44 @@ async def test_ragstream_down_and_back_while_the_page_is_open(browser: Browser, 
         await context.close()
 
 
+async def test_on_a_phone_the_chat_comes_first_and_nothing_overlaps(
+    browser: Browser, scenario_config: Any
+) -> None:
+    """At a phone's width the chat has the full width, above the documents and sources: the two
+    columns of a wide window squeezed the chat to a sliver, its input over the document list."""
+    app = ragstream_app(scenario_config, scenario=True, state_key=None)
+    async with serve(app) as ragstream, example_server(ragstream) as runtime:
+        context = await browser.new_context(viewport={"width": 390, "height": 800})
+        page = CopilotKitPage(await context.new_page(), runtime.url, "phone")
+        await page.open()
+        assert (await page.ask("nightly backups")).startswith("Found it in")
+        box = page.page.get_by_test_id("copilot-chat-textarea")
+        await expect(box).to_be_in_viewport()
+        layout = await page.page.evaluate(
+            """() => {
+              const rect = (e) => e.getBoundingClientRect().toJSON();
+              return {
+                sideways: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+                chat: rect(document.querySelector('.chat-pane')),
+                input: rect(document.querySelector('[data-testid=copilot-chat-textarea]')),
+                side: rect(document.querySelector('.side')),
+              };
+            }"""
+        )
+        assert layout["sideways"] == 0, layout
+        assert layout["chat"]["width"] >= 380, layout
+        assert layout["input"]["width"] >= 200, layout
+        assert layout["side"]["top"] >= layout["chat"]["bottom"], layout  # below the chat, not over it
+        # the answer is readable and the side panel is there when scrolled to
+        await expect(page.answers().last).to_be_in_viewport()
+        await page.screenshot("chat")
+        await page.page.locator(".side").scroll_into_view_if_needed()
+        await expect(page.page.locator("#filter .doc-list input[type=checkbox]").first).to_be_in_viewport()
+        await page.screenshot("side")
+        page.assert_clean()
+        await context.close()
+
+
 async def test_a_tool_call_that_waits_for_the_user_says_so(browser: Browser, scenario_config: Any) -> None:
     """While its approval or question card shows, a tool call's card says it waits for the user, not
     that it runs; also after a reload. Approved, it runs and is done."""
