@@ -295,6 +295,45 @@ async def test_the_chat_page_answers_live_and_after_leaving_through_the_interrup
         chat.assert_clean_console()
 
 
+async def test_a_tool_call_waiting_for_the_users_answer_says_so(scenario_config: Any, tool_log: Path) -> None:
+    """The call of a tool that asked the user says it waits for the answer, live or as an interrupt
+    (not "running…" while nothing runs, nor "waiting for your approval" when no approval was asked)."""
+    from playwright.async_api import expect
+
+    async with seed_chat(scenario_config, "question-status") as (url, chat):
+        page = chat.page
+        await chat.ask("nightly backups")
+        thread = chat.thread_id
+        await chat.type_question('call book_trip {"city": "Oslo"}')
+        await expect(page.locator("#approvals .approval-question h3")).to_have_text(
+            "When do you travel to Oslo?"
+        )
+        tool = page.locator("#log .tool").last
+        await expect(tool.locator(".tool-name")).to_have_text("book_trip")
+        await expect(tool.locator(".tool-status")).to_have_text("waiting for your answer")
+        # the page leaves; the question comes back as an interrupt
+        await page.goto("about:blank")
+        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+            for _ in range(300):
+                view = (await http.get(f"/threads/{thread}")).json()
+                if view["interrupts"] and view["activeRunId"] is None:
+                    break
+                await asyncio.sleep(0.05)
+        await chat.open(f"#thread={thread}")
+        await expect(page.locator("#approvals .approval-question h3")).to_have_text(
+            "When do you travel to Oslo?"
+        )
+        await expect(tool.locator(".tool-status")).to_have_text("waiting for your answer")
+        before = await chat.answers().count()
+        await page.locator("#approvals input.question-answer").fill("May 3")
+        await page.locator("#approvals").get_by_role("button", name="Answer").click()
+        assert await chat.wait_for_new_answer(before) == "book_trip: Oslo booked for May 3"
+        await expect(
+            page.locator("#log .tool", has_text="book_trip").last.locator(".tool-status")
+        ).to_have_text("done")
+        chat.assert_clean_console()
+
+
 async def test_a_page_reloaded_while_a_question_waits_answers_it_live(
     scenario_config: Any, tool_log: Path
 ) -> None:

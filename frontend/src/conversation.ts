@@ -466,11 +466,15 @@ function bubble(
   );
 }
 
-type ToolStatus = "running" | "waiting" | "done" | "edited" | "denied" | "failed" | "unfinished";
+type ToolStatus = "running" | "waiting" | "asking" | "done" | "edited" | "denied" | "failed" | "unfinished";
 
 function toolStatus(session: ChatSession, toolCallId: string, result: ToolMessage | undefined): ToolStatus {
   const decision = session.decisions.get(toolCallId); // what this page answered to an approval request
-  if (session.interrupts.some((i) => i.toolCallId === toolCallId)) return "waiting";
+  // a tool's question (live during the run, or an interrupt after it) waits for an answer, not an approval
+  if (session.busy && session.liveQuestions.some((q) => q.toolCallId === toolCallId)) return "asking";
+  const interrupt = session.interrupts.find((i) => i.toolCallId === toolCallId);
+  if (interrupt)
+    return (interrupt.metadata as { kind?: unknown } | undefined)?.kind === "question" ? "asking" : "waiting";
   if (decision === "denied" || (result && outcomeOf(result) === "denied")) return "denied";
   if (result?.error) return "failed";
   if (result) return decision === "edited" || session.editedArgs.has(toolCallId) ? "edited" : "done";
@@ -502,6 +506,7 @@ function toolCallBlock(
   const labels: Record<ToolStatus, string> = {
     running: "running…",
     waiting: "waiting for your approval",
+    asking: "waiting for your answer",
     done: "done",
     edited: "done, with your edited arguments",
     denied: "denied",
