@@ -830,6 +830,27 @@ async def test_a_tool_call_that_waits_for_the_user_says_so(browser: Browser, sce
         await context.close()
 
 
+async def test_a_denied_tool_call_says_so(browser: Browser, scenario_config: Any) -> None:
+    """A call the user denied did not run: its card says "denied", not "done", as the chat page
+    does; live, and as ragstream saved it."""
+    scenario_config.tool_dirs = [SEED_TOOLS]
+    async with serve(scenario_app(scenario_config)) as ragstream, example_server(ragstream) as runtime:
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        page = CopilotKitPage(await context.new_page(), runtime.url, "tool-denied")
+        await page.open()
+        tool = page.page.locator(".tool").last
+        await page.type_question("archive another note")
+        await page.page.locator(".interrupt").get_by_role("button", name="Deny").click()
+        await expect(page.answers().last).to_have_text("Not archived: The user denied it.")
+        await page.wait_idle()
+        await expect(tool.locator(".tool-args")).to_have_text("note: another note")
+        await expect(tool.locator(".tool-status")).to_have_text("denied")
+        await page.reload()
+        await expect(tool.locator(".tool-status")).to_have_text("denied")
+        page.assert_clean()
+        await context.close()
+
+
 async def test_approvals_and_a_tools_question_in_chromium(browser: Browser, scenario_config: Any) -> None:
     """A tool that needs the user's approval, and one that asks the user (ragstream's interrupts):
     the chat shows a card, also after a reload; Approve, Deny and an answer resume the run, and the

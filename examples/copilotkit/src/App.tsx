@@ -15,7 +15,7 @@ import { CitationsProvider, Sources } from "./citations";
 import { DocumentFilter } from "./filter";
 import { useRagstreamInterrupts } from "./interrupts";
 import { PROGRESS_EVENT, THREAD_UNAVAILABLE, agentState, ragState, withDocumentFilter, type AppConfig, type Progress, type ThreadView } from "./ragstream";
-import { ProgressProvider, ToolCall, WaitingProvider } from "./tools";
+import { ProgressProvider, ToolCall, ToolOutcomesProvider, WaitingProvider, toolOutcomes } from "./tools";
 import {
   AssistantMessage,
   UserMessage,
@@ -282,6 +282,7 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
     [agent],
   );
 
+  const outcomes = toolOutcomes(agent.messages); // a denied or failed call says so, not "done"
   const rag = ragState(agent.state, stateKey);
   const citations = useMemo(() => rag.citations ?? {}, [rag.citations]);
   const showError = useCallback((text: string) => setNotice({ kind: "error", text }), []);
@@ -291,6 +292,7 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
     <VersionsContext.Provider value={versions}>
     <CitationsProvider threadId={threadId} citations={citations} onError={showError} version={version}>
       <ProgressProvider value={progress}>
+      <ToolOutcomesProvider value={outcomes}>
       <WaitingProvider>
         <div className="app">
           <header className="topbar">
@@ -327,6 +329,7 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
           </aside>
         </div>
       </WaitingProvider>
+      </ToolOutcomesProvider>
       </ProgressProvider>
     </CitationsProvider>
     </VersionsContext.Provider>

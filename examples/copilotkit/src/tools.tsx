@@ -43,6 +43,39 @@ export function useMarkWaiting(): WaitingValue["mark"] {
   return useContext(WaitingContext).mark;
 }
 
+/** How a call that ran no tool or whose tool failed ended (from its tool message). */
+export type ToolOutcome = "denied" | "failed";
+
+const OutcomeContext = createContext<Record<string, ToolOutcome>>({});
+
+/**
+ * The calls that did not succeed, by tool call id: ragstream's tool message carries pydantic-ai's
+ * outcome (`denied`, ...) in `encryptedValue` (AG-UI's tool message has no outcome field) and a
+ * failure's message in `error`. CopilotKit only tells the render a call is "complete".
+ */
+export function toolOutcomes(messages: readonly unknown[]): Record<string, ToolOutcome> {
+  const outcomes: Record<string, ToolOutcome> = {};
+  for (const message of messages) {
+    const tool = message as { role?: unknown; toolCallId?: unknown; encryptedValue?: unknown; error?: unknown };
+    if (tool.role !== "tool" || typeof tool.toolCallId !== "string") continue;
+    let outcome: unknown;
+    try {
+      outcome = typeof tool.encryptedValue === "string" ? JSON.parse(tool.encryptedValue)?.pydantic_ai?.outcome : undefined;
+    } catch {
+      outcome = undefined;
+    }
+    if (outcome === "denied") outcomes[tool.toolCallId] = "denied";
+    else if (tool.error || (typeof outcome === "string" && outcome !== "success")) outcomes[tool.toolCallId] = "failed";
+  }
+  return outcomes;
+}
+
+export function ToolOutcomesProvider({ value, children }: { value: Record<string, ToolOutcome>; children: ReactNode }) {
+  return <OutcomeContext.Provider value={value}>{children}</OutcomeContext.Provider>;
+}
+
+const OUTCOME_LABELS: Record<ToolOutcome, string> = { denied: "denied", failed: "did not complete" };
+
 const WAITING_LABELS: Record<Waiting, string> = {
   approval: "waiting for your approval",
   answer: "waiting for your answer",
@@ -67,10 +100,17 @@ function describeArgs(args: Record<string, unknown> | undefined): string {
 export function ToolCall({ name, toolCallId, args, status }: ToolCallProps) {
   const progress = useContext(ProgressContext)[toolCallId];
   const waiting = useContext(WaitingContext).waiting[toolCallId];
+  const outcome = useContext(OutcomeContext)[toolCallId];
   const done = status === "complete";
-  const label = done ? "done" : waiting ? WAITING_LABELS[waiting] : "running";
+  const label = done ? (outcome ? OUTCOME_LABELS[outcome] : "done") : waiting ? WAITING_LABELS[waiting] : "running";
   return (
-    <div className="tool" data-tool-call-id={toolCallId} data-status={status} data-waiting={!done && waiting ? waiting : undefined}>
+    <div
+      className="tool"
+      data-tool-call-id={toolCallId}
+      data-status={status}
+      data-waiting={!done && waiting ? waiting : undefined}
+      data-outcome={done ? outcome : undefined}
+    >
       <div className="tool-head">
         <span className="tool-name">{name}</span>
         <span className="tool-args">{describeArgs(args)}</span>
