@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import secrets
 import uuid
 from collections.abc import AsyncIterator
@@ -784,6 +785,26 @@ async def test_on_a_phone_the_chat_comes_first_and_nothing_overlaps(
         await page.page.locator(".side").scroll_into_view_if_needed()
         await expect(page.page.locator("#filter .doc-list input[type=checkbox]").first).to_be_in_viewport()
         await page.screenshot("side")
+        page.assert_clean()
+        await context.close()
+
+
+async def test_every_button_of_the_page_has_a_name(browser: Browser, scenario_config: Any) -> None:
+    """A screen reader names every button: CopilotChat's send and add buttons are icons with no
+    label of their own ("button, dimmed" is all a screen reader said of them)."""
+    app = ragstream_app(scenario_config, scenario=True, state_key=None)
+    async with serve(app) as ragstream, example_server(ragstream) as runtime:
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        page = CopilotKitPage(await context.new_page(), runtime.url, "names")
+        await page.open()
+        await page.ask("nightly backups")
+        await page.page.get_by_test_id("copilot-chat-textarea").fill("log retention")
+        snapshot = await page.page.locator("body").aria_snapshot()
+        unnamed = [
+            line for line in snapshot.splitlines() if re.match(r"^\s*- button(\s*\[[^\]]*\])*:?$", line)
+        ]
+        assert unnamed == [], snapshot
+        await expect(page.page.get_by_role("button", name="Send")).to_be_enabled()
         page.assert_clean()
         await context.close()
 

@@ -287,6 +287,11 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
   const citations = useMemo(() => rag.citations ?? {}, [rag.citations]);
   const showError = useCallback((text: string) => setNotice({ kind: "error", text }), []);
   const messageView = useMemo(() => ({ assistantMessage: AssistantMessage, userMessage: UserMessage }), []);
+  // CopilotChat's send and add buttons are bare icons: a screen reader only says "button"
+  const chatInput = useMemo(
+    () => ({ sendButton: { "aria-label": "Send" }, addMenuButton: { "aria-label": "Add attachments" } }),
+    [],
+  );
 
   return (
     <VersionsContext.Provider value={versions}>
@@ -316,6 +321,7 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
               onStop={stop}
               onError={refused}
               messageView={messageView}
+              input={chatInput}
               labels={{ chatInputPlaceholder: "Ask about the documents…" }}
             />
           </main>
