@@ -237,12 +237,14 @@ class RedisEventLog(EventLog):
 
     async def close(self, key: str, status: RunStatus) -> None:
         info = await self._local.info(key)
-        await self._local.close(key, status)
         box = self._outboxes.pop(key, None) or _Outbox(key, self._events_key(key))
-        if box.writer is not None:
-            await asyncio.shield(box.writer)
-        if box.error is not None:  # Redis failed under the run: it may hold any part of the log
-            await self._restore(box)
+        try:
+            if box.writer is not None:
+                await asyncio.shield(box.writer)
+            if box.error is not None:  # Redis failed under the run: it may hold any part of the log
+                await self._restore(box)  # from the local log, so before it is closed (and expires)
+        finally:
+            await self._local.close(key, status)
         seq = box.last_seq + 1
         async with self.redis.pipeline(transaction=True) as pipe:
             for pending_seq, data in box.pending:
