@@ -116,6 +116,14 @@ def _window(now: float, window: int) -> int:
     return int(now // window)
 
 
+async def _checking(call: Awaitable[Any]) -> Any:
+    """``call``'s result; a Redis failure as ``BackendUnavailable`` (the limits cannot be checked)."""
+    try:
+        return await call
+    except RedisError as exc:
+        raise BackendUnavailable(f"the limits cannot be checked: {exc}") from exc
+
+
 class Quotas(ABC):
     """The limits and their counters."""
 
@@ -347,10 +355,7 @@ class RedisQuotas(Quotas):
             2 * MINUTE,
             max(1, math.ceil(hold_until - now)),
         ]
-        try:
-            refused, used = await self._admit_script(keys=keys, args=args)
-        except RedisError as exc:
-            raise BackendUnavailable(f"the limits cannot be checked: {exc}") from exc
+        refused, used = await _checking(self._admit_script(keys=keys, args=args))
         return (refused.decode() if isinstance(refused, bytes) else str(refused)), int(used)
 
     def _release(self, principal: str, run_key: str) -> None:
@@ -359,17 +364,11 @@ class RedisQuotas(Quotas):
         task.add_done_callback(self._releases.discard)
 
     async def _slots(self, principal: str) -> list[str]:
-        try:
-            members = await self.redis.zrange(self._key("active", principal), 0, -1)
-        except RedisError as exc:
-            raise BackendUnavailable(f"the limits cannot be checked: {exc}") from exc
+        members = await _checking(self.redis.zrange(self._key("active", principal), 0, -1))
         return [m.decode() if isinstance(m, bytes) else str(m) for m in members]
 
     async def _drop(self, principal: str, run_keys: list[str]) -> None:
-        try:
-            await self.redis.zrem(self._key("active", principal), *run_keys)
-        except RedisError as exc:
-            raise BackendUnavailable(f"the limits cannot be checked: {exc}") from exc
+        await _checking(self.redis.zrem(self._key("active", principal), *run_keys))
 
     async def _zrem(self, principal: str, run_key: str) -> None:
         try:
@@ -389,10 +388,7 @@ class RedisQuotas(Quotas):
 
     async def _upload(self, principal: str, size: int, limit: int, now: float) -> int | None:
         key = self._key("upload", principal, _window(now, HOUR))
-        try:
-            used = int(await self._upload_script(keys=[key], args=[size, limit, 2 * HOUR]))
-        except RedisError as exc:
-            raise BackendUnavailable(f"the limits cannot be checked: {exc}") from exc
+        used = int(await _checking(self._upload_script(keys=[key], args=[size, limit, 2 * HOUR])))
         return None if used < 0 else used
 
     async def aclose(self) -> None:
