@@ -30,6 +30,7 @@ import gc
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 import tracemalloc
@@ -317,6 +318,13 @@ def _rss() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def _task_name(task: asyncio.Task[Any]) -> str:
+    """A task's coroutine, and its own name when it was given one (default names count up, ``Task-12``)."""
+    coro = getattr(task.get_coro(), "__qualname__", "?")
+    name = task.get_name()
+    return coro if re.fullmatch(r"Task-\d+", name) else f"{name}:{coro}"
+
+
 async def footprint(services: Any) -> Footprint:
     gc.collect()
     await asyncio.sleep(0)
@@ -336,7 +344,7 @@ async def footprint(services: Any) -> Footprint:
     cache = services.cache
     return Footprint(
         tasks=len(tasks),
-        task_names=sorted(t.get_name() + ":" + getattr(t.get_coro(), "__qualname__", "?") for t in tasks),
+        task_names=sorted(_task_name(t) for t in tasks),
         fds=len(os.listdir("/proc/self/fd")),
         memory=tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0,
         rss=_rss(),
@@ -510,7 +518,8 @@ def check_report(report: SoakReport) -> None:
     )
     assert report.result.stale_client_copies == 0, "the server found a carried client state stale"
     assert after.structures == before.structures, (before.structures, after.structures)
-    assert after.tasks <= before.tasks + TASK_TOLERANCE, (before.task_names, after.task_names)
+    left = Counter(after.task_names) - Counter(before.task_names)
+    assert after.tasks <= before.tasks + TASK_TOLERANCE, f"tasks left over: {sorted(left.elements())}"
     assert after.fds <= before.fds + FD_TOLERANCE, (before.fds, after.fds)
     grown = after.objects - before.objects
     assert grown.total() <= OBJECT_TOLERANCE, f"objects left over: {grown.most_common(15)}"

@@ -291,6 +291,10 @@ class RunManager:
                 tracing.end_run(outcome, code)
             source.close()
             self._runs.pop(key, None)
+            if not self._runs and self._renewer is not None:
+                # an idle process keeps no task: the next run starts a new renewer
+                self._renewer.cancel()
+                self._renewer = None
             with contextlib.suppress(Exception):
                 await self.locks.release(active.info.thread_id, active.info.run_id)
             with contextlib.suppress(Exception):
