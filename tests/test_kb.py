@@ -311,6 +311,41 @@ async def test_a_second_connection_sees_new_documents(tmp_path: Path) -> None:
             assert [h.text for h in await reader.search("second", mode="text")] == ["second document"]
 
 
+def _open_files_under(path: Path) -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed since listed
+            continue
+        count += target.startswith(str(path))
+    return count
+
+
+async def test_a_long_lived_knowledge_base_keeps_a_bounded_number_of_files_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server ingests for weeks: the writer and a reader in another worker keep at most a bounded
+    number of the knowledge base's files open, however many documents come and go (LanceDB's index
+    cache holds each full-text index version it read open until the connection is replaced; LanceDB
+    starts keeping them after about 50 index versions)."""
+    monkeypatch.setattr("rag_tools.kb.tables.RECONNECT_AFTER_VERSIONS", 16)
+    embedder = HashingEmbeddingModel()
+    path = tmp_path / "kb"
+    counts: list[int] = []
+    async with KnowledgeBase(path, embedder=embedder) as writer:
+        await writer.ingest_bytes(b"seed document", name="seed.txt")
+        async with KnowledgeBase(path, embedder=embedder) as reader:
+            for i in range(120):
+                await writer.ingest_bytes(f"item {i} weighs {i * 7} grams".encode(), name=f"item-{i}.txt")
+                hits = await reader.search(f"weighs {i * 7} grams", mode="text", limit=3)
+                assert hits, f"the reader did not find item {i}"
+                if i % 10 == 0:
+                    assert await writer.delete_document(f"item-{i}.txt")
+                counts.append(_open_files_under(path))
+    assert max(counts) <= 60, f"open files of the knowledge base, every tenth ingest: {counts[::10]}"
+
+
 @pytest.mark.parametrize("seconds", [0.0, 3600.0])
 async def test_read_consistency_bounds_how_old_a_view_of_other_writers_gets(
     tmp_path: Path, seconds: float

@@ -149,4 +149,6 @@ async def _refresh(tables: Tables, *, ann_index_threshold: int) -> int:
             created = True
         if not created:
             await chunks.optimize(cleanup_older_than=timedelta(minutes=10))
+        if tables.documents is not None:
+            await tables.documents_version()  # replaces a connection holding too many index versions
         return rows

@@ -62,6 +62,9 @@ FTS_COLUMN = "search_text"
 WRITTEN_AT = "written_at"
 GROUPS = "groups"
 _V = TypeVar("_V")
+#: Versions of the ``documents`` table (about one per ingest or delete) a connection lives through
+#: before ``Tables`` replaces it, dropping the index files its cache holds open (``_reconnect``).
+RECONNECT_AFTER_VERSIONS = 64
 HIT_COLUMNS = [
     "chunk_id",
     "document_id",
@@ -198,6 +201,8 @@ class Tables:
         self.write_lock = asyncio.Lock()
         self._published: _RowsPerVersion[tuple[str, list[str] | None]] = _RowsPerVersion()
         self._by_uri: _RowsPerVersion[frozenset[str]] = _RowsPerVersion()
+        self._connected_version: int | None = None  # of ``documents``, when the connection was made
+        self._reconnecting = False
 
     async def open(self) -> None:
         """Connect; check the embedder and the format, migrating a format 1 knowledge base.
@@ -211,19 +216,58 @@ class Tables:
             return
         if "://" not in self.uri:
             Path(self.uri).mkdir(parents=True, exist_ok=True)
+        self.db = await self._connect()
         try:
-            self.db = await lancedb.connect_async(
+            await self._open_tables()
+        except BaseException:
+            self.close()
+            raise
+
+    async def _connect(self) -> lancedb.AsyncConnection:
+        try:
+            return await lancedb.connect_async(
                 self.uri,
                 read_consistency_interval=self._read_consistency_interval,
                 storage_options=self._storage_options,
             )
         except ValueError as error:  # LanceDB reports an unreachable object store this way on connect
             raise unavailable(self.uri, error) from error
+
+    async def _reconnect(self) -> None:
+        """Replace the connection and its tables with new ones.
+
+        LanceDB (0.40) keeps every index version a connection opened in the connection's cache, with
+        the index file open, and evicts by size only; each optimize writes a new full-text index
+        version, so a long-lived connection over a knowledge base that changes holds one more file
+        per ingest (deleted ones too, with their disk space) until it runs out of descriptors.
+        Dropping the old connection frees them; queries still running on its tables finish first.
+        The new connection starts with a cold cache: the next search reads its indexes again.
+        """
+        self._reconnecting = True
         try:
-            await self._open_tables()
-        except BaseException:
-            self.close()
-            raise
+            db = await self._connect()
+            names = set((await db.list_tables()).tables)
+            opened = {name: await db.open_table(name) for name in (CHUNKS, DOCUMENTS, FILES) if name in names}
+            version = await opened[DOCUMENTS].version() if DOCUMENTS in opened else None
+        finally:
+            self._reconnecting = False
+        self.db = db
+        self.chunks = opened.get(CHUNKS, self.chunks)
+        self.documents = opened.get(DOCUMENTS, self.documents)
+        self.files = opened.get(FILES, self.files)
+        self._connected_version = version
+
+    async def documents_version(self) -> int:
+        """The ``documents`` table's version now; a connection that has lived through
+        ``RECONNECT_AFTER_VERSIONS`` of them is replaced first (``_reconnect``)."""
+        if self.documents is None:
+            raise KnowledgeBaseError("the knowledge base has no documents table yet")
+        version = await self.documents.version()
+        if self._connected_version is None or version < self._connected_version:
+            self._connected_version = version
+        elif version - self._connected_version >= RECONNECT_AFTER_VERSIONS and not self._reconnecting:
+            await self._reconnect()
+        return version
 
     async def _open_tables(self) -> None:
         db = self.require_open()
@@ -308,7 +352,8 @@ class Tables:
             }
 
         columns = ["document_id", "content_hash", GROUPS]
-        return await self._published.get(self.documents, "document_id", document_ids, columns, read)
+        version = await self.documents_version()
+        return await self._published.get(self.documents, version, "document_id", document_ids, columns, read)
 
     async def ids_by_uri(self, uris: set[str]) -> dict[str, frozenset[str]]:
         """The ids of the documents shown as each of ``uris`` (display sources; those found)."""
@@ -321,7 +366,8 @@ class Tables:
                 found.setdefault(row["uri"], set()).add(row["document_id"])
             return {uri: frozenset(ids) for uri, ids in found.items()}
 
-        return await self._by_uri.get(self.documents, "uri", uris, ["document_id", "uri"], read)
+        version = await self.documents_version()
+        return await self._by_uri.get(self.documents, version, "uri", uris, ["document_id", "uri"], read)
 
     async def _read_meta(self) -> dict[str, str]:
         table = await self.require_open().open_table(META)
@@ -487,13 +533,14 @@ class _RowsPerVersion(Generic[_V]):
     async def get(
         self,
         table: lancedb.AsyncTable,
+        version: int,
         column: str,
         keys: set[str],
         columns: list[str],
         read: Callable[[list[dict[str, Any]]], dict[str, _V]],
     ) -> dict[str, _V]:
-        """``read``'s value for each of ``keys`` that has rows (asking the table only for new keys)."""
-        version = await table.version()
+        """``read``'s value for each of ``keys`` that has rows at ``version`` of the table (asking
+        the table only for new keys)."""
         if version != self._version:
             self._version, self._values = version, {}
         missing = keys - self._values.keys()
