@@ -256,14 +256,31 @@ async def _all_readable(kb: KnowledgeBase, names: DocumentNames) -> bool:
     return all(readability.values())
 
 
-async def _check_idle(services: Services, thread_id: str, doing: str) -> None:
+async def _idle_owned_entry(services: Services, thread_id: str, principal: str, doing: str) -> CacheEntry:
+    """``owned_entry`` of a thread no run is streaming on; ``RunConflict`` (409) while one is.
+
+    A thread's first run saves it only when it ends: meanwhile, on another host, the thread is
+    not stored yet, and a caller whose own run holds it gets the 409 rather than a 404 that would
+    let a delete "succeed" before the run saves the thread."""
+    busy = RunConflict(f"thread {thread_id!r} has a run in progress; {doing}", "thread_busy")
+    try:
+        entry = await owned_entry(services.cache, thread_id, principal)
+    except ThreadNotFound:
+        run_id = await services.runs.locks.holder(thread_id)
+        if run_id is None:
+            raise
+        try:
+            await services.runs.find(thread_id, run_id, principal)
+        except RunNotFound:
+            raise ThreadNotFound(thread_id) from None
+        raise busy from None
     if await services.runs.locks.holder(thread_id) is not None:
-        raise RunConflict(f"thread {thread_id!r} has a run in progress; {doing}", "thread_busy")
+        raise busy
+    return entry
 
 
 async def delete_thread(services: Services, thread_id: str, principal: str) -> None:
-    await owned_entry(services.cache, thread_id, principal)
-    await _check_idle(services, thread_id, "stop it first")
+    await _idle_owned_entry(services, thread_id, principal, "stop it first")
     await services.runs.forget(thread_id)
     await services.cache.delete(thread_id)
 
@@ -272,8 +289,7 @@ async def set_approval_policy(
     services: Services, thread_id: str, principal: str, patterns: list[str]
 ) -> list[str]:
     """Replace the thread's list of tools (names or globs) that need approval; saved at once."""
-    await owned_entry(services.cache, thread_id, principal)
-    await _check_idle(services, thread_id, "change its policy after it ends")
+    await _idle_owned_entry(services, thread_id, principal, "change its policy after it ends")
     async with services.cache.transaction(thread_id) as entry:
         policy = entry.context.get_or_create(APPROVAL_NAMESPACE, ApprovalPolicy)
         policy.need_user_approve_tools = list(dict.fromkeys(patterns))
@@ -289,8 +305,7 @@ async def switch_branch(
     The thread's state becomes that branch's, so the next run's baseline shows it; the branch left
     stays stored. Returns the thread view.
     """
-    shown = await owned_entry(services.cache, thread_id, principal)
-    await _check_idle(services, thread_id, "switch branches after it ends")
+    shown = await _idle_owned_entry(services, thread_id, principal, "switch branches after it ends")
     tree = ConversationTree(conversation_of(shown.record.extras))
     target = tree.entry_of(message_id)
     if target is None:

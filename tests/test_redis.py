@@ -116,6 +116,36 @@ async def test_stop_on_one_worker_reaches_a_run_on_the_other(workers: tuple[Work
     assert events[-1]["outcome"] == {"type": "cancelled"}
 
 
+async def test_a_new_thread_streaming_on_one_worker_cannot_be_deleted_on_the_other(
+    workers: tuple[Worker, Worker],
+) -> None:
+    """A thread's first run saves it when it ends; until then worker B has no stored thread, but a
+    delete there must still say "busy" (409), not "not found" (which a client reads as deleted,
+    and the thread would then appear when the run saves it)."""
+    a, b = workers
+    async with httpx.AsyncClient(timeout=60) as http:
+        frames: list[str] = []
+
+        async def follow() -> None:
+            async with http.stream("POST", f"{a.url}/agui", json=run_body("fresh", "r1", "slow")) as response:
+                async for line in response.aiter_lines():
+                    frames.append(line)
+
+        running = asyncio.create_task(follow())
+        while sum(line.startswith("id:") for line in frames) < 10:  # the first run is streaming on A
+            await asyncio.sleep(0.02)
+        busy = await http.delete(f"{b.url}/threads/fresh")
+        assert busy.status_code == 409, busy.text
+        assert busy.json()["error"]["code"] == "thread_busy"
+        switched = await http.post(f"{b.url}/threads/fresh/switch", json={"messageId": "nope"})
+        assert switched.status_code == 409, switched.text
+        assert (await http.delete(f"{b.url}/threads/never-made")).status_code == 404
+        await asyncio.wait_for(running, 30)
+        assert (await http.get(f"{b.url}/threads/fresh")).status_code == 200
+        assert (await http.delete(f"{b.url}/threads/fresh")).status_code == 204
+        assert (await http.get(f"{a.url}/threads/fresh")).status_code == 404
+
+
 async def test_a_killed_worker_leaves_a_lock_that_expires_and_a_run_closed_with_run_error(
     scenario_config: Any, redis_url: str, redis_prefix: str
 ) -> None:

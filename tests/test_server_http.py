@@ -354,7 +354,8 @@ async def test_busy_thread_and_reused_run_ids_are_409(scenario_config: Any) -> N
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.1)
         assert_error(await client.post("/agui", json=run_body("busy", "r2")), 409, "busy")
-        assert_error(await client.delete("/threads/busy"), 404)  # not saved yet: nobody owns it
+        # not saved until its first run ends, but the caller's own run holds it: busy, not missing
+        assert_error(await client.delete("/threads/busy"), 409, "in progress")
         response = await slow
         check_stream([e for _, e in parse_sse(response.text)], {})
         assert_error(await client.post("/agui", json=run_body("busy", "r1")), 409, "already exists")
