@@ -1176,6 +1176,27 @@ async def test_a_job_card_stops_following_a_job_it_cannot_read_and_says_why(
     )
 
 
+async def test_uploads_that_cannot_be_listed_say_so(browser: Browser, scenario_url: str) -> None:
+    """The job cards come from the server on load; when that listing fails the panel says the
+    uploads could not be listed, rather than showing none (which reads as "you uploaded nothing")."""
+
+    async def jobs(route: Any) -> None:
+        message = "the server is restarting"
+        await route.fulfill(status=503, json={"error": {"code": "unavailable", "message": message}})
+
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    await context.route(re.compile(r"/documents/jobs(\?|/|$)"), jobs)
+    chat = ChatPage(await context.new_page(), scenario_url, "jobs-unlisted")
+    await chat.open()
+    await expect(chat.page.locator("#jobs .job-error")).to_have_text(
+        "Your recent uploads could not be listed (the server is restarting); reload the page to see them."
+    )
+    assert await rendered_junk(chat.page) == []
+    assert chat.problems == [
+        "console error: Failed to load resource: the server responded with a status of 503 (Service Unavailable)"
+    ]
+
+
 @pytest.fixture
 async def editor_url(scenario_config: Any) -> AsyncIterator[str]:
     """The product app with tokens; alice is an editor, bob only reads."""

@@ -93,8 +93,12 @@ export class UploadsView {
     let listed: IngestJob[];
     try {
       listed = (await this.api.jobs(SHOWN_JOBS)).jobs;
-    } catch {
-      return; // no listing (a restart, a network blip): the next upload brings the cards back
+    } catch (error) {
+      // the jobs live on the server: an empty list would say there are none
+      const cause = error instanceof Error ? error.message : String(error);
+      this.message = `Your recent uploads could not be listed (${cause}); reload the page to see them.`;
+      this.render();
+      return;
     }
     const known = new Set(this.jobs.map((j) => j.id));
     const restored = listed.filter((job) => !known.has(job.id));
