@@ -790,8 +790,8 @@ async def test_on_a_phone_the_chat_comes_first_and_nothing_overlaps(
 
 
 async def test_every_button_of_the_page_has_a_name(browser: Browser, scenario_config: Any) -> None:
-    """A screen reader names every button: CopilotChat's send and add buttons are icons with no
-    label of their own ("button, dimmed" is all a screen reader said of them)."""
+    """A screen reader names every button and progress bar: CopilotChat's send and add buttons are
+    icons with no label of their own ("button, dimmed" is all a screen reader said of them)."""
     app = ragstream_app(scenario_config, scenario=True, state_key=None)
     async with serve(app) as ragstream, example_server(ragstream) as runtime:
         context = await browser.new_context(viewport={"width": 1280, "height": 800})
@@ -801,9 +801,13 @@ async def test_every_button_of_the_page_has_a_name(browser: Browser, scenario_co
         await page.page.get_by_test_id("copilot-chat-textarea").fill("log retention")
         snapshot = await page.page.locator("body").aria_snapshot()
         unnamed = [
-            line for line in snapshot.splitlines() if re.match(r"^\s*- button(\s*\[[^\]]*\])*:?$", line)
+            line
+            for line in snapshot.splitlines()
+            if re.match(r"^\s*- (button|progressbar)(\s*\[[^\]]*\])*:?$", line)
         ]
         assert unnamed == [], snapshot
+        # the search tool's bar of passages read
+        assert '- progressbar "Progress of search"' in snapshot, snapshot
         await expect(page.page.get_by_role("button", name="Send")).to_be_enabled()
         page.assert_clean()
         await context.close()
@@ -822,6 +826,8 @@ async def test_a_tool_call_that_waits_for_the_user_says_so(browser: Browser, sce
 
         await page.type_question("archive the old note")
         await expect(card.locator(".interrupt-title")).to_have_text("Approval needed")
+        # announced to a screen reader as it appears: the run now waits for the user
+        await expect(card.get_by_role("alert")).to_have_text("Approval needed")
         await expect(tool.locator(".tool-name")).to_have_text("archive_note")
         await expect(tool.locator(".tool-status")).to_have_text("waiting for your approval")
         await page.wait_idle()
@@ -887,6 +893,8 @@ async def test_approvals_and_a_tools_question_in_chromium(browser: Browser, scen
         # approval, shown again after a reload, then approved
         await page.type_question("archive the old note")
         await expect(card.locator(".interrupt-title")).to_have_text("Approval needed")
+        # announced to a screen reader as it appears: the run now waits for the user
+        await expect(card.get_by_role("alert")).to_have_text("Approval needed")
         await expect(card.locator(".interrupt-message")).to_have_text(
             'Approve archive_note({"note":"the old note"})?'
         )

@@ -39,7 +39,10 @@ function InterruptCard({ interrupt, resolve }: Pick<InterruptRenderProps, "inter
   const text = interrupt.message ?? (question ? metadata.question : undefined) ?? interrupt.reason;
   return (
     <div className="interrupt" role="group" aria-label={question ? "The assistant asks you" : "Approval needed"} data-interrupt-id={interrupt.id}>
-      <p className="interrupt-title">{question ? "The assistant asks you" : "Approval needed"}</p>
+      {/* announced as it appears: the run waits for the user */}
+      <p className="interrupt-title" role="alert">
+        {question ? "The assistant asks you" : "Approval needed"}
+      </p>
       <p className="interrupt-message">{text}</p>
       {question ? (
         <form className="interrupt-actions" onSubmit={submit}>

@@ -119,7 +119,9 @@ export function ToolCall({ name, toolCallId, args, status }: ToolCallProps) {
       {progress ? (
         <div className="tool-progress">
           <span>{progress.message}</span>
-          {progress.total ? <progress max={progress.total} value={progress.done ?? 0} /> : null}
+          {progress.total ? (
+            <progress max={progress.total} value={progress.done ?? 0} aria-label={`Progress of ${name}`} />
+          ) : null}
         </div>
       ) : null}
     </div>
