@@ -151,6 +151,7 @@ class Services:
                 prefix=config.redis_prefix,
                 ttl_seconds=config.event_log_ttl_seconds,
                 liveness_seconds=min(5.0, config.run_lock_ttl_seconds / 2),
+                lock_ttl_seconds=config.run_lock_ttl_seconds,
                 worker_lost_event=encode_failure(RunFailure(FailureCode.WORKER_LOST)),
             )
             stop_bus = RedisStopBus(client, config.redis_prefix)

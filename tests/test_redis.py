@@ -283,7 +283,8 @@ async def test_a_run_cut_by_a_redis_restart_is_replayed_whole(
 ) -> None:
     """Redis restarts empty under a run, at once or after a second: the run's log, written again by
     its worker, replays whole on any worker, and a follower on the other worker told to reconnect
-    later gets, from its last event id, exactly the events it had not seen."""
+    later gets, from its last event id, exactly the events it had not seen. Back at once, the run
+    finishes (its worker writes its thread lock again with its log)."""
     with private_redis() as (port, _):
         pass  # a free port for a Redis of our own
     env = worker_env(scenario_config, f"redis://127.0.0.1:{port}/0", redis_prefix)
@@ -327,6 +328,8 @@ async def test_a_run_cut_by_a_redis_restart_is_replayed_whole(
         assert followed == replay  # every event once, in order, as the log holds it
         if down:  # the run was stopped while Redis was away: the log is what its own client saw
             assert replay == seen
+        else:  # Redis came back at once: the run wrote its log and its lock again and went on
+            assert replay[-1][1]["type"] == "RUN_FINISHED", replay[-1]
     finally:
         a.stop()
         b.stop()

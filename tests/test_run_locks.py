@@ -60,3 +60,20 @@ async def test_a_long_run_keeps_its_thread_and_one_whose_lock_was_taken_stops(sc
         assert events[-1]["outcome"] == {"type": "cancelled"}
         assert len([e for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]) < 300
         assert (await http.get("/threads/taken")).status_code == 404  # nothing of it was saved
+
+        # its lock vanished and no other run took the thread (Redis restarted empty, say): the run
+        # takes it again at its next renewal and finishes
+        frames.clear()
+        lost = asyncio.create_task(follow("lost"))
+        await streaming(10)
+        await locks.release("lost", "r1")
+        for _ in range(500):
+            if await locks.holder("lost") == "r1":
+                break
+            await asyncio.sleep(0.01)
+        assert await locks.holder("lost") == "r1", "the run did not take its lock again"
+        events = await lost
+        check_stream(events, {})
+        assert events[-1]["type"] == "RUN_FINISHED"
+        assert events[-1].get("outcome", {}).get("type") in (None, "success")
+        assert await locks.holder("lost") is None

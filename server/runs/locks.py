@@ -2,7 +2,9 @@
 
 A lock names the run holding it. ``acquire`` fails while another live run holds the thread;
 ``renew`` extends the expiry (a heartbeat) and reports whether the run still holds it; an expired
-lock (its worker died) is free again. ``MemoryRunLocks`` serves one process; ``RedisRunLocks``
+lock (its worker died) is free again. A renew that finds the lock free takes it again: the lock was
+lost (Redis restarted empty, or the worker's loop stalled past the expiry) while no other run took
+the thread, and the run goes on holding it. ``MemoryRunLocks`` serves one process; ``RedisRunLocks``
 (``runs.redis``) shares locks between workers and hosts. A backend that cannot be reached raises
 ``BackendUnavailable``.
 
@@ -33,7 +35,7 @@ class RunLocks(ABC):
 
     @abstractmethod
     async def renew(self, thread_id: str, run_id: str, ttl_seconds: float) -> bool:
-        """Extend the lock; ``False`` when ``run_id`` no longer holds it."""
+        """Extend the lock, taking it again if it is free; ``False`` when another run holds it."""
 
     @abstractmethod
     async def release(self, thread_id: str, run_id: str) -> None:
@@ -65,7 +67,7 @@ class MemoryRunLocks(RunLocks):
 
     async def renew(self, thread_id: str, run_id: str, ttl_seconds: float) -> bool:
         held = self._live(thread_id)
-        if held is None or held[0] != run_id:
+        if held is not None and held[0] != run_id:
             return False
         self._held[thread_id] = (run_id, time.monotonic() + ttl_seconds)
         return True

@@ -51,7 +51,12 @@ __all__ = ["RedisEventLog", "RedisQuestionBus", "RedisRunLocks", "RedisStopBus",
 logger = logging.getLogger("ragstream.redis")
 
 _RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if not holder then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
 return 0
 """
 _RELEASE = """
@@ -166,15 +171,18 @@ class RedisEventLog(EventLog):
         ttl_seconds: float = 600.0,
         liveness_seconds: float = 5.0,
         running_ttl_seconds: float = 86_400.0,
+        lock_ttl_seconds: float = 30.0,
         worker_lost_event: bytes = b"{}",
     ) -> None:
-        """``worker_lost_event`` is the encoded terminal event that closes a run whose worker died."""
+        """``worker_lost_event`` is the encoded terminal event that closes a run whose worker died;
+        ``lock_ttl_seconds`` the run locks' lifetime, for a lock written again with its run's log."""
         self.redis = client
         self.locks = locks
         self.prefix = prefix
         self.ttl_seconds = ttl_seconds
         self.liveness_seconds = liveness_seconds
         self.running_ttl_seconds = running_ttl_seconds
+        self.lock_ttl_seconds = lock_ttl_seconds
         self._local = MemoryEventLog(ttl_seconds=0)  # a run's log while it runs; Redis has it after
         self._outboxes: dict[str, _Outbox] = {}
         self.worker_lost_event = worker_lost_event
@@ -261,7 +269,8 @@ class RedisEventLog(EventLog):
         self._local.discard(key)  # readers from now on read Redis, which every worker shares
 
     async def _restore(self, box: _Outbox) -> None:
-        """Write a run of this worker to Redis again, whole: its info and every event so far."""
+        """Write a run of this worker to Redis again, whole: its info, every event so far and its
+        thread's lock (lost with the rest, it would have a reader close the run as dead)."""
         info = await self._local.info(box.run)
         if info is None:
             return
@@ -279,6 +288,7 @@ class RedisEventLog(EventLog):
                 for seq, data in enumerate(events, 1):
                     pipe.xadd(box.key, {"d": data}, id=f"0-{seq}")
                 pipe.hset(info_key, mapping=_info_fields(info))
+                pipe.set(self.locks.key(info.thread_id), info.run_id, nx=True, px=_ms(self.lock_ttl_seconds))
                 pipe.sadd(runs, box.run)
                 for key in (box.key, info_key, runs):
                     pipe.pexpire(key, _ms(self.running_ttl_seconds))
