@@ -146,6 +146,46 @@ async def test_a_new_thread_streaming_on_one_worker_cannot_be_deleted_on_the_oth
         assert (await http.get(f"{a.url}/threads/fresh")).status_code == 404
 
 
+async def test_a_follower_whose_run_log_vanished_is_told_to_reconnect(
+    workers: tuple[Worker, Worker], redis_url: str, redis_prefix: str
+) -> None:
+    """Redis loses a run's log while the run is quiet (a long model call): a follower on another
+    worker ends with RUN_ERROR ``event_log_unavailable`` ("reconnect later"), not a silent end of
+    stream that a client cannot tell from a finished run."""
+    import redis.asyncio as aioredis
+
+    a, b = workers
+    async with httpx.AsyncClient(timeout=60) as http:
+        own: list[str] = []
+        run = asyncio.create_task(_follow(http, f"{a.url}/agui", own, json=run_body("quiet", "r1", "hang")))
+        while not any(line.startswith("id:") for line in own):
+            await asyncio.sleep(0.02)
+        frames: list[str] = []
+        follower = asyncio.create_task(_follow(http, f"{b.url}/threads/quiet/runs/r1/events", frames))
+        while not any(line.startswith("id:") for line in frames):
+            await asyncio.sleep(0.02)
+        client = aioredis.from_url(redis_url)
+        try:
+            assert (
+                await client.delete(f"{redis_prefix}run:quiet/r1:info", f"{redis_prefix}run:quiet/r1:events")
+                == 2
+            )
+        finally:
+            await client.aclose()
+        await asyncio.wait_for(follower, 15)
+        events = [e for _, e in parse_sse("\n".join(frames) + "\n\n")]
+        assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "event_log_unavailable", events[-1]
+        assert (await http.post(f"{a.url}/threads/quiet/runs/r1/stop")).status_code == 202
+        await asyncio.wait_for(run, 15)
+
+
+async def _follow(http: httpx.AsyncClient, url: str, frames: list[str], **body: Any) -> None:
+    async with http.stream("POST" if body else "GET", url, **body) as response:
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            frames.append(line)
+
+
 async def test_a_killed_worker_leaves_a_lock_that_expires_and_a_run_closed_with_run_error(
     scenario_config: Any, redis_url: str, redis_prefix: str
 ) -> None:

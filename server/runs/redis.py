@@ -359,8 +359,8 @@ class RedisEventLog(EventLog):
             if time.monotonic() - checked >= self.liveness_seconds:
                 checked = time.monotonic()
                 status = await self._status_closing_if_dead(info)
-                if status is None:
-                    return  # the log expired under a slow reader: nothing more will come
+                if status is None:  # Redis lost it (a restart; its worker writes it again) or it expired
+                    raise BackendUnavailable("the run's event log is gone from Redis")
                 if status != "running":  # it ended, maybe where this reader cannot see its end
                     batches, last, _ = await self._drain(stream, last)
                     for batch in batches:
