@@ -79,6 +79,24 @@ async def test_a_reader_past_the_events_of_a_running_run_ends_with_the_run(
     assert await asyncio.wait_for(ahead, 10) == []
 
 
+async def test_redis_emptied_just_before_a_close_gets_the_whole_log_back(
+    two_workers: tuple[RedisEventLog, RedisEventLog], redis_prefix: str
+) -> None:
+    """Redis restarts empty after a run's last write and before its close: the close finds the log
+    short and writes it again whole, so a reader on any worker replays the run, not only its end."""
+    a, b = two_workers
+    await _start(a, "t9", "r9")
+    events = [b'{"n":%d}' % i for i in range(1, 11)]
+    for data in events:
+        await a.append("t9/r9", data)
+    while a._outboxes["t9/r9"].writer is not None:  # written behind the run
+        await asyncio.sleep(0.01)
+    assert await a.redis.delete(f"{redis_prefix}run:t9/r9:events", f"{redis_prefix}run:t9/r9:info") == 2
+    await a.close("t9/r9", "finished")
+    assert await asyncio.wait_for(_collect(b, "t9/r9"), 10) == list(enumerate(events, 1))
+    assert (await b.info("t9/r9")).status == "finished"  # type: ignore[union-attr]
+
+
 async def test_redis_lost_mid_run_fails_an_append_and_close_writes_what_was_missed(
     redis_prefix: str,
 ) -> None:

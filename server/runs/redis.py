@@ -254,18 +254,30 @@ class RedisEventLog(EventLog):
         finally:
             await self._local.close(key, status)
         seq = box.last_seq + 1
-        async with self.redis.pipeline(transaction=True) as pipe:
-            for pending_seq, data in box.pending:
-                pipe.xadd(box.key, {"d": data}, id=f"0-{pending_seq}")
-            pipe.xadd(box.key, {"end": status}, id=f"0-{seq}")
-            if info is not None:  # the whole info: a Redis that restarted mid-run has none of it
-                pipe.hset(self._info_key(key), mapping=_info_fields(replace(info, status=status)))
-            else:
-                pipe.hset(self._info_key(key), "status", status)
-            pipe.pexpire(box.key, _ms(self.ttl_seconds))
-            pipe.pexpire(self._info_key(key), _ms(self.ttl_seconds))
-            pipe.pexpire(self._thread_runs_key(key.partition("/")[0]), _ms(self.ttl_seconds))
-            await _redis(pipe.execute())
+        whole = box.pending
+        while True:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                if whole is not box.pending:  # written again from the start
+                    pipe.delete(box.key)
+                for pending_seq, data in whole:
+                    pipe.xadd(box.key, {"d": data}, id=f"0-{pending_seq}")
+                pipe.xadd(box.key, {"end": status}, id=f"0-{seq}")
+                if info is not None:  # the whole info: a Redis that restarted mid-run has none of it
+                    pipe.hset(self._info_key(key), mapping=_info_fields(replace(info, status=status)))
+                    pipe.sadd(self._thread_runs_key(info.thread_id), key)
+                else:
+                    pipe.hset(self._info_key(key), "status", status)
+                pipe.pexpire(box.key, _ms(self.ttl_seconds))
+                pipe.pexpire(self._info_key(key), _ms(self.ttl_seconds))
+                pipe.pexpire(self._thread_runs_key(key.partition("/")[0]), _ms(self.ttl_seconds))
+                pipe.xlen(box.key)
+                written = (await _redis(pipe.execute()))[-1]
+            if written >= seq or info is None or whole is not box.pending:
+                break
+            # Redis restarted empty after the last write and before this close: all but the end
+            # would be missing, and readers refuse a log with a gap; write it again whole
+            whole = list(enumerate(self._local.events(key), 1))
+            logger.warning("run %s: Redis had lost its event log; wrote it again with its end", key)
         self._local.discard(key)  # readers from now on read Redis, which every worker shares
 
     async def _restore(self, box: _Outbox) -> None:
