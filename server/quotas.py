@@ -24,7 +24,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -225,10 +225,31 @@ class Quotas(ABC):
 class MemoryQuotas(Quotas):
     """Counters in this process (one worker, no Redis)."""
 
+    _SPANS: ClassVar[dict[str, int]] = {"runs": MINUTE, "tokens": DAY, "upload": HOUR}
+
     def __init__(self, limits: Limits, clock: Callable[[], float] = time.time) -> None:
         super().__init__(limits, clock)
         self._counts: dict[tuple[str, str], tuple[int, int]] = {}  # (kind, principal) -> (window, count)
         self._active: dict[str, dict[str, float]] = {}
+        self._pruned_in: int | None = None  # the minute of the last prune
+
+    def _prune(self, now: float) -> None:
+        """Forget the counts of windows that have passed and the principals with no run going, once a
+        minute: a long-lived server sees many principals, most of them once."""
+        minute = _window(now, MINUTE)
+        if minute == self._pruned_in:
+            return
+        self._pruned_in = minute
+        self._counts = {
+            key: counted
+            for key, counted in self._counts.items()
+            if counted[0] == _window(now, self._SPANS[key[0]])
+        }
+        self._active = {
+            principal: live
+            for principal, slots in self._active.items()
+            if (live := {key: until for key, until in slots.items() if until > now})
+        }
 
     def _count(self, kind: str, principal: str, window: int) -> int:
         counted_in, count = self._counts.get((kind, principal), (window, 0))
@@ -238,6 +259,7 @@ class MemoryQuotas(Quotas):
         self._counts[kind, principal] = (window, self._count(kind, principal, window) + amount)
 
     async def _admit(self, principal: str, run_key: str, now: float, hold_until: float) -> tuple[str, int]:
+        self._prune(now)
         limits = self.limits
         minute, day = _window(now, MINUTE), _window(now, DAY)
         if (
@@ -273,6 +295,7 @@ class MemoryQuotas(Quotas):
         self._add("tokens", principal, _window(now, DAY), tokens)
 
     async def _upload(self, principal: str, size: int, limit: int, now: float) -> int | None:
+        self._prune(now)
         hour = _window(now, HOUR)
         used = self._count("upload", principal, hour)
         if used + size > limit:

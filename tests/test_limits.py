@@ -19,7 +19,7 @@ import pytest
 from rag_tools import build_chat_toolkit
 from server.app import create_app
 from server.config import AppConfig
-from server.quotas import DAY, HOUR, Limits, MemoryQuotas, Quotas, RedisQuotas
+from server.quotas import DAY, HOUR, Limits, MemoryQuotas, QuotaExceeded, Quotas, RedisQuotas
 from server.runs.redis import redis_client
 from tests.protocol import parse_sse, run_body
 from tests.scenario import Notes, scenario_agent
@@ -253,6 +253,29 @@ async def test_redis_concurrent_slots_free_themselves(redis_url: str, redis_pref
         await quotas.admit_run("alice", "t/r3", hold_seconds=30)
     finally:
         await redis.aclose()
+
+
+async def test_memory_counters_forget_past_windows_but_not_the_current_ones() -> None:
+    """A long-lived one-worker server meets thousands of principals, most of them once: their
+    counters go once their windows have passed, while today's token count still holds."""
+    clock = Clock()
+    quotas = MemoryQuotas(
+        Limits(runs_per_minute=5, concurrent_runs=2, tokens_per_day=100, upload_bytes_per_hour=1000), clock
+    )
+    for i in range(1000):
+        admission = await quotas.admit_run(f"user-{i}", f"t{i}/r1", hold_seconds=30)
+        await quotas.admit_upload(f"user-{i}", 10)
+        admission.release()
+    await quotas.spend_tokens("alice", 100)
+    assert len(quotas._counts) == 2001  # runs and uploads of each, alice's tokens
+    clock.now += 2 * HOUR  # the minute and the hour have turned; the day has not
+    await quotas.admit_upload("bob", 10)
+    assert set(quotas._counts) == {("tokens", "alice"), ("upload", "bob")}
+    assert quotas._active == {}
+    with pytest.raises(QuotaExceeded, match="used today's 100 model tokens"):
+        await quotas.admit_run("alice", "a/r1", hold_seconds=30)
+    clock.now += DAY
+    await quotas.admit_run("alice", "a/r2", hold_seconds=30)
 
 
 def test_limits_are_off_by_default() -> None:
