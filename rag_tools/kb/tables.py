@@ -21,6 +21,7 @@ before, or by an older version, keep ``NULL`` and are never swept); older versio
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -62,6 +63,7 @@ FTS_COLUMN = "search_text"
 WRITTEN_AT = "written_at"
 GROUPS = "groups"
 _V = TypeVar("_V")
+logger = logging.getLogger("ragstream.kb")
 #: Versions of the ``documents`` table (about one per ingest or delete) a connection lives through
 #: before ``Tables`` replaces it, dropping the index files its cache holds open (``_reconnect``).
 RECONNECT_AFTER_VERSIONS = 64
@@ -241,7 +243,8 @@ class Tables:
         version, so a long-lived connection over a knowledge base that changes holds one more file
         per ingest (deleted ones too, with their disk space) until it runs out of descriptors.
         Dropping the old connection frees them; queries still running on its tables finish first.
-        The new connection starts with a cold cache: the next search reads its indexes again.
+        The new connection starts with a cold cache: the next search reads its indexes again. One
+        that cannot be made (an object store's blip) leaves the old one in use, until the next try.
         """
         self._reconnecting = True
         try:
@@ -249,6 +252,11 @@ class Tables:
             names = set((await db.list_tables()).tables)
             opened = {name: await db.open_table(name) for name in (CHUNKS, DOCUMENTS, FILES) if name in names}
             version = await opened[DOCUMENTS].version() if DOCUMENTS in opened else None
+        except Exception:
+            logger.warning(
+                "could not open a new connection to %s; keeping the old one", self.uri, exc_info=True
+            )
+            return
         finally:
             self._reconnecting = False
         self.db = db
