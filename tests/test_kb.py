@@ -346,6 +346,31 @@ async def test_a_long_lived_knowledge_base_keeps_a_bounded_number_of_files_open(
     assert max(counts) <= 60, f"open files of the knowledge base, every tenth ingest: {counts[::10]}"
 
 
+async def test_lookups_cached_per_version_survive_a_concurrent_lookup_at_a_newer_version(
+    tmp_path: Path,
+) -> None:
+    """Searches share the per-version lookup of published documents; one that waits for its rows
+    while another, after a write, starts the next version's lookup still gets its own answer
+    (it raised ``KeyError`` for a key it had found cached)."""
+    import lancedb
+    import pyarrow as pa
+
+    from rag_tools.kb.tables import _RowsPerVersion
+
+    db = await lancedb.connect_async(tmp_path / "db")
+    table = await db.create_table("t", pa.table({"id": ["a", "b", "c"], "n": [1, 2, 3]}))
+
+    def read(rows: list[dict[str, object]]) -> dict[str, object]:
+        return {str(row["id"]): row["n"] for row in rows}
+
+    cache: _RowsPerVersion[object] = _RowsPerVersion()
+    assert await cache.get(table, 1, "id", {"a"}, ["id", "n"], read) == {"a": 1}
+    waiting = asyncio.create_task(cache.get(table, 1, "id", {"a", "b"}, ["id", "n"], read))
+    await asyncio.sleep(0)  # it asks the table for "b" ("a" is cached) and waits
+    newer = asyncio.create_task(cache.get(table, 2, "id", {"c"}, ["id", "n"], read))
+    assert await asyncio.gather(waiting, newer) == [{"a": 1, "b": 2}, {"c": 3}]
+
+
 @pytest.mark.parametrize("seconds", [0.0, 3600.0])
 async def test_read_consistency_bounds_how_old_a_view_of_other_writers_gets(
     tmp_path: Path, seconds: float

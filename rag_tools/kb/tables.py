@@ -551,9 +551,12 @@ class _RowsPerVersion(Generic[_V]):
         the table only for new keys)."""
         if version != self._version:
             self._version, self._values = version, {}
-        missing = keys - self._values.keys()
+        # this version's lookups: a concurrent call at another version replaces the shared dict
+        # while this one waits for its rows, which then go to the dict they were read for
+        values = self._values
+        missing = keys - values.keys()
         if missing:
             rows = await table.query().where(in_list(column, sorted(missing))).select(columns).to_list()
             found = read(rows)
-            self._values.update({key: found.get(key) for key in missing})
-        return {key: value for key in keys if (value := self._values[key]) is not None}
+            values.update({key: found.get(key) for key in missing})
+        return {key: value for key in keys if (value := values[key]) is not None}
