@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from server.runs.locks import MemoryRunLocks
 from tests.conftest import scenario_app
 from tests.protocol import check_stream, parse_sse, run_body
 from tests.servers import serve
@@ -77,3 +78,35 @@ async def test_a_long_run_keeps_its_thread_and_one_whose_lock_was_taken_stops(sc
         assert events[-1]["type"] == "RUN_FINISHED"
         assert events[-1].get("outcome", {}).get("type") in (None, "success")
         assert await locks.holder("lost") is None
+
+
+class SlowRenewals(MemoryRunLocks):
+    """Run locks whose renewals take a while to arrive (a Redis round trip under load)."""
+
+    async def renew(self, thread_id: str, run_id: str, ttl_seconds: float) -> bool:
+        await asyncio.sleep(0.15)
+        return await super().renew(thread_id, run_id, ttl_seconds)
+
+
+async def test_a_renewal_under_way_when_a_run_ends_does_not_take_its_lock_back(scenario_config: Any) -> None:
+    """A renewal sent just before a run ends arrives after the release would: the thread must still
+    be free once the run's stream has ended (a renewal takes a free lock again, so it must not
+    arrive after the release, or the next run gets 409 for a lock lifetime)."""
+    from rag_tools import build_chat_toolkit
+    from server.app import create_app
+    from tests.scenario import Notes, scenario_agent
+
+    scenario_config.run_lock_ttl_seconds = TTL  # a renewal every 0.2 s, each 0.15 s on its way
+    toolkit = build_chat_toolkit(scenario_config)
+    toolkit.namespaces["notes"] = Notes
+    locks = SlowRenewals()
+    app = create_app(scenario_config, agent=scenario_agent(toolkit), toolkit=toolkit, locks=locks)
+    async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+        # a long run on another thread keeps the process renewing while the short ones end
+        other = asyncio.create_task(http.post("/agui", json=run_body("other", "r0", "slow")))
+        for i in range(12):
+            response = await http.post("/agui", json=run_body("quick", f"r{i}", "hello"))
+            assert response.status_code == 200
+            await asyncio.sleep(0.2)  # any renewal still on its way has arrived; a lock it took lives on
+            assert await locks.holder("quick") is None, f"run r{i} ended but its lock was taken again"
+        assert (await other).status_code == 200

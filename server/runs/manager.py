@@ -155,6 +155,7 @@ class RunManager:
         self.count_metrics = count_metrics
         self._runs: dict[str, ActiveRun] = {}
         self._renewer: asyncio.Task[None] | None = None
+        self._renewal: asyncio.Future[list[None]] | None = None  # the round of renewals under way
         if stop_bus is not None:
             stop_bus.listen(self._stop_local)
 
@@ -291,6 +292,10 @@ class RunManager:
                 tracing.end_run(outcome, code)
             source.close()
             self._runs.pop(key, None)
+            if (renewal := self._renewal) is not None and not renewal.done():
+                # a renewal sent before the run ended reaches the lock first: after the release it
+                # would take the freed lock again (a renewal takes a free lock) for a run that is over
+                await asyncio.wait({renewal})
             if not self._runs and self._renewer is not None:
                 # an idle process keeps no task: the next run starts a new renewer
                 self._renewer.cancel()
@@ -309,7 +314,11 @@ class RunManager:
         while self._runs:
             await asyncio.sleep(self.lock_ttl / 3)
             # no reference to a run survives the next sleep: an ended run is freed at once
-            await asyncio.gather(*[self._renew(active) for active in self._runs.values()])
+            self._renewal = asyncio.gather(*[self._renew(active) for active in self._runs.values()])
+            try:
+                await self._renewal
+            finally:
+                self._renewal = None
 
     async def _renew(self, active: ActiveRun) -> None:
         info = active.info
