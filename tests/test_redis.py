@@ -317,6 +317,51 @@ async def test_a_killed_workers_run_stops_counting_against_its_principal_once_it
         b.stop()
 
 
+async def test_a_quiet_run_holds_its_thread_again_as_soon_as_redis_is_back(
+    scenario_config: Any, redis_prefix: str
+) -> None:
+    """Redis restarts empty under a run that writes nothing for a while (a long model call): its
+    worker takes the thread's lock and writes the run's log again as soon as it reconnects, not at
+    its next heartbeat (10 s away with the default lock lifetime), so meanwhile the other worker
+    neither starts a second run on the thread nor loses sight of the run."""
+    import redis.asyncio as aioredis
+
+    with private_redis() as (port, _):
+        pass  # a free port for a Redis of our own
+    url = f"redis://127.0.0.1:{port}/0"
+    env = worker_env(scenario_config, url, redis_prefix, RAGSTREAM_RUN_LOCK_TTL_SECONDS="30")
+    a, b = Worker(env), Worker(env)
+    try:
+        async with httpx.AsyncClient(timeout=60) as http:
+            with private_redis(port):
+                await asyncio.gather(a.ready(), b.ready())
+                own: list[str] = []
+                run = asyncio.create_task(
+                    _follow(http, f"{a.url}/agui", own, json=run_body("calm", "r1", "hang"))
+                )
+                while not any(line.startswith("id:") for line in own):
+                    await asyncio.sleep(0.02)
+            with private_redis(port):  # back, empty
+                client = aioredis.from_url(url)
+                try:
+                    for _ in range(100):  # the stop channel resubscribes within about a second
+                        if await client.get(f"{redis_prefix}lock:calm") == b"r1":
+                            break
+                        await asyncio.sleep(0.05)
+                    assert await client.get(f"{redis_prefix}lock:calm") == b"r1"
+                finally:
+                    await client.aclose()
+                second = await http.post(f"{b.url}/agui", json=run_body("calm", "r2", "hello"))
+                assert second.status_code == 409 and second.json()["error"]["code"] == "thread_busy"
+                assert (await http.post(f"{b.url}/threads/calm/runs/r1/stop")).status_code == 202
+                await asyncio.wait_for(run, 30)
+        events = [e for _, e in parse_sse("\n".join(own) + "\n\n")]
+        assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "cancelled"}
+    finally:
+        a.stop()
+        b.stop()
+
+
 @pytest.mark.parametrize("down", [0.0, 1.0])
 async def test_a_run_cut_by_a_redis_restart_is_replayed_whole(
     scenario_config: Any, redis_prefix: str, down: float

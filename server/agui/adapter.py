@@ -30,7 +30,7 @@ from pydantic_ai.tools import DeferredToolResults
 from pydantic_ai.ui.ag_ui import AGUIAdapter, AGUIEventStream
 
 from rag_tools.kb import KnowledgeBaseError
-from rag_tools.state import StoreError
+from rag_tools.state import StoreError, VersionConflictError
 from rag_tools.tools.calls import ANSWER_KEY
 
 from ..runs import BackendUnavailable, FailureCode, RunFailure
@@ -63,6 +63,9 @@ def classify(error: BaseException) -> RunFailure:
     if isinstance(error, KnowledgeBaseError | OSError):
         logger.error("knowledge base failure", exc_info=error)
         return RunFailure(FailureCode.KNOWLEDGE_BASE_UNAVAILABLE)
+    if isinstance(error, VersionConflictError):  # another writer saved the thread first
+        logger.warning("run not saved: %s", error)
+        return RunFailure(FailureCode.THREAD_CHANGED)
     if isinstance(error, StoreError | BackendUnavailable):
         logger.error("thread store failure", exc_info=error)
         return RunFailure(FailureCode.STORE_UNAVAILABLE)

@@ -78,6 +78,9 @@ class EventLog(ABC):
         in one step (and one network write) rather than event by event.
         """
 
+    async def restore(self) -> None:  # noqa: B027 - optional hook
+        """Write again the logs of this process's runs that a shared backend lost (it restarted)."""
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""
 

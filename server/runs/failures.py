@@ -27,6 +27,8 @@ class FailureCode(StrEnum):
     """The knowledge base could not be read or written."""
     STORE_UNAVAILABLE = "store_unavailable"
     """The thread could not be saved; it is unchanged."""
+    THREAD_CHANGED = "thread_changed"
+    """Another change to the thread was saved while the run was going; the run's was not."""
     QUOTA_EXCEEDED = "quota_exceeded"
     """The principal's model tokens for the day ran out during the run; the thread is unchanged."""
     INVALID_REQUEST = "invalid_request"
@@ -50,6 +52,10 @@ _MESSAGES: dict[FailureCode, str] = {
     FailureCode.USAGE_LIMIT: "The run reached its usage limit.",
     FailureCode.KNOWLEDGE_BASE_UNAVAILABLE: "The knowledge base is unavailable.",
     FailureCode.STORE_UNAVAILABLE: "The conversation could not be saved; it is unchanged.",
+    FailureCode.THREAD_CHANGED: (
+        "Another change to this conversation was saved while this run was going, so this run's"
+        " answer was not saved; load the conversation again."
+    ),
     FailureCode.QUOTA_EXCEEDED: "Today's model tokens ran out during this run; the conversation is unchanged.",
     FailureCode.INVALID_REQUEST: "The run's input could not be used.",
     FailureCode.EVENT_LOG_UNAVAILABLE: "The run's event log is unavailable; the run was stopped.",

@@ -155,9 +155,10 @@ class RunManager:
         self.count_metrics = count_metrics
         self._runs: dict[str, ActiveRun] = {}
         self._renewer: asyncio.Task[None] | None = None
-        self._renewal: asyncio.Future[list[None]] | None = None  # the round of renewals under way
+        self._renewals: set[asyncio.Future[list[None]]] = set()  # rounds of renewals under way
+        self._reasserting: asyncio.Task[None] | None = None
         if stop_bus is not None:
-            stop_bus.listen(self._stop_local)
+            stop_bus.listen(self._stop_local, on_back=self._backend_back)
 
     @property
     def active(self) -> dict[str, ActiveRun]:
@@ -292,10 +293,10 @@ class RunManager:
                 tracing.end_run(outcome, code)
             source.close()
             self._runs.pop(key, None)
-            if (renewal := self._renewal) is not None and not renewal.done():
+            if self._renewals:
                 # a renewal sent before the run ended reaches the lock first: after the release it
                 # would take the freed lock again (a renewal takes a free lock) for a run that is over
-                await asyncio.wait({renewal})
+                await asyncio.wait(set(self._renewals))
             if not self._runs and self._renewer is not None:
                 # an idle process keeps no task: the next run starts a new renewer
                 self._renewer.cancel()
@@ -314,11 +315,28 @@ class RunManager:
         while self._runs:
             await asyncio.sleep(self.lock_ttl / 3)
             # no reference to a run survives the next sleep: an ended run is freed at once
-            self._renewal = asyncio.gather(*[self._renew(active) for active in self._runs.values()])
-            try:
-                await self._renewal
-            finally:
-                self._renewal = None
+            await self._renew_all()
+
+    async def _renew_all(self) -> None:
+        """One round of renewals of every local run's lock (a run ending meanwhile waits for it)."""
+        renewal = asyncio.gather(*[self._renew(active) for active in self._runs.values()])
+        self._renewals.add(renewal)
+        try:
+            await renewal
+        finally:
+            self._renewals.discard(renewal)
+
+    def _backend_back(self) -> None:
+        """The shared backend is back after an outage, maybe restarted empty: take the local runs'
+        locks and write their event logs again now, not at the next heartbeat or event (until then
+        another worker would see the thread free and the run gone)."""
+        if self._runs and (self._reasserting is None or self._reasserting.done()):
+            self._reasserting = asyncio.create_task(self._reassert(), name="run-reassert")
+
+    async def _reassert(self) -> None:
+        await self._renew_all()
+        with contextlib.suppress(Exception):
+            await self.logs.restore()
 
     async def _renew(self, active: ActiveRun) -> None:
         info = active.info
@@ -462,8 +480,9 @@ class RunManager:
     async def shutdown(self) -> None:
         """End every local run with ``RUN_ERROR`` ``shutdown`` (a follower elsewhere, or a reconnect,
         learns the server stopped it, not that someone pressed Stop) and wait for them to end."""
-        if self._renewer is not None:
-            self._renewer.cancel()
+        for task in (self._renewer, self._reasserting):
+            if task is not None:
+                task.cancel()
         tasks = [run.task for run in self._runs.values() if run.task is not None]
         self.end_for_shutdown()
         if tasks:

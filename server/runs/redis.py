@@ -280,6 +280,19 @@ class RedisEventLog(EventLog):
             logger.warning("run %s: Redis had lost its event log; wrote it again with its end", key)
         self._local.discard(key)  # readers from now on read Redis, which every worker shares
 
+    async def restore(self) -> None:
+        """Write again, whole, the log of each run of this worker that Redis no longer has (it came
+        back empty), with its lock; a log with a write under way is left to that write, which finds
+        the stream short itself."""
+        for box in list(self._outboxes.values()):
+            if box.writer is not None:
+                continue
+            try:
+                if not await _redis(self.redis.exists(self._info_key(box.run))):
+                    await self._restore(box)
+            except BackendUnavailable as exc:
+                logger.warning("run %s: could not write its event log again: %s", box.run, exc)
+
     async def _restore(self, box: _Outbox) -> None:
         """Write a run of this worker to Redis again, whole: its info, every event so far and its
         thread's lock (lost with the rest, it would have a reader close the run as dead)."""
@@ -462,9 +475,11 @@ class RedisStopBus(StopBus):
     async def publish(self, key: str) -> None:
         await _redis(self.redis.publish(self.channel, key))
 
-    def listen(self, on_stop: Callable[[str], None]) -> None:
+    def listen(self, on_stop: Callable[[str], None], on_back: Callable[[], None] | None = None) -> None:
         self._task = asyncio.create_task(
-            _subscribe(self.redis, self.channel, lambda data: on_stop(data.decode()), what="stop")
+            _subscribe(
+                self.redis, self.channel, lambda data: on_stop(data.decode()), what="stop", on_back=on_back
+            )
         )
 
     async def close(self) -> None:
@@ -550,10 +565,13 @@ async def _subscribe(
     what: str,
     on_subscribed: Callable[[], None] | None = None,
     on_lost: Callable[[], None] | None = None,
+    on_back: Callable[[], None] | None = None,
 ) -> None:
     """Hand every message of ``channel`` to ``on_message``, for ever; a lost connection is counted
-    and the channel subscribed again a second later. An outage is logged twice, when the channel is
-    lost (with the error) and when it is back, not on every failed attempt in between."""
+    and the channel subscribed again a second later. ``on_back`` is called whenever the channel is
+    subscribed again, by this loop or by redis-py's own reconnect (a short outage it rides out). An
+    outage is logged twice, when the channel is lost (with the error) and when it is back, not on
+    every failed attempt in between."""
     failed = 0
     while True:
         try:
@@ -562,11 +580,20 @@ async def _subscribe(
                 if failed:
                     logger.warning("%s channel back after %d failed attempts", what, failed)
                     failed = 0
+                    if on_back is not None:
+                        on_back()
                 if on_subscribed is not None:
                     on_subscribed()
+                confirmed = 0
                 async for message in pubsub.listen():
-                    if message.get("type") == "message":
+                    kind = message.get("type")
+                    if kind == "message":
                         on_message(message["data"])
+                    elif kind == "subscribe":
+                        confirmed += 1
+                        # redis-py reconnected and subscribed again by itself (a short outage)
+                        if confirmed > 1 and on_back is not None:
+                            on_back()
         except RedisError as exc:
             metrics.REDIS_ERRORS.inc()
             if on_lost is not None:

@@ -21,8 +21,9 @@ class StopBus(ABC):
         """Ask every worker to stop the run ``key``."""
 
     @abstractmethod
-    def listen(self, on_stop: Callable[[str], None]) -> None:
-        """Call ``on_stop(key)`` for every stop request, until ``close``."""
+    def listen(self, on_stop: Callable[[str], None], on_back: Callable[[], None] | None = None) -> None:
+        """Call ``on_stop(key)`` for every stop request, until ``close``; and ``on_back()`` each time
+        the bus reconnects after losing its backend (which may have come back empty)."""
 
     @abstractmethod
     async def close(self) -> None:
