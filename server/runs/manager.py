@@ -49,6 +49,10 @@ __all__ = ["ActiveRun", "DisconnectPolicy", "RunEvent", "RunManager", "RunSlot",
 
 logger = logging.getLogger("ragstream.runs")
 
+#: How long a run's end waits for a lock renewal under way before releasing (a renewal takes
+#: about a millisecond; during a Redis outage it waits out the client's timeouts).
+RENEWAL_WAIT_SECONDS = 1.0
+
 DisconnectPolicy = Literal["cancel", "finish"]
 EncodeFailure = Callable[[RunFailure], bytes]
 
@@ -295,8 +299,9 @@ class RunManager:
             self._runs.pop(key, None)
             if self._renewals:
                 # a renewal sent before the run ended reaches the lock first: after the release it
-                # would take the freed lock again (a renewal takes a free lock) for a run that is over
-                await asyncio.wait(set(self._renewals))
+                # would take the freed lock again (a renewal takes a free lock) for a run that is over;
+                # bounded, since during an outage a renewal waits out Redis timeouts
+                await asyncio.wait(set(self._renewals), timeout=RENEWAL_WAIT_SECONDS)
             if not self._runs and self._renewer is not None:
                 # an idle process keeps no task: the next run starts a new renewer
                 self._renewer.cancel()
