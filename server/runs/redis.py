@@ -253,32 +253,43 @@ class RedisEventLog(EventLog):
                 await self._restore(box)  # from the local log, so before it is closed (and expires)
         finally:
             await self._local.close(key, status)
-        seq = box.last_seq + 1
-        whole = box.pending
-        while True:
-            async with self.redis.pipeline(transaction=True) as pipe:
-                if whole is not box.pending:  # written again from the start
-                    pipe.delete(box.key)
-                for pending_seq, data in whole:
-                    pipe.xadd(box.key, {"d": data}, id=f"0-{pending_seq}")
-                pipe.xadd(box.key, {"end": status}, id=f"0-{seq}")
-                if info is not None:  # the whole info: a Redis that restarted mid-run has none of it
-                    pipe.hset(self._info_key(key), mapping=_info_fields(replace(info, status=status)))
-                    pipe.sadd(self._thread_runs_key(info.thread_id), key)
-                else:
-                    pipe.hset(self._info_key(key), "status", status)
-                pipe.pexpire(box.key, _ms(self.ttl_seconds))
-                pipe.pexpire(self._info_key(key), _ms(self.ttl_seconds))
-                pipe.pexpire(self._thread_runs_key(key.partition("/")[0]), _ms(self.ttl_seconds))
-                pipe.xlen(box.key)
-                written = (await _redis(pipe.execute()))[-1]
-            if written >= seq or info is None or whole is not box.pending:
-                break
+        written = await self._write_end(box, info, status, box.pending)
+        if written <= box.last_seq and info is not None:  # events and end: last_seq + 1 entries
             # Redis restarted empty after the last write and before this close: all but the end
             # would be missing, and readers refuse a log with a gap; write it again whole
-            whole = list(enumerate(self._local.events(key), 1))
             logger.warning("run %s: Redis had lost its event log; wrote it again with its end", key)
+            events = list(enumerate(self._local.events(key), 1))
+            await self._write_end(box, info, status, events, again=True)
         self._local.discard(key)  # readers from now on read Redis, which every worker shares
+
+    async def _write_end(
+        self,
+        box: _Outbox,
+        info: RunInfo | None,
+        status: RunStatus,
+        events: list[tuple[int, bytes]],
+        *,
+        again: bool = False,
+    ) -> int:
+        """Write ``events``, the end marker and the closed run's info in one transaction (``again``:
+        over an emptied stream); the stream's length after it."""
+        key = box.run
+        async with self.redis.pipeline(transaction=True) as pipe:
+            if again:
+                pipe.delete(box.key)
+            for seq, data in events:
+                pipe.xadd(box.key, {"d": data}, id=f"0-{seq}")
+            pipe.xadd(box.key, {"end": status}, id=f"0-{box.last_seq + 1}")
+            if info is not None:  # the whole info: a Redis that restarted mid-run has none of it
+                pipe.hset(self._info_key(key), mapping=_info_fields(replace(info, status=status)))
+                pipe.sadd(self._thread_runs_key(info.thread_id), key)
+            else:
+                pipe.hset(self._info_key(key), "status", status)
+            pipe.pexpire(box.key, _ms(self.ttl_seconds))
+            pipe.pexpire(self._info_key(key), _ms(self.ttl_seconds))
+            pipe.pexpire(self._thread_runs_key(key.partition("/")[0]), _ms(self.ttl_seconds))
+            pipe.xlen(box.key)
+            return int((await _redis(pipe.execute()))[-1])
 
     async def restore(self) -> None:
         """Write again, whole, the log of each run of this worker that Redis no longer has (it came
