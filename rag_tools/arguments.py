@@ -12,9 +12,14 @@ import os
 from collections.abc import Iterable
 from typing import TypeVar
 
-__all__ = ["as_list"]
+__all__ = ["NAME_CHARS", "as_list"]
 
 T = TypeVar("T")
+
+NAME_CHARS = 500
+"""The longest document name a filter takes (part of a title or uri): one bound for the session's
+document filter, a model's ``document_name`` and ``DocumentFilter``, so a name one of them accepts
+never fails in another."""
 
 
 def as_list(values: Iterable[T], what: str) -> list[T]:

@@ -118,7 +118,7 @@ async def test_eviction_saves_unsaved_changes_first(store: ThreadStore) -> None:
     cache = ToolContextCache(store, ttl_seconds=10, clock=lambda: now[0])
     async with cache.transaction("t", save=False) as entry:
         entry.context.get_or_create("counter", Counter).hits = 41
-        entry.dirty = True
+        entry.context.mark_changed("counter")
     assert await store.load("t") is None  # nothing written yet
     now[0] = 5
     assert await cache.evict_idle() == 0
@@ -143,7 +143,7 @@ async def test_over_capacity_dirty_entry_is_saved_once_and_dropped(store: Thread
     cache = ToolContextCache(store, max_entries=2)
     async with cache.transaction("old", save=False) as entry:
         entry.context.get_or_create("counter", Counter).hits = 7
-        entry.dirty = True
+        entry.context.mark_changed("counter")
     for thread in ("a", "b", "c", "a", "b", "c"):  # each access is over capacity
         await cache.get_entry(thread)
     await cache.settle()
@@ -151,6 +151,55 @@ async def test_over_capacity_dirty_entry_is_saved_once_and_dropped(store: Thread
     assert "old" not in cache and len(cache) == 2
     record = await store.load("old")
     assert record is not None and record.state["counter"]["hits"] == 7
+
+
+async def test_changes_made_through_get_or_create_are_kept(store: ThreadStore) -> None:
+    """The documented ``get_or_create`` hands out the cached context: what is changed through it is
+    saved when the entry is evicted (over capacity, or idle past the TTL at the next access) and
+    when the cache closes, and a thread only read is never written."""
+    saves: list[str] = []
+    original = store.save
+
+    async def counting_save(record: ThreadRecord) -> ThreadRecord:
+        saves.append(record.thread_id)
+        return await original(record)
+
+    store.save = counting_save  # type: ignore[method-assign]
+    now = [0.0]
+    cache = ToolContextCache(store, max_entries=2, ttl_seconds=60, prepare=prepare, clock=lambda: now[0])
+    ctx, _ = await cache.get_or_create("seed")
+    ctx.get_or_create("counter", Counter).hits = 1
+    ctx.mark_changed("counter")
+    await cache.close()
+    assert saves == ["seed"]
+    saves.clear()
+
+    cache = ToolContextCache(store, max_entries=2, ttl_seconds=60, prepare=prepare, clock=lambda: now[0])
+    read, is_new = await cache.get_or_create("seed")
+    assert not is_new and read.get_or_create("counter", Counter).hits == 1  # typed on use: no change
+    filtered, _ = await cache.get_or_create("filtered")
+    filtered.get(SESSION_NAMESPACE, SessionState).document_filter = ["Lumen"]
+    filtered.mark_changed(SESSION_NAMESPACE)
+    now[0] = 61  # both idle past the TTL: the next access evicts them
+    await cache.get_or_create("other")
+    await cache.settle()
+    assert "filtered" not in cache and "seed" not in cache
+    assert saves == ["filtered"]  # "seed" was only read
+    for thread in ("a", "b", "c"):
+        ctx, _ = await cache.get_or_create(thread)
+        ctx.get_or_create("counter", Counter).thread = thread
+        ctx.mark_changed("counter")
+    await cache.settle()  # over capacity: the oldest saved as they go
+    await cache.close()
+    assert sorted(saves) == ["a", "b", "c", "filtered"]
+
+    fresh = ToolContextCache(store, prepare=prepare)
+    ctx, is_new = await fresh.get_or_create("filtered")
+    assert not is_new and ctx.get(SESSION_NAMESPACE, SessionState).document_filter == ["Lumen"]
+    for thread in ("a", "b", "c"):
+        ctx, _ = await fresh.get_or_create(thread)
+        assert ctx.get_or_create("counter", Counter).thread == thread
+    await fresh.close()
 
 
 async def test_locked_entries_are_not_evicted(store: ThreadStore) -> None:

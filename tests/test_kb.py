@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from fpdf import FPDF
+from pydantic import ValidationError
 
 from rag_tools.kb import DocumentFilter, EmbedderMismatchError, KnowledgeBase, combine_filters
 from tests.embedders import HashingEmbeddingModel
@@ -225,6 +226,9 @@ async def test_filters_match_hostile_names_literally(tmp_path: Path) -> None:
         } == set()
         nobody = DocumentFilter(names=("' OR '1'='1",))
         assert await kb.search("shared topic", filter=nobody) == []
+        # a name of spaces would match everything once spaces are ignored: refused, not widened
+        with pytest.raises(ValidationError, match="must not be blank"):
+            DocumentFilter(names=("  ",))
 
 
 async def test_filter_kinds_and_combination(tmp_path: Path) -> None:

@@ -123,6 +123,53 @@ def test_restore_with_wrong_types_names_the_field_and_changes_nothing() -> None:
     assert ctx.build_state_snapshot() == before  # count=2 was valid but nothing was applied
 
 
+def test_restoring_a_contexts_own_snapshot_loses_nothing() -> None:
+    """A snapshot carries excerpts of cards and only the latest items of windowed fields; restoring
+    it keeps the whole passages and the older items, and a change in it still lands."""
+    ctx = prepare_context(ToolContext(), ["search", "qa"])
+    ctx.set_emit_limits({"citations": 2, "qa_history": 1})
+    session = ctx.get(SESSION_NAMESPACE, SessionState)
+    long_text = "Backups are kept for thirty days. " * 40
+    for chunk in "abc":
+        session.cite(chunk_id=chunk, document_id="d1", title="Doc", uri="mem://d1", text=long_text, limit=10)
+    session.citations = {
+        k: card.model_copy(update={"excerpt": card.passage[:40]}) for k, card in session.citations.items()
+    }
+    qa = ctx.get(QA_NAMESPACE, QASessionState)
+    for n in range(3):
+        qa.add_entry({"question": f"q{n}", "answer": "a" * 400, "confidence": 0.5}, [0.1, 0.2], limit=10)
+    ctx.mark_changed(SESSION_NAMESPACE)
+    ctx.mark_changed(QA_NAMESPACE)
+    whole = ctx.dump_namespaces()
+    snapshot = ctx.build_state_snapshot()
+    assert len(snapshot["citations"]) == 2 and len(snapshot["qa_history"]) == 1
+
+    ctx.restore_state_snapshot(snapshot)
+    assert ctx.dump_namespaces() == whole
+
+    changed = {
+        **snapshot,
+        "citations": {**snapshot["citations"], "3": {**snapshot["citations"]["3"], "title": "Renamed"}},
+    }
+    ctx.restore_state_snapshot(changed)
+    cards = ctx.get(SESSION_NAMESPACE, SessionState).citations
+    assert sorted(cards, key=int) == ["1", "2", "3"]  # "1" is beyond the window: kept
+    assert cards["3"].title == "Renamed"
+    assert cards["2"].passage == whole[SESSION_NAMESPACE]["citations"]["2"]["passage"]  # the whole card stays
+    assert len(cards["2"].passage) > len(snapshot["citations"]["2"]["passage"])  # it carried the excerpt
+    assert [e.question for e in ctx.get(QA_NAMESPACE, QASessionState).qa_history] == ["q0", "q1", "q2"]
+
+
+def test_a_document_filter_name_is_as_long_as_a_filter_takes() -> None:
+    """The session's filter takes no name the document filter would refuse at search time."""
+    ctx = prepare_context(ToolContext(), ["search"])
+    with pytest.raises(ValidationError, match="document_filter"):
+        ctx.apply_client_proposal({"document_filter": ["x" * 501]})
+    assert ctx.get(SESSION_NAMESPACE, SessionState).document_filter == []
+    ctx.apply_client_proposal({"document_filter": ["x" * 500]})
+    assert ctx.get(SESSION_NAMESPACE, SessionState).document_filter == ["x" * 500]
+
+
 def test_client_proposal_takes_only_client_owned_fields() -> None:
     ctx = ToolContext()
     prepare_context(ctx, ["search"])

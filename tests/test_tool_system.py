@@ -215,17 +215,38 @@ def test_loader_reports_each_problem_file_and_keeps_going(tmp_path: Path) -> Non
     (tmp_path / "syntax.py").write_text("def broken(:\n")
     (tmp_path / "imports.py").write_text("import not_a_module_anywhere\nTOOLS = []\n")
     (tmp_path / "exports.py").write_text("TOOLS = [1, 2]\n")
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit('this tools file exits at import')\n")
+    # a tool pydantic-ai cannot describe, and a name no model takes: each reported, their
+    # neighbours in the same file still load
+    (tmp_path / "mixed.py").write_text(
+        "from pydantic_ai import RunContext\n"
+        "def late(x: int, ctx: RunContext) -> int:\n    'Late context.'\n    return x\n"
+        "def spaced() -> str:\n    'Spaced.'\n    return ''\n"
+        "def fine() -> str:\n    'Fine.'\n    return 'ok'\n"
+        "TOOLS = {'late': late, 'bad name': spaced, 'fine': fine}\n"
+    )
     (tmp_path / "_private.py").write_text("raise RuntimeError('never imported')\n")
     registry = ToolRegistry()
     report = load_tool_dirs(registry, [tmp_path, tmp_path / "missing"])
-    assert report.tools == ["hello"]
-    assert list(registry.tools) == ["hello"]
-    kinds = {Path(d.path).name: d.kind for d in report.diagnostics}
-    assert kinds == {"syntax.py": "syntax", "imports.py": "import", "exports.py": "export"}
+    assert sorted(report.tools) == ["fine", "hello"]
+    assert sorted(registry.tools) == ["fine", "hello"]
+    kinds = sorted((Path(d.path).name, d.kind) for d in report.diagnostics)
+    assert kinds == [
+        ("exits.py", "import"),
+        ("exports.py", "export"),
+        ("imports.py", "import"),
+        ("mixed.py", "export"),
+        ("mixed.py", "export"),
+        ("syntax.py", "syntax"),
+    ]
     messages = {Path(d.path).name: d.message for d in report.diagnostics}
     assert "line 1" in messages["syntax.py"]
     assert "not_a_module_anywhere" in messages["imports.py"]
     assert "'1' is not callable" in messages["exports.py"]
+    assert "SystemExit: this tools file exits at import" in messages["exits.py"]
+    mixed = [d.message for d in report.diagnostics if Path(d.path).name == "mixed.py"]
+    assert any("late" in m and "RunContext annotations" in m for m in mixed)
+    assert any("'bad name'" in m and "64 letters" in m for m in mixed)
 
 
 # -- hooks ---------------------------------------------------------------------------------------

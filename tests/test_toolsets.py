@@ -205,6 +205,71 @@ async def test_qa_recall_hits_above_threshold_and_misses_below(small_kb: Knowled
             assert again.citations == first.citations
 
 
+async def test_qa_recall_stays_within_the_documents_the_answer_was_sought_in(small_kb: KnowledgeBase) -> None:
+    """An answer is reused only under the same filters, and a "not found" never is: after the user
+    narrows the session's documents (or a toolset's base filter differs), the question is searched
+    again in what may be read now."""
+    cfg = config(qa_recall_threshold=0.5)
+    context = prepare_context(ToolContext(), ["qa"])
+    session = context.get(SESSION_NAMESPACE, SessionState)
+    first = await run_qa_core(
+        client=small_kb, config=cfg, question="how long does alpha keep backups", context=context
+    )
+    assert "30 days" in first.answer
+
+    session.document_filter = ["gamma"]
+    narrowed = await run_qa_core(
+        client=small_kb, config=cfg, question="how long does alpha keep backups", context=context
+    )
+    assert narrowed.recalled_from is None
+    assert "30 days" not in narrowed.answer
+    assert {c.document_title for c in narrowed.citations} <= {"Gamma Notes"}
+
+    session.document_filter = []
+    again = await run_qa_core(
+        client=small_kb, config=cfg, question="how long does alpha keep backups", context=context
+    )
+    assert again.recalled_from == "qa1"  # the first scope again: its answer is reused
+
+    beta_only = await run_qa_core(
+        client=small_kb,
+        config=cfg,
+        question="how long does alpha keep backups",
+        context=context,
+        base_filter=DocumentFilter(names=("beta",)),
+    )
+    assert beta_only.recalled_from is None and "30 days" not in beta_only.answer
+
+    nothing = prepare_context(ToolContext(), ["qa"])
+    nothing.get(SESSION_NAMESPACE, SessionState).document_filter = ["no such document"]
+    missed = await run_qa_core(
+        client=small_kb, config=cfg, question="how long does alpha keep backups", context=nothing
+    )
+    assert missed.citations == []
+    nothing.get(SESSION_NAMESPACE, SessionState).document_filter = ["no such document"]
+    retried = await run_qa_core(
+        client=small_kb, config=cfg, question="how long does alpha keep backups", context=nothing
+    )
+    assert retried.recalled_from is None  # a "not found" is searched again, never recalled
+    assert all("scope" not in entry for entry in nothing.build_state_snapshot()["qa_history"])
+
+
+async def test_a_models_document_name_never_fails_the_run(small_kb: KnowledgeBase) -> None:
+    """A blank ``document_name`` means no restriction; one longer than any filter takes goes back
+    to the model as a retry, saying why, instead of failing the run."""
+    deps = deps_for(small_kb, ["qa"])
+    script = Script(
+        [
+            [("ask", {"question": "how long does beta keep backups", "document_name": "   "})],
+            [("ask", {"question": "how long does beta keep backups", "document_name": "x" * 600})],
+        ]
+    )
+    result = await run(script, ["qa"], deps)
+    assert result.output == "done"
+    assert "90 days" in script.returns["ask"][0].answer
+    assert "600 characters long" in str(script.returns["ask"][1])
+
+
 async def test_qa_history_is_bounded_and_callback_runs(small_kb: KnowledgeBase) -> None:
     seen: list[int] = []
 

@@ -19,6 +19,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from ..arguments import NAME_CHARS
+
 __all__ = [
     "AllOf",
     "DocumentFilter",
@@ -32,7 +34,7 @@ __all__ = [
     "sql_literal",
 ]
 
-_Term = Annotated[str, StringConstraints(min_length=1, max_length=500)]
+_Term = Annotated[str, StringConstraints(min_length=1, max_length=NAME_CHARS)]
 
 
 def sql_literal(value: str) -> str:
@@ -76,6 +78,14 @@ class DocumentFilter(BaseModel):
     names: tuple[_Term, ...] = Field(default=(), max_length=100)
     document_ids: tuple[_Term, ...] = Field(default=(), max_length=1000)
     uri_prefixes: tuple[_Term, ...] = Field(default=(), max_length=100)
+
+    @field_validator("names")
+    @classmethod
+    def _names_not_blank(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        # A name of spaces only matches as "" once spaces are ignored: every document.
+        if any(not name.strip() for name in names):
+            raise ValueError("a document name must not be blank")
+        return names
 
     @property
     def is_empty(self) -> bool:

@@ -6,14 +6,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
-from pydantic_ai import RunContext
+from pydantic_ai import ModelRetry, RunContext
 
+from ..arguments import NAME_CHARS
 from ..config import RagConfig
 from ..deps import CITATIONS_CAPABILITY_ID, RAGDeps
 from ..kb import KnowledgeBase, SearchHit
 from ..state import FEATURE_NAMESPACES, SESSION_NAMESPACE, SessionState, ToolContext, prepare_context
 
-__all__ = ["SearchResult", "ToolDeps", "cite_hits", "deps_of", "location_of", "shows_cards_at_once"]
+__all__ = [
+    "SearchResult",
+    "ToolDeps",
+    "cite_hits",
+    "deps_of",
+    "document_name_argument",
+    "location_of",
+    "shows_cards_at_once",
+]
 
 
 @dataclass
@@ -42,6 +51,20 @@ def deps_of(ctx: RunContext[Any]) -> ToolDeps:
     elif not isinstance(context, ToolContext):
         raise TypeError(f"deps.tool_context must be a ToolContext or None, got {type(context).__name__}")
     return ToolDeps(deps.client, context, deps)
+
+
+def document_name_argument(name: str | None) -> str | None:
+    """A model's ``document_name`` argument: stripped, ``None`` when blank (no restriction).
+
+    A name no filter can take is a ``ModelRetry`` saying why, so the model asks again rather than
+    the run failing on its argument.
+    """
+    name = (name or "").strip()
+    if len(name) > NAME_CHARS:
+        raise ModelRetry(
+            f"document_name is {len(name)} characters long; give part of a title in at most {NAME_CHARS}"
+        )
+    return name or None
 
 
 def shows_cards_at_once(ctx: RunContext[Any]) -> bool:

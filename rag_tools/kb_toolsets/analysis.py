@@ -23,7 +23,7 @@ from ..kb import Document, FilterLike, SearchHit, as_filter
 from ..offline_model import is_extractive_model
 from ..progress import report_progress
 from ..sandbox import SANDBOX_MODULES, SandboxLimits, SandboxResult, run_sandboxed
-from ._common import deps_of
+from ._common import deps_of, document_name_argument
 
 __all__ = ["AnalysisResult", "AnalysisSource", "create_analysis_toolset"]
 
@@ -104,6 +104,7 @@ def create_analysis_toolset(
             return AnalysisResult(task=task, errors=["analysis needs a chat model that can write code"])
 
         deps = deps_of(ctx)
+        document_name = document_name_argument(document_name)
         restriction = get_session_filter(deps.tool_context, base_filter)
         if document_name:
             restriction = combine_filters(restriction, build_document_filter(document_name))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -15,7 +16,7 @@ from ..config import RagConfig
 from ..deps import apply_later, emit_state_update, spawn
 from ..extractive import Passage, extractive_answer
 from ..filters import build_document_filter, combine_filters, get_session_filter
-from ..kb import FilterLike, KnowledgeBase, as_filter
+from ..kb import Filter, FilterLike, KnowledgeBase, as_filter
 from ..progress import report_progress
 from ..state import (
     QA_NAMESPACE,
@@ -27,7 +28,7 @@ from ..state import (
     ToolContext,
     prepare_context,
 )
-from ._common import SearchResult, cite_hits, deps_of
+from ._common import SearchResult, cite_hits, deps_of, document_name_argument
 
 __all__ = ["OnQAComplete", "QACitation", "QAResult", "create_qa_toolset", "run_qa_core", "summarize_session"]
 
@@ -94,14 +95,31 @@ class _ModelAnswer(BaseModel):
     confidence: float = Field(ge=0.0, le=1.0)
 
 
+def _scope(restriction: Filter | None) -> str:
+    """A digest of the documents an answer is sought in (the toolset's and the session's filters)."""
+    sql = restriction.to_sql() if restriction is not None else None
+    return hashlib.sha256((sql or "").encode()).hexdigest()[:16]
+
+
 def _recall(
-    qa: QASessionState, vector: np.ndarray, document_name: str | None, threshold: float
+    qa: QASessionState, vector: np.ndarray, document_name: str | None, scope: str, threshold: float
 ) -> str | None:
+    """The earlier answer to reuse: a similar question, asked of the same documents, that found one.
+
+    An answer sought under another filter (the user narrowed or widened the session's documents)
+    is not reused, nor a "not found": documents may have been added since.
+    """
     best_id, best = None, threshold
     by_id = {entry.id: entry for entry in qa.qa_history}
     for entry_id, stored in qa.question_embeddings.items():
         entry = by_id.get(entry_id)
-        if entry is None or entry.document != document_name or entry.recalled_from:
+        if (
+            entry is None
+            or entry.document != document_name
+            or entry.scope != scope
+            or entry.recalled_from
+            or not entry.citations
+        ):
             continue
         other = np.asarray(stored, dtype=np.float32)
         similarity = float(vector @ other / max(float(np.linalg.norm(vector) * np.linalg.norm(other)), 1e-12))
@@ -139,19 +157,21 @@ async def run_qa_core(
     """The QA cycle without an agent: recall, else search and answer; then record it.
 
     An earlier answer in ``context`` whose question is at least ``config.qa_recall_threshold``
-    similar (and asked about the same document) is returned without searching. Otherwise the
+    similar, asked of the same documents (the same ``document_name``, ``base_filter`` and session
+    filter) and that found an answer, is returned without searching. Otherwise the
     answer comes from ``model`` (default ``config.model``), or is extractive with no model. Every
     answer is appended to the bounded QA history; ``on_qa_complete`` runs last.
     """
     context = context if context is not None else prepare_context(ToolContext(), ["qa"])
     qa = context.get_or_create(QA_NAMESPACE, QASessionState)
     vector = np.asarray(await client.embed_query(question), dtype=np.float32)
-    recalled_id = _recall(qa, vector, document_name, config.qa_recall_threshold)
+    restriction = get_session_filter(context, base_filter)
+    scope = _scope(restriction)
+    recalled_id = _recall(qa, vector, document_name, scope, config.qa_recall_threshold)
     if recalled_id is not None:
         prior = next(e for e in qa.qa_history if e.id == recalled_id)
         answer, confidence, cited = prior.answer, prior.confidence, list(prior.citations)
     else:
-        restriction = get_session_filter(context, base_filter)
         if document_name:
             restriction = combine_filters(restriction, build_document_filter(document_name))
         hits = await client.search(
@@ -189,6 +209,7 @@ async def run_qa_core(
             "citations": tuple(cited),
             "document": document_name,
             "recalled_from": result.recalled_from,
+            "scope": scope,
         },
         None if recalled_id else vector.tolist(),
         limit=config.qa_history_limit,
@@ -270,6 +291,7 @@ def create_qa_toolset(
             document_name: Restrict the answer to this document (part of its title or uri).
         """
         deps = deps_of(ctx)
+        document_name = document_name_argument(document_name)
         await report_progress(ctx, f"Answering “{question}”")
         qa = deps.tool_context.get_or_create(QA_NAMESPACE, QASessionState)
         result = await run_qa_core(

@@ -5,8 +5,12 @@ Rules that keep updates from being lost:
 - Mutate a thread only inside ``transaction(thread_id)``: it holds the thread's lock, hands out the
   entry, saves it when the block succeeds and drops it (so the next reader reloads the last saved
   state) when the block raises. A failed run therefore leaves nothing half-written.
-- Entries are evicted least-recently-used beyond ``max_entries`` and after ``ttl_seconds`` idle,
-  never while locked, and an entry with unsaved changes is saved before it goes.
+- Entries are evicted least-recently-used beyond ``max_entries`` and after ``ttl_seconds`` idle
+  (checked on every access, and by ``evict_idle``), never while locked, and an entry with unsaved
+  changes is saved before it goes. "Unsaved" is read off the context's ``version``, so a change
+  made through ``get_or_create``'s context (with the context's own methods, or ``mark_changed``
+  after mutating a model) is kept too, on eviction or ``close()``; one that raced a transaction
+  on the thread in another process is dropped there, the store keeping the other's.
 - With a shared store (other processes write too), a transaction compares the stored version with
   the cached one and reloads when they differ.
 """
@@ -14,6 +18,7 @@ Rules that keep updates from being lost:
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import weakref
 from collections import OrderedDict
@@ -23,9 +28,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .context import ToolContext
-from .store import MemoryThreadStore, ThreadRecord, ThreadStore
+from .store import MemoryThreadStore, ThreadRecord, ThreadStore, VersionConflictError
 
 __all__ = ["CacheEntry", "ToolContextCache", "Transaction"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -37,9 +44,20 @@ class CacheEntry:
     record: ThreadRecord
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = 0.0
-    dirty: bool = False
+    saved_version: int = 0
+    """The context's ``version`` when it was loaded or last saved."""
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     cache: ToolContextCache | None = field(default=None, repr=False)
+
+    @property
+    def dirty(self) -> bool:
+        """Whether the context may have changed since it was loaded or last saved (a cheap check)."""
+        return self.context.version != self.saved_version
+
+    def unsaved(self) -> bool:
+        """Whether the context holds changes the store does not: ``dirty`` and its data differs
+        (a namespace typed on first use changes the version, not the data)."""
+        return self.dirty and self.context.dump_namespaces() != self.record.state
 
     @property
     def is_new(self) -> bool:
@@ -142,7 +160,8 @@ class ToolContextCache:
     async def get_or_create(self, thread_id: str) -> tuple[ToolContext, bool]:
         """The thread's context and whether the thread is new (never saved).
 
-        Read-only use; to change a thread use ``transaction``.
+        Changes made to the context are saved when its entry is evicted or the cache closes. To
+        change a thread under its lock and save at once (what a run does), use ``transaction``.
         """
         entry = await self._entry(thread_id, revalidate=False)
         return entry.context, entry.is_new
@@ -196,12 +215,13 @@ class ToolContextCache:
         ``before_save`` (given at construction) sees the entry, whose record still holds the state
         last saved, and the state about to be saved; it may add to the record's ``extras``.
         """
+        version = entry.context.version
         state = entry.context.dump_namespaces()
         if self._before_save is not None:
             self._before_save(entry, state)
         record = replace(entry.record, state=state)
         entry.record = await self.store.save(record)
-        entry.dirty = False
+        entry.saved_version = version
 
     def rollback(self, thread_id: str) -> None:
         """Forget in-memory changes: the next access reloads the last saved state."""
@@ -220,10 +240,13 @@ class ToolContextCache:
         entry = self._entries.get(thread_id)
         if entry is None or entry.lock.locked() or self.lock(thread_id).locked():
             return False
-        if entry.dirty:
+        if entry.unsaved():
             async with self.lock(thread_id):
                 if self._entries.get(thread_id) is entry:
-                    await self.save(entry)
+                    try:
+                        await self.save(entry)
+                    except VersionConflictError:
+                        _warn_dropped(thread_id)
         self._drop(thread_id)
         return True
 
@@ -255,12 +278,14 @@ class ToolContextCache:
 
     async def _entry(self, thread_id: str, *, revalidate: bool) -> CacheEntry:
         entry = self._entries.get(thread_id)
-        if entry is not None and revalidate and self.store.shared and not entry.dirty:
+        if entry is not None and revalidate and self.store.shared:
             stored = await self.store.version(thread_id)
             # While the store answered, the entry may have been evicted or replaced: look again.
             if self._entries.get(thread_id) is not entry:
                 entry = None
             elif stored != (entry.record.version or None):
+                if entry.unsaved():
+                    _warn_dropped(thread_id)
                 self._drop(thread_id)
                 entry = None
         if entry is None:
@@ -282,7 +307,9 @@ class ToolContextCache:
         context = ToolContext.from_dump(record.state, state_key=self._state_key)
         if self._prepare is not None:
             self._prepare(context)
-        return CacheEntry(thread_id, context, record, lock=self.lock(thread_id), cache=self)
+        return CacheEntry(
+            thread_id, context, record, lock=self.lock(thread_id), saved_version=context.version, cache=self
+        )
 
     def _drop(self, thread_id: str) -> None:
         entry = self._entries.pop(thread_id, None)
@@ -290,15 +317,16 @@ class ToolContextCache:
             entry.cancel_tasks()
 
     def _shrink(self) -> None:
-        """Schedule saving-evictions beyond ``max_entries`` (oldest first, locked ones skipped)."""
+        """Schedule saving-evictions beyond ``max_entries`` and of entries idle past ``ttl_seconds``
+        (oldest first, locked ones skipped)."""
         excess = len(self._entries) - len(self._evicting) - self.max_entries
-        if excess <= 0:
-            return
-        # Walk from the oldest only as far as needed: this runs twice per run, and copying a full
-        # cache here cost ~0.5 ms per run at 1,000 threads.
+        cutoff = self._clock() - self.ttl_seconds
+        # Entries are kept in the order of their last use: walk from the oldest only as far as
+        # needed (this runs twice per run, and copying a full cache here cost ~0.5 ms per run at
+        # 1,000 threads).
         victims: list[tuple[str, CacheEntry]] = []
         for thread_id, entry in self._entries.items():
-            if len(victims) == excess:
+            if len(victims) >= excess and entry.last_used >= cutoff:
                 break
             if not entry.lock.locked() and thread_id not in self._evicting:
                 victims.append((thread_id, entry))
@@ -311,3 +339,10 @@ class ToolContextCache:
                 task.add_done_callback(lambda _, tid=thread_id: self._evicting.discard(tid))
             else:
                 self._drop(thread_id)
+
+
+def _warn_dropped(thread_id: str) -> None:
+    logger.warning(
+        "thread %s changed in the store since it was cached: its unsaved changes in this process are dropped",
+        thread_id,
+    )

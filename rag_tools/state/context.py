@@ -340,10 +340,24 @@ class ToolContext:
     def restore_state_snapshot(self, snapshot: Mapping[str, Any]) -> None:
         """Update registered namespaces in place from a flat snapshot; unknown keys are ignored.
 
-        All namespaces are validated before any is changed: a wrong field type raises
-        ``pydantic.ValidationError`` naming the field and leaves the context as it was.
+        A snapshot carries what the context emits, not all it keeps (a card's excerpt, the latest
+        items of a windowed field), so what it carries as the context emits it now is left as it
+        is: a field equal to its emitted value is not touched, and in a collection that changed,
+        items equal to their emitted view keep their whole model and the items beyond the emit
+        window (which no snapshot holds) stay. Restoring this context's own snapshot therefore
+        changes nothing. All namespaces are validated before any is changed: a wrong field type
+        raises ``pydantic.ValidationError`` naming the field and leaves the context as it was.
         """
-        self._apply(self._unwrap(snapshot), client_only=False)
+        given = self._unwrap(snapshot)
+        emitted = self._unwrap(self.build_state_snapshot())
+        changed: dict[str, Any] = {}
+        for name, value in given.items():
+            namespace = self._owners.get(name)
+            if namespace is None or name not in emitted or value == emitted[name]:
+                continue
+            kept = getattr(self._namespaces[namespace], name)
+            changed[name] = _merge_restored(kept, emitted[name], value)
+        self._apply(changed, client_only=False)
 
     def apply_client_proposal(self, state: Mapping[str, Any] | None) -> bool:
         """Take the client-owned fields of a client's ``state``; return whether its copy diverged.
@@ -388,6 +402,26 @@ class ToolContext:
                 object.__setattr__(model, name, value)
             if changed:
                 self.mark_changed(namespace)
+
+
+def _merge_restored(kept: Any, emitted: Any, given: Any) -> Any:
+    """A collection field's restored value: ``given``, with the items it carries unchanged (equal
+    to ``emitted``, the field as the context emits it) taken from ``kept`` (as the model holds them
+    whole), and ``kept``'s items beyond the emit window, which ``given`` cannot carry, kept."""
+    if isinstance(kept, dict) and isinstance(emitted, dict) and isinstance(given, Mapping):
+        by_key = {str(k): v for k, v in kept.items()}
+        merged: dict[Any, Any] = {k: v for k, v in kept.items() if str(k) not in emitted}
+        for key, item in given.items():
+            same = key in emitted and emitted[key] == item and key in by_key
+            merged[key] = by_key[key] if same else item
+        return merged
+    if isinstance(kept, list | tuple) and isinstance(emitted, list) and isinstance(given, list):
+        hidden = list(kept[: len(kept) - len(emitted)])
+        shown = kept[len(hidden) :]
+        return hidden + [
+            shown[i] if i < len(emitted) and emitted[i] == item else item for i, item in enumerate(given)
+        ]
+    return given
 
 
 def _window(value: Any, limit: int | None) -> Any:

@@ -20,11 +20,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from ..arguments import as_list
+from ..arguments import NAME_CHARS, as_list
 from .context import StateModel, ToolContext
 
 __all__ = [
@@ -189,7 +189,7 @@ class SessionState(StateModel):
         {"citation_registry", "next_citation", "pending_citations"}
     )
 
-    document_filter: list[str] = Field(
+    document_filter: list[Annotated[str, StringConstraints(max_length=NAME_CHARS)]] = Field(
         default_factory=list, max_length=50, description="Document names that restrict every tool."
     )
     citations: dict[str, Citation] = Field(default_factory=dict, description="Citation cards by index.")
@@ -375,12 +375,17 @@ class QAEntry(BaseModel):
     citations: tuple[int, ...] = ()
     document: str | None = None
     recalled_from: str | None = Field(default=None, description="Id of the earlier answer this one reused.")
+    scope: str | None = Field(
+        default=None,
+        description="Which documents the answer was sought in (a digest of the toolset's and the "
+        "session's filters): an answer is recalled only in the same scope.",
+    )
     at: datetime = Field(default_factory=_now)
 
     def emitted(self) -> dict[str, Any]:
         """The entry as the client gets it: the answer's opening (the whole answer is a message), no
-        timestamp; the whole entry is read by id."""
-        data = self.model_dump(mode="json", exclude_none=True, exclude={"at"})
+        timestamp or scope; the whole entry is read by id."""
+        data = self.model_dump(mode="json", exclude_none=True, exclude={"at", "scope"})
         if len(self.answer) > ANSWER_SUMMARY_CHARS:
             data["answer"] = self.answer[: ANSWER_SUMMARY_CHARS - 1].rstrip() + "…"
         return data

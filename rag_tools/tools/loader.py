@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic_ai import Tool
 from pydantic_ai.toolsets import AbstractToolset
 
-from .registry import DuplicateToolError, ToolRegistry
+from .registry import ToolRegistry
 
 __all__ = ["LoadReport", "ToolDiagnostic", "exported_tools", "load_tool_dirs", "load_tool_module"]
 
@@ -135,19 +135,39 @@ def load_tool_dirs(registry: ToolRegistry, dirs: Iterable[str | Path]) -> LoadRe
                     ToolDiagnostic(str(path), "syntax", f"line {exc.lineno}: {exc.msg}")
                 )
                 continue
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # a file calling sys.exit() is its own problem
                 report.diagnostics.append(ToolDiagnostic(str(path), "import", f"{type(exc).__name__}: {exc}"))
                 continue
             try:
                 tools, toolsets = exported_tools(module)
-                origin = f"{path.name}"
-                for name, tool in tools:
-                    report.tools.append(registry.add_tool(tool, name=name, origin=origin).name)
-                for name, toolset in toolsets.items():
-                    registry.add_toolset(name, toolset, origin=origin)
-                    report.toolsets.append(name)
-            except (ExportError, DuplicateToolError, TypeError) as exc:
+            except ExportError as exc:
                 report.diagnostics.append(ToolDiagnostic(str(path), "export", str(exc)))
+                continue
+            # Each export on its own: one that cannot be registered (a duplicate, a name no model
+            # takes, a signature pydantic-ai cannot describe) is reported, the rest still load.
+            for name, tool in tools:
+                try:
+                    report.tools.append(registry.add_tool(tool, name=name, origin=path.name).name)
+                except Exception as exc:
+                    report.diagnostics.append(
+                        ToolDiagnostic(str(path), "export", _export_problem(name, tool, exc))
+                    )
+            for name, toolset in toolsets.items():
+                try:
+                    registry.add_toolset(name, toolset, origin=path.name)
+                except Exception as exc:
+                    report.diagnostics.append(
+                        ToolDiagnostic(str(path), "export", _export_problem(name, toolset, exc))
+                    )
+                else:
+                    report.toolsets.append(name)
     for diagnostic in report.diagnostics:
         logger.warning("tools not loaded: %s", diagnostic)
     return report
+
+
+def _export_problem(name: str | None, export: Any, exc: Exception) -> str:
+    """What went wrong registering one export, naming the export unless the error already does."""
+    detail = str(exc) if isinstance(exc, TypeError | ValueError) else f"{type(exc).__name__}: {exc}"
+    label = name or getattr(export, "name", None) or getattr(export, "__name__", None) or repr(export)
+    return detail if str(label) in detail else f"{label}: {detail}"

@@ -368,9 +368,10 @@ class ToolRegistry:
                 timeout=resolved.timeout,
                 sequential=resolved.sequential,
             )
-        if scope is not None and not _MODEL_NAME.fullmatch(made.name):
+        if not _MODEL_NAME.fullmatch(made.name):
+            what = f"subtool {scope[0]!r}" if scope is not None else "tool"
             raise ValueError(
-                f"subtool {scope[0]!r} from {origin} would reach the model as {made.name!r}: "
+                f"{what} from {origin} would reach the model as {made.name!r}: "
                 "model tool names have at most 64 letters, digits, '_' or '-'"
             )
         if made.name in self._tools:
