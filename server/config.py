@@ -104,7 +104,12 @@ class AppConfig(RagConfig, BaseSettings):
     """
 
     model_config = SettingsConfigDict(
-        env_prefix="RAGSTREAM_", extra="forbid", validate_assignment=True, env_parse_none_str="none"
+        env_prefix="RAGSTREAM_",
+        extra="forbid",
+        validate_assignment=True,
+        env_parse_none_str="none",
+        # `RAGSTREAM_STATE_KEY=` (what a compose file passes for an unset `${VAR}`) means unset
+        env_ignore_empty=True,
     )
 
     host: str = Field(default="127.0.0.1", description="Interface to listen on.")

@@ -136,6 +136,16 @@ def test_a_bad_setting_stops_every_command_with_one_line_naming_it(
     assert "serving on" not in result.stdout
 
 
+def test_a_setting_set_to_the_empty_string_counts_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a compose file passes for an unset ``${VAR}``: the default, not an invalid value."""
+    from server.config import AppConfig
+
+    for variable in ("RAGSTREAM_STATE_KEY", "RAGSTREAM_WORKERS", "RAGSTREAM_TOKENS", "RAGSTREAM_REDIS_URL"):
+        monkeypatch.setenv(variable, "")
+    config = AppConfig()
+    assert (config.state_key, config.workers, config.tokens, config.redis_url) == (None, 1, {}, None)
+
+
 def test_a_bad_flag_is_named_as_the_flag(tmp_path: Path) -> None:
     result = cli("serve", "--workers", "0", "--redis-url", "localhost", data=tmp_path / "data")
     assert result.returncode == 2
