@@ -9,9 +9,10 @@ timeout plus a margin).
 
 ``admit_run`` checks and takes everything a run needs in one step (atomically, in one Redis round
 trip when the counters are shared): a run refused for one limit counts against none. The model
-tokens of a day are counted after the fact, from pydantic-ai's usage of each run
-(``spend_tokens``); a run starts only with some of the day's budget left, and is given the rest as
-its own token limit. ``MemoryQuotas`` counts in this process; ``RedisQuotas`` shares the counts
+tokens of a day are counted as the model answers, from pydantic-ai's usage of each response
+(``spend_tokens``, which gives back the day's count so far); a run starts only with some of the
+day's budget left, is given the rest as its own token limit, and asks the model again only while
+the day's count, its other runs' included, is under the limit. ``MemoryQuotas`` counts in this process; ``RedisQuotas`` shares the counts
 between every worker and host on the same Redis and key prefix.
 """
 
@@ -165,10 +166,18 @@ class Quotas(ABC):
         release = (lambda: self._release(principal, run_key)) if limits.concurrent_runs else None
         return RunAdmission(tokens_left, release)
 
-    async def spend_tokens(self, principal: str, tokens: int) -> None:
-        """Count ``tokens`` model tokens used by a run of ``principal`` into its day."""
-        if self.limits.tokens_per_day is not None and tokens > 0:
-            await self._spend(principal, tokens, self.clock())
+    async def spend_tokens(self, principal: str, tokens: int) -> int | None:
+        """Count ``tokens`` model tokens used by a run of ``principal`` into its day; the day's
+        tokens counted so far, by every run of the principal (``None`` without a daily limit)."""
+        if self.limits.tokens_per_day is None:
+            return None
+        return await self._spend(principal, max(tokens, 0), self.clock())
+
+    async def tokens_used(self, principal: str) -> int | None:
+        """The model tokens counted into ``principal``'s day so far (``None`` without a daily limit)."""
+        if self.limits.tokens_per_day is None:
+            return None
+        return await self._spend(principal, 0, self.clock())
 
     async def admit_upload(self, principal: str, size: int) -> None:
         """Count an upload of ``size`` bytes into the principal's hour; ``QuotaExceeded`` (or
@@ -212,7 +221,8 @@ class Quotas(ABC):
     def _release(self, principal: str, run_key: str) -> None: ...
 
     @abstractmethod
-    async def _spend(self, principal: str, tokens: int, now: float) -> None: ...
+    async def _spend(self, principal: str, tokens: int, now: float) -> int:
+        """Add ``tokens`` to the day's count; the count."""
 
     @abstractmethod
     async def _upload(self, principal: str, size: int, limit: int, now: float) -> int | None:
@@ -291,8 +301,10 @@ class MemoryQuotas(Quotas):
         for key in run_keys:
             self._release(principal, key)
 
-    async def _spend(self, principal: str, tokens: int, now: float) -> None:
-        self._add("tokens", principal, _window(now, DAY), tokens)
+    async def _spend(self, principal: str, tokens: int, now: float) -> int:
+        day = _window(now, DAY)
+        self._add("tokens", principal, day, tokens)
+        return self._count("tokens", principal, day)
 
     async def _upload(self, principal: str, size: int, limit: int, now: float) -> int | None:
         self._prune(now)
@@ -399,15 +411,16 @@ class RedisQuotas(Quotas):
         except RedisError:  # the slot expires by itself
             logger.warning("could not free the run slot of %s for %s", run_key, principal, exc_info=True)
 
-    async def _spend(self, principal: str, tokens: int, now: float) -> None:
+    async def _spend(self, principal: str, tokens: int, now: float) -> int:
         key = self._key("tokens", principal, _window(now, DAY))
         try:
             async with self.redis.pipeline(transaction=True) as pipe:
                 pipe.incrby(key, tokens)
                 pipe.expire(key, 2 * DAY)
-                await pipe.execute()
+                counted, _ = await pipe.execute()
         except RedisError as exc:
             raise BackendUnavailable(f"the token count cannot be saved: {exc}") from exc
+        return int(counted)
 
     async def _upload(self, principal: str, size: int, limit: int, now: float) -> int | None:
         key = self._key("upload", principal, _window(now, HOUR))

@@ -8,6 +8,7 @@ scenario agent (pydantic-ai ``FunctionModel``, whose usage pydantic-ai estimates
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -15,11 +16,17 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage, UsageLimits
 
 from rag_tools import build_chat_toolkit
+from server.agui.budget import TokenBudget
 from server.app import create_app
 from server.config import AppConfig
 from server.quotas import DAY, HOUR, Limits, MemoryQuotas, QuotaExceeded, Quotas, RedisQuotas
+from server.runs import RunFailure
 from server.runs.redis import redis_client
 from tests.protocol import parse_sse, run_body
 from tests.scenario import Notes, scenario_agent
@@ -202,6 +209,57 @@ async def test_model_tokens_per_day(scenario_config: AppConfig, redis_url: str, 
     finally:
         with contextlib.suppress(Exception):
             await redis.aclose()
+
+
+async def test_runs_of_one_principal_stop_at_their_next_model_request_once_the_day_is_spent() -> None:
+    """Two runs of alice start with the whole day left. While one waits on its tool, the other's
+    answer spends the day: neither asks the model again (``quota_exceeded``), so together they pass
+    the limit by what the model had already answered, not by a run's whole usage each."""
+    quotas = MemoryQuotas(Limits(tokens_per_day=100), Clock())
+    tool_waits, tool_go = asyncio.Event(), asyncio.Event()
+    requests: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        run = "slow" if "slow" in str(messages[0]) else "fast"
+        requests.append(run)
+        if len(messages) == 1:
+            call = ToolCallPart("wait" if run == "slow" else "quick", {}, tool_call_id=f"{run}-1")
+            tokens = 30 if run == "slow" else 80
+            return ModelResponse(parts=[call], usage=RequestUsage(input_tokens=tokens))
+        return ModelResponse(parts=[TextPart("done")], usage=RequestUsage(input_tokens=10))
+
+    agent = Agent(FunctionModel(model))
+
+    @agent.tool_plain
+    async def wait() -> str:
+        tool_waits.set()
+        await tool_go.wait()
+        return "waited"
+
+    @agent.tool_plain
+    def quick() -> str:
+        return "quick"
+
+    admitted = [await quotas.admit_run("alice", prompt, hold_seconds=60) for prompt in ("slow", "fast")]
+    assert [a.tokens_left for a in admitted] == [100, 100]  # started together: the same remainder
+
+    async def run(prompt: str) -> str:
+        budget = TokenBudget(quotas, "alice", 100)
+        try:
+            await agent.run(prompt, capabilities=[budget], usage_limits=UsageLimits(total_tokens_limit=100))
+        except RunFailure as failure:
+            return failure.code.value
+        return "finished"
+
+    slow = asyncio.create_task(run("slow"))
+    await tool_waits.wait()  # the slow run's first answer (30) is counted; its tool is running
+    assert await run("fast") == "quota_exceeded"  # its first answer (80) spent the day
+    tool_go.set()
+    assert await slow == "quota_exceeded"  # the day is spent: no second request
+    assert requests == ["slow", "fast"]
+    assert await quotas.spend_tokens("alice", 0) == 110
+    with pytest.raises(QuotaExceeded, match="model tokens"):
+        await quotas.admit_run("alice", "later", hold_seconds=60)
 
 
 async def test_two_app_instances_share_the_limits_through_redis(

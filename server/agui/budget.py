@@ -1,23 +1,28 @@
 """``TokenBudget``: a run's share of its principal's daily model tokens, as a pydantic-ai capability.
 
 The run is given the day's remaining tokens as pydantic-ai's own ``UsageLimits(total_tokens_limit)``
-(``factory``); this capability counts what the run used, from pydantic-ai's usage, into the day
-(``Quotas.spend_tokens``) however the run ends (finished, failed, stopped), and names the budget
-when it is what stopped the run: pydantic-ai's ``UsageLimitExceeded`` becomes the run failure
-``quota_exceeded``, so the client is told that the day's tokens ran out, not that one run was too
-long.
+(``factory``); this capability counts each model response's tokens into the day as it arrives
+(``Quotas.spend_tokens``) and asks the model again only while the day's count, every run of the
+principal included, is under the limit. Runs of one principal that started together therefore stop
+at their next model request once the day is spent, rather than each spending the remainder it
+started with. Whatever a run used that no response reported is counted when it ends, however it
+ends (finished, failed, stopped). pydantic-ai's ``UsageLimitExceeded``, and a request refused here,
+become the run failure ``quota_exceeded``, so the client is told that the day's tokens ran out, not
+that one run was too long.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import WrapRunHandler
 from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic_ai.messages import ModelResponse
+from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 
 from ..quotas import Quotas
@@ -30,25 +35,59 @@ logger = logging.getLogger("ragstream.runs")
 
 @dataclass
 class TokenBudget(AbstractCapability[Any]):
-    """Counts one run's model tokens into ``principal``'s day; ``limit`` is its ``total_tokens_limit``."""
+    """Counts one run's model tokens into ``principal``'s day; ``limit`` is its ``total_tokens_limit``.
+
+    One instance per run (``factory``): it keeps what it has counted of that run.
+    """
 
     quotas: Quotas
     principal: str
     limit: int
+    _counted: int = field(default=0, init=False)
+    _requests: int = field(default=0, init=False)
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         start = ctx.usage.total_tokens  # a resumed conversation starts from its stored usage
         try:
             return await handler()
         finally:
-            try:
-                await self.quotas.spend_tokens(self.principal, ctx.usage.total_tokens - start)
-            except Exception:
-                logger.warning(
-                    "the model tokens of a run of %s were not counted", self.principal, exc_info=True
-                )
+            await self._count(ctx.usage.total_tokens - start - self._counted)
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        # The first request was admitted with the run (some of the day was left); a later one only
+        # while the day's count, with what the principal's other runs spent meanwhile, is under it.
+        self._requests += 1
+        if self._requests > 1 and await self._day_is_spent():
+            raise RunFailure(FailureCode.QUOTA_EXCEEDED)
+        return request_context
+
+    async def after_model_request(
+        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
+    ) -> ModelResponse:
+        await self._count(response.usage.total_tokens)
+        return response
 
     async def on_run_error(self, ctx: RunContext[Any], *, error: BaseException) -> AgentRunResult[Any]:
         if isinstance(error, UsageLimitExceeded) and ctx.usage.total_tokens > self.limit:
             raise RunFailure(FailureCode.QUOTA_EXCEEDED) from error
         raise error
+
+    async def _count(self, tokens: int) -> None:
+        if tokens <= 0:
+            return
+        self._counted += tokens
+        try:
+            await self.quotas.spend_tokens(self.principal, tokens)
+        except Exception:
+            logger.warning("the model tokens of a run of %s were not counted", self.principal, exc_info=True)
+
+    async def _day_is_spent(self) -> bool:
+        try:
+            used = await self.quotas.tokens_used(self.principal)
+        except Exception:  # the count cannot be read: the run's own UsageLimits still bounds it
+            logger.warning("the model tokens of %s could not be read", self.principal, exc_info=True)
+            return False
+        limit = self.quotas.limits.tokens_per_day
+        return used is not None and limit is not None and used >= limit
