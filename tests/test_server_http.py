@@ -137,13 +137,32 @@ async def test_bad_requests_are_4xx_with_a_message(scenario_config: Any) -> None
                 "messages[0] has no content this server can read",
             )
             assert error["details"][0]["loc"] == ["messages", 0, "content"]
+        # a message or part of a newer protocol would be dropped by the adapter: refused, named
+        for messages, fragment, loc in (
+            (
+                [{"id": "x1", "role": "alien", "content": "hi"}, {**user, "id": "u1"}],
+                "messages[0] has role 'alien', which this server does not know",
+                ["messages", 0, "role"],
+            ),
+            (
+                [{**user, "id": "u1", "content": [{"type": "text", "text": "hi"}, {"type": "hologram"}]}],
+                "messages[0] has content this server cannot read (type 'hologram')",
+                ["messages", 0, "content"],
+            ),
+        ):
+            error = assert_error(
+                await client.post("/agui", json={**run_body("t", "r"), "messages": messages}), 422, fragment
+            )
+            assert error["details"][0]["loc"] == loc
         system = {"id": "s1", "role": "system", "content": "Answer briefly."}
-        error = assert_error(
-            await client.post("/agui", json={**run_body("t", "r"), "messages": [system]}),
-            422,
-            "messages hold nothing to answer: a new thread needs a user message",
-        )
-        assert error["details"][0]["loc"] == ["messages"]
+        reasoning = {"id": "g1", "role": "reasoning", "content": "Thinking it over."}
+        for messages in ([system], [reasoning], [system, reasoning]):
+            error = assert_error(
+                await client.post("/agui", json={**run_body("t", "r"), "messages": messages}),
+                422,
+                "messages hold nothing to answer: a new thread needs a user message",
+            )
+            assert error["details"][0]["loc"] == ["messages"]
         resume = {"interruptId": "int-nope", "status": "resolved", "payload": {"approved": True}}
         error = assert_error(
             await client.post("/agui", json=run_body("t2", "r2", None, resume=[resume])),

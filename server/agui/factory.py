@@ -163,10 +163,10 @@ class AGUIRunFactory:
             _check_convertible(index, message)
         _check_frontend_tools(run_input.tools or (), self.server_tools)
         history, new_turn = _split_client_history(new_turn)
-        if tree.head is None and not history and not run_input.resume and _only_instructions(new_turn):
+        if tree.head is None and not history and not run_input.resume and _nothing_to_answer(new_turn):
             raise InvalidRequest(
                 "messages hold nothing to answer: a new thread needs a user message"
-                " (system and developer messages only instruct)",
+                " (system and developer messages only instruct; reasoning and activity messages only show)",
                 [{"loc": ["messages"]}],
             )
         if history:
@@ -289,9 +289,12 @@ def _as_text(message: Message) -> Message | None:
     return message.model_copy(update={"tool_calls": None})
 
 
-def _only_instructions(messages: list[Message]) -> bool:
-    """Whether ``messages`` are system or developer messages and nothing else (at least one)."""
-    return bool(messages) and all(m.role in ("system", "developer") for m in messages)
+def _nothing_to_answer(messages: list[Message]) -> bool:
+    """Whether ``messages`` (at least one) are instructions (system, developer) or what a client
+    shows beside the conversation (reasoning, activity), and nothing else."""
+    return bool(messages) and all(
+        m.role in ("system", "developer", "reasoning", "activity") for m in messages
+    )
 
 
 def _waits_for_the_model(tree: ConversationTree, entry_id: str | None) -> bool:

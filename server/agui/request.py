@@ -7,6 +7,10 @@ thread (the client's state proposal, messages the adapter could not convert mid-
 
 from __future__ import annotations
 
+import json
+import warnings
+from typing import Any
+
 from ag_ui.core import RunAgentInput
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_ai.ui.ag_ui import AGUIAdapter
@@ -31,9 +35,9 @@ class RagstreamProps(BaseModel):
 def parse_run_input(body: bytes) -> RunAgentInput:
     """The validated run input of a request body."""
     try:
-        run_input = AGUIAdapter.build_run_input(body)
-    except ValidationError as exc:
-        raise InvalidRequest("the body is not a valid AG-UI RunAgentInput", field_errors(exc)) from exc
+        run_input = RunAgentInput.model_validate_json(body)
+    except ValidationError:
+        run_input = _adapted_run_input(body)
     check_id(run_input.thread_id, "threadId")
     check_id(run_input.run_id, "runId")
     if run_input.state is not None and not isinstance(run_input.state, dict):
@@ -41,6 +45,57 @@ def parse_run_input(body: bytes) -> RunAgentInput:
     _check_message_ids(run_input)
     _check_ragstream_props(run_input.forwarded_props)
     return run_input
+
+
+def _adapted_run_input(body: bytes) -> RunAgentInput:
+    """A body the installed AG-UI models do not take as it is, as pydantic-ai's adapter reads it.
+
+    The adapter converts what older clients send (``binary`` input parts), and skips, with a
+    warning, what a newer protocol added (a message role, a content type). A skipped message or
+    part would be missing from the thread while the client shows it, and the model would answer
+    without it: such a body is refused, naming the message and what could not be read.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            run_input = AGUIAdapter.build_run_input(body)
+        except ValidationError as exc:
+            raise InvalidRequest("the body is not a valid AG-UI RunAgentInput", field_errors(exc)) from exc
+    if any("was skipped" in str(w.message) for w in caught):
+        _refuse_skipped(json.loads(body).get("messages") or [], run_input)
+    return run_input
+
+
+def _refuse_skipped(sent: list[Any], run_input: RunAgentInput) -> None:
+    """``InvalidRequest`` for the first message of ``sent`` (the body's) that the adapter dropped or
+    took only part of."""
+    read = {message.id: message for message in run_input.messages}
+    for index, raw in enumerate(sent):
+        message = read.get(raw.get("id")) if isinstance(raw, dict) else None
+        if message is None:
+            role = raw.get("role") if isinstance(raw, dict) else None
+            raise InvalidRequest(
+                f"messages[{index}] has role {role!r}, which this server does not know",
+                [{"loc": ["messages", index, "role"], "type": "unsupported_role"}],
+            )
+        content = raw.get("content")
+        kept = message.content if isinstance(getattr(message, "content", None), list) else None
+        if isinstance(content, list) and kept is not None and len(kept) < len(content):
+            known = {getattr(part, "type", None) for part in kept}
+            types = ", ".join(
+                sorted(
+                    {
+                        repr(p.get("type"))
+                        for p in content
+                        if isinstance(p, dict) and p.get("type") not in known
+                    }
+                )
+            )
+            what = "no content this server can read" if not kept else "content this server cannot read"
+            raise InvalidRequest(
+                f"messages[{index}] has {what} (type {types})",
+                [{"loc": ["messages", index, "content"], "type": "unsupported_content"}],
+            )
 
 
 def _check_ragstream_props(props: object) -> None:
