@@ -51,7 +51,15 @@ NOT_BUILT = """<!doctype html>
 
 
 class _HashedAssets(StaticFiles):
-    """Vite names assets after their content hash, so a browser may keep them for good."""
+    """Vite names assets after their content hash, so a browser may keep them for good.
+
+    Until the page is built there is no assets folder: an asset is then a 404 (Starlette's check of
+    the folder would answer 500), and the page may be built while the server runs.
+    """
+
+    async def check_config(self) -> None:
+        if self.directory is not None and os.path.isdir(self.directory):
+            await super().check_config()
 
     def file_response(
         self,
