@@ -1,7 +1,7 @@
 """How the HTTP API answers errors: one JSON shape, and one table from domain errors to statuses.
 
 Every error response is ``{"error": {"status", "code", "message", "details"?}}`` with a 4xx or 503
-status (a 429 says when to retry in ``Retry-After``). The layers below raise domain errors that say what happened (``RunConflict``,
+status (a 429 or a 503 says when to retry in ``Retry-After``). The layers below raise domain errors that say what happened (``RunConflict``,
 ``ThreadNotFound``, ``InvalidRequest``, ``StoreError``, ...); ``ERROR_TABLE`` below is the only
 place that decides which status and code each gets. ``ApiError`` is for what only the web layer
 knows (content types, request bodies, query strings). Exceptions that are not in the table never
@@ -34,14 +34,30 @@ from .access import (
     StateItemNotFound,
     ThreadNotFound,
 )
-from .jobs import InvalidCursor
+from .jobs import InvalidCursor, JobQueueUnavailable
 from .quotas import LargerThanQuota, QuotaExceeded
 from .runs import BackendUnavailable, FailureCode, QuestionNotFound, RunConflict, RunNotFound
 from .validation import InvalidRequest
 
-__all__ = ["ERROR_TABLE", "ApiError", "error_response", "exception_handlers", "too_large_message"]
+__all__ = [
+    "ERROR_TABLE",
+    "JOB_QUEUE_UNAVAILABLE",
+    "REDIS_UNAVAILABLE",
+    "UNAVAILABLE_RETRY_SECONDS",
+    "ApiError",
+    "error_response",
+    "exception_handlers",
+    "too_large_message",
+]
 
 logger = logging.getLogger("ragstream.server")
+
+#: Seconds a client is asked to wait before retrying a 503 (a dependency that is down).
+UNAVAILABLE_RETRY_SECONDS = 5
+
+#: The 503 codes of the dependencies that can be down, shared by the API's answers and ``/ready``.
+REDIS_UNAVAILABLE = "redis_unavailable"
+JOB_QUEUE_UNAVAILABLE = "job_queue_unavailable"
 
 _CODES = {
     400: "bad_request",
@@ -105,9 +121,10 @@ ERROR_TABLE: tuple[tuple[type[Exception], _Answer], ...] = (
     (QuotaExceeded, _Answer(429)),
     (LargerThanQuota, _Answer(413)),
     (
-        BackendUnavailable,
-        _Answer(503, "unavailable", "the shared backend is unavailable; retry shortly", log=True),
+        JobQueueUnavailable,
+        _Answer(503, JOB_QUEUE_UNAVAILABLE, "the ingestion queue is unavailable; retry shortly", log=True),
     ),
+    (BackendUnavailable, _Answer(503, REDIS_UNAVAILABLE, "Redis is unavailable; retry shortly", log=True)),
     (
         StoreError,
         _Answer(
@@ -157,12 +174,15 @@ async def _domain_error(request: Request, exc: Exception) -> Response:
     if answer.log:
         logger.warning("%s on %s %s: %s", type(exc).__name__, request.method, request.url.path, exc)
     code = answer.code or getattr(exc, "code", None)
+    headers = getattr(exc, "headers", None)
+    if answer.status == 503:
+        headers = {**(headers or {}), "Retry-After": str(UNAVAILABLE_RETRY_SECONDS)}
     return error_response(
         answer.status,
         answer.message or str(exc),
         code=str(code) if code else None,
         details=getattr(exc, "details", None),
-        headers=getattr(exc, "headers", None),
+        headers=headers,
     )
 
 

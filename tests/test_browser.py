@@ -1138,7 +1138,7 @@ async def test_a_job_card_stops_following_a_job_it_cannot_read_and_says_why(
             await route.fulfill(status=401, json={"error": {"code": "unauthorized", "message": message}})
         elif reads[name] <= 3:
             message = "the server is restarting"
-            await route.fulfill(status=503, json={"error": {"code": "unavailable", "message": message}})
+            await route.fulfill(status=503, json={"error": {"code": "redis_unavailable", "message": message}})
         else:
             await route.fulfill(json=_job(name, "done"))
 
@@ -1184,7 +1184,7 @@ async def test_uploads_that_cannot_be_listed_say_so(browser: Browser, scenario_u
 
     async def jobs(route: Any) -> None:
         message = "the server is restarting"
-        await route.fulfill(status=503, json={"error": {"code": "unavailable", "message": message}})
+        await route.fulfill(status=503, json={"error": {"code": "redis_unavailable", "message": message}})
 
     context = await browser.new_context(viewport={"width": 1280, "height": 800})
     await context.route(re.compile(r"/documents/jobs(\?|/|$)"), jobs)

@@ -236,7 +236,8 @@ async def test_redis_down_at_start_and_mid_run_then_back(scenario_config: Any, r
         async with httpx.AsyncClient(timeout=30) as http:
             refused = await http.post(f"{worker.url}/agui", json=run_body("t", "r1", "hi"))
             assert refused.status_code == 503
-            assert refused.json()["error"]["code"] == "unavailable"
+            assert refused.json()["error"]["code"] == "redis_unavailable"
+            assert refused.headers["retry-after"] == "5"
             assert (await http.get(f"{worker.url}/ready")).status_code == 503
             assert (await http.get(f"{worker.url}/health")).status_code == 200
             assert (await http.get(f"{worker.url}/threads")).status_code == 503

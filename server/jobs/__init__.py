@@ -11,7 +11,7 @@ from __future__ import annotations
 from rag_tools.kb import KnowledgeBase
 
 from ..config import AppConfig
-from .base import MAX_ATTEMPTS, IngestJobs, InvalidCursor, JobPage
+from .base import MAX_ATTEMPTS, IngestJobs, InvalidCursor, JobPage, JobQueueUnavailable
 from .local import LocalIngestJobs
 from .models import FINISHED, FileOutcome, IngestJob, JobProgress, JobState
 from .saq_backend import SaqIngestJobs
@@ -26,6 +26,7 @@ __all__ = [
     "InvalidCursor",
     "JobPage",
     "JobProgress",
+    "JobQueueUnavailable",
     "JobState",
     "LocalIngestJobs",
     "SaqIngestJobs",

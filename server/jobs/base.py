@@ -11,7 +11,7 @@ import re
 from abc import ABC, abstractmethod
 from typing import NamedTuple
 
-from ..runs import RunLocks
+from ..runs import BackendUnavailable, RunLocks
 from .models import FINISHED, IngestJob
 
 __all__ = ["KEEP_SECONDS", "MAX_ATTEMPTS", "IngestJobs", "InvalidCursor", "JobPage", "check_cursor"]
@@ -27,6 +27,10 @@ _CURSOR = re.compile(r"^\d{16}:[0-9A-Za-z_-]{1,128}$")
 
 class InvalidCursor(ValueError):
     """A listing cursor this server did not hand out."""
+
+
+class JobQueueUnavailable(BackendUnavailable):
+    """The ingestion queue (or its job index) cannot be reached or is not running."""
 
 
 def check_cursor(cursor: str | None) -> str | None:

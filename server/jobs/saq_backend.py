@@ -20,8 +20,7 @@ from saq import Job, Queue, Status, Worker
 from rag_tools.kb import KnowledgeBase
 
 from ..observe.logs import RepeatedLines
-from ..runs import BackendUnavailable
-from .base import KEEP_SECONDS, MAX_ATTEMPTS, IngestJobs, JobPage, check_cursor
+from .base import KEEP_SECONDS, MAX_ATTEMPTS, IngestJobs, JobPage, JobQueueUnavailable, check_cursor
 from .models import FINISHED, WORKER_LOST, IngestFailed, IngestJob, JobContext, JobState, run_job
 from .saq_redis import RagstreamRedisQueue
 from .stores import JobStore, PostgresJobStore, RedisJobStore
@@ -171,7 +170,7 @@ class SaqIngestJobs(IngestJobs):
                 meta={"record": job.model_dump(mode="json")},
             )
         except Exception as exc:
-            raise BackendUnavailable(f"the ingestion queue is unavailable: {exc}") from exc
+            raise JobQueueUnavailable(f"the ingestion queue is unavailable: {exc}") from exc
 
     async def _check_connected(self) -> None:
         """Wait briefly for the first connection (a request right after start), else 503."""
@@ -179,13 +178,13 @@ class SaqIngestJobs(IngestJobs):
             try:
                 await asyncio.wait_for(self._ready.wait(), CONNECT_WAIT_SECONDS)
             except TimeoutError:
-                raise BackendUnavailable("the ingestion queue is not connected yet") from None
+                raise JobQueueUnavailable("the ingestion queue is not connected yet") from None
 
     async def ping(self) -> None:
         if not self._ready.is_set():
-            raise BackendUnavailable("the ingestion queue is not connected")
+            raise JobQueueUnavailable("the ingestion queue is not connected")
         if self._task is None or self._task.done():
-            raise BackendUnavailable("the ingestion worker is not running")
+            raise JobQueueUnavailable("the ingestion worker is not running")
         await self._ping()
 
     async def get(self, job_id: str) -> IngestJob | None:
@@ -198,7 +197,7 @@ class SaqIngestJobs(IngestJobs):
         try:
             ids, next_cursor = await self.store.page(owner, limit, after)
         except Exception as exc:
-            raise BackendUnavailable(f"the job index is unavailable: {exc}") from exc
+            raise JobQueueUnavailable(f"the job index is unavailable: {exc}") from exc
         return JobPage([job for job in await self._records(ids) if job.owner == owner], next_cursor)
 
     async def _records(self, job_ids: list[str]) -> list[IngestJob]:
@@ -209,7 +208,7 @@ class SaqIngestJobs(IngestJobs):
             waiting = [j.key for j in found if j.meta["record"].get("state") == "queued"]
             cancelling = await self.store.cancel_requested(waiting)
         except Exception as exc:
-            raise BackendUnavailable(f"the ingestion queue is unavailable: {exc}") from exc
+            raise JobQueueUnavailable(f"the ingestion queue is unavailable: {exc}") from exc
         return [_record(j, j.key in cancelling) for j in found]
 
     async def request_cancel(self, job_id: str) -> None:
@@ -217,7 +216,7 @@ class SaqIngestJobs(IngestJobs):
         try:
             await self.store.request_cancel(job_id)
         except Exception as exc:
-            raise BackendUnavailable(f"the job index is unavailable: {exc}") from exc
+            raise JobQueueUnavailable(f"the job index is unavailable: {exc}") from exc
 
     async def claim_slot(self, name: str, slot: int) -> tuple[bool, str | None]:
         await self._check_connected()

@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse, Response
 from rag_tools.kb import SUPPORTED_SUFFIXES
 
 from ..auth import principal_of
-from ..errors import error_response
+from ..errors import JOB_QUEUE_UNAVAILABLE, REDIS_UNAVAILABLE, UNAVAILABLE_RETRY_SECONDS, error_response
 from ..observe import metrics
 from ._common import reader, services_of
 
@@ -48,8 +48,8 @@ CHECK_SECONDS = 5.0
 _DEPENDENCIES = {
     "knowledgeBase": ("the knowledge base", "knowledge_base_unavailable"),
     "threadStore": ("the thread store", "store_unavailable"),
-    "redis": ("Redis", "redis_unavailable"),
-    "jobQueue": ("the ingestion queue", "job_queue_unavailable"),
+    "redis": ("Redis", REDIS_UNAVAILABLE),
+    "jobQueue": ("the ingestion queue", JOB_QUEUE_UNAVAILABLE),
 }
 
 
@@ -91,6 +91,7 @@ async def ready(request: Request) -> Response:
             f"not ready: {listed} {verb} unavailable",
             code=_DEPENDENCIES[down[0]][1],
             details={"checks": checks},
+            headers={"Retry-After": str(UNAVAILABLE_RETRY_SECONDS)},
         )
     body: dict[str, Any] = {"status": "ready", "checks": checks}
     if principal_of(request) is not None:  # the documents this caller may read
