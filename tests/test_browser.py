@@ -446,6 +446,29 @@ async def test_on_a_phone_a_long_chat_list_leaves_the_conversation_in_the_first_
     await context.close()
 
 
+async def test_on_a_desktop_only_the_conversation_scrolls(browser: Browser, scenario_url: str) -> None:
+    """A long chat in a window of 1280 x 800: the page itself never scrolls; the conversation does,
+    inside its column, so the question box and the chat list stay on the screen."""
+    async with httpx.AsyncClient(base_url=scenario_url, timeout=30) as http:
+        for n in range(30):
+            assert (await http.post("/agui", json=run_body(f"desk-{n:02d}", "r", None))).status_code == 200
+    chat = await open_chat(browser, scenario_url, "desktop-scroll")
+    page = chat.page
+    for question in ("nightly backups", "backup schedule", "nightly backups again", "backup schedule again"):
+        await chat.ask(question)
+    sizes = await page.evaluate(
+        "() => [document.scrollingElement.scrollHeight, window.innerHeight,"
+        " document.querySelector('#log').scrollHeight, document.querySelector('#log').clientHeight]"
+    )
+    page_height, window_height, log_content, log_box = sizes
+    assert page_height <= window_height, sizes
+    assert log_content > log_box, sizes  # the conversation is longer than its column, and scrolls
+    await expect(page.locator("#question")).to_be_in_viewport(ratio=1)
+    await expect(page.locator("#new-chat")).to_be_in_viewport(ratio=1)
+    chat.assert_clean_console()
+    await page.context.close()
+
+
 @pytest.fixture
 async def keyed_server(scenario_config: Any) -> AsyncIterator[str]:
     """The product app with its state under one key and a one-card emit window."""
