@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import Any, Literal
@@ -32,6 +33,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.profiles import ModelProfile
 
 from .extractive import Passage, extractive_answer
 from .follow_ups import ResolvedQuestion, Turn, resolve_follow_up
@@ -46,6 +48,7 @@ _APPEND_PRONOUNS = frozenset(
 )
 _WORDS = re.compile(r"[A-Za-z0-9']+")
 _BRACKETED_NUMBER = re.compile(r"\[(\d+)\]")
+_QUOTED_CHARS = 200  # of the user's question, quoted back when nothing answers it
 _MARKUP = re.compile(r"[`*~<>\[\]|\\]+")  # Markdown and HTML marks, quoted back as spaces
 
 
@@ -214,6 +217,7 @@ def create_extractive_model(
         # question), as plain words: their "[1]" quoted back would read as a citation of source 1,
         # and a page that renders answers as Markdown would render their markup
         quoted = " ".join(_MARKUP.sub(" ", _BRACKETED_NUMBER.sub(r"(\1)", question.question)).split())
+        quoted = textwrap.shorten(quoted, _QUOTED_CHARS, placeholder=" …")
         if len(passages) == 1:  # the search's card says what it found: agree with it
             return f"The one passage I found{where} does not answer “{quoted}”.", None
         if passages:
@@ -236,4 +240,12 @@ def create_extractive_model(
         for token in re.findall(r"\S+\s*", text or ""):
             yield token
 
-    return FunctionModel(function, stream_function=stream_function, model_name=MODEL_NAME)
+    # pydantic-ai tells a model mid-run that tools appeared (``read_tool_output`` after a long result)
+    # in a system prompt part; without this profile it would arrive as user text, which this model
+    # would take for the user's next question and search for again.
+    return FunctionModel(
+        function,
+        stream_function=stream_function,
+        model_name=MODEL_NAME,
+        profile=ModelProfile(supports_inline_system_prompts=True),
+    )

@@ -152,3 +152,29 @@ def test_a_card_shows_the_table_row_and_the_whole_sentence_an_answer_quoted() ->
     assert list(session.citations)[-1] == str(index)
     session.promote_cited(f"Something no passage says at all [{index}].")  # not found: the card stays
     assert session.citations[str(index)].emitted()["passage"] == again
+
+
+async def test_a_very_long_question_is_searched_once_and_answered(scenario_config: Any) -> None:
+    """A question of 16,000 characters makes a search result long enough to be cut for the model, so
+    pydantic-ai announces ``read_tool_output`` mid-run; the offline model must not take that note for
+    the user's next question (it searched for it 49 times, until the run's request limit)."""
+    question = ("How long are nightly database backups retained? " * 400)[:16_000]
+    async with (
+        serve(create_app(scenario_config)) as url,
+        httpx.AsyncClient(base_url=url, timeout=60) as client,
+    ):
+        response = await client.post("/agui", json=run_body("long", "r1", question))
+        events = [event for _, event in parse_sse(response.text)]
+        check_stream(events, {})
+        assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+        assert [e["toolCallName"] for e in events if e["type"] == "TOOL_CALL_START"] == ["search"]
+        answer = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+        assert "35 days" in answer
+        searched = (await client.get("/threads/long")).json()["state"]["searches"]
+        assert [len(s["query"]) <= 1000 for s in searched.values()] == [True]  # searched: its start
+
+        # nothing found: the answer quotes the start of the question, not all of it
+        response = await client.post("/agui", json=run_body("long-none", "r1", "zqxj " * 3000))
+        events = [event for _, event in parse_sse(response.text)]
+        answer = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+        assert events[-1]["type"] == "RUN_FINISHED" and "zqxj" in answer and len(answer) < 400, answer

@@ -35,10 +35,12 @@ from .models import (
     SearchHit,
 )
 from .readers import SUPPORTED_SUFFIXES, BinaryContentError, UnsupportedFormatError, detect_format
+from .search import QUERY_CHARS, searchable_query
 from .sources import document_id_for, upload_origin
 from .sync import SyncPlan, SyncSource, SyncSourceError, open_sync_source
 
 __all__ = [
+    "QUERY_CHARS",
     "SUPPORTED_SUFFIXES",
     "AllOf",
     "AmbiguousDocumentError",
@@ -69,6 +71,7 @@ __all__ = [
     "detect_format",
     "document_id_for",
     "open_sync_source",
+    "searchable_query",
     "sql_literal",
     "upload_origin",
 ]

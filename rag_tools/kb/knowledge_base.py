@@ -49,7 +49,7 @@ from .models import (
     SearchHit,
 )
 from .pipeline import Stop, run_pipeline
-from .search import search_chunks
+from .search import search_chunks, searchable_query
 from .sources import Source, bytes_source, document_id_for, expand_sources
 from .sweep import sweep_orphans
 from .sync import SyncPlan, SyncSource, open_sync_source, plan_sync
@@ -427,7 +427,7 @@ class KnowledgeBase:
         filter: FilterLike | None = None,
         context_chars: int = 0,
     ) -> list[SearchHit]:
-        """The ``limit`` best chunks for ``query``.
+        """The ``limit`` best chunks for ``query`` (its first ``QUERY_CHARS`` characters).
 
         ``hybrid`` fuses vector and full-text rankings (reciprocal rank fusion); ``vector`` and
         ``text`` use one of them. With ``context_chars`` each hit's ``context`` holds the hit
@@ -437,6 +437,7 @@ class KnowledgeBase:
             raise TypeError(f"query must be a string, not {type(query).__name__}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be a whole number of at least 1, not {limit!r}")
+        query = searchable_query(query)
         await self.open()
         chunks = self._tables.chunks
         if chunks is None or not query.strip():

@@ -11,6 +11,7 @@ the requested number of characters.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,7 +25,20 @@ from .indexing import VectorSearchParameters
 from .models import SearchHit
 from .tables import FTS_COLUMN, HIT_COLUMNS, Tables
 
-__all__ = ["hit_from_row", "search_chunks"]
+__all__ = ["QUERY_CHARS", "hit_from_row", "search_chunks", "searchable_query"]
+
+QUERY_CHARS = 1000
+"""The longest query searched. The embedder reads about its first 1,000 characters (256 tokens)
+anyway; full-text search over thousands of terms is only slower; and a tool's result that quotes
+its query back stays short enough to reach the model whole."""
+
+
+def searchable_query(query: str) -> str:
+    """``query``, or its first ``QUERY_CHARS`` characters cut at a word boundary when it is longer."""
+    if len(query) <= QUERY_CHARS:
+        return query
+    return textwrap.shorten(query, QUERY_CHARS, placeholder="") or query[:QUERY_CHARS]
+
 
 _SCORE_COLUMNS: dict[str, list[str]] = {"vector": ["_distance"], "text": ["_score"], "hybrid": []}
 

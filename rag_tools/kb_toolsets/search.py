@@ -10,7 +10,7 @@ from pydantic_ai import FunctionToolset, RunContext
 from ..config import RagConfig
 from ..deps import emit_state_update
 from ..filters import build_multi_document_filter, combine_filters, get_session_filter
-from ..kb import FilterLike, as_filter
+from ..kb import FilterLike, as_filter, searchable_query
 from ..progress import report_progress
 from ..state import SEARCH_NAMESPACE, SESSION_NAMESPACE, SearchHitSummary, SearchState, SessionState
 from ._common import SearchResult, cite_hits, deps_of, shows_cards_at_once
@@ -58,6 +58,7 @@ def create_search_toolset(
             filter: A document name, or a list of names, to search only those documents.
         """
         deps = deps_of(ctx)
+        query = searchable_query(query)  # what is searched is what the result and the record say
         names = [filter] if isinstance(filter, str) else list(filter or [])
         session = deps.tool_context.get_or_create(SESSION_NAMESPACE, SessionState)
         scope = list(dict.fromkeys([*session.document_filter, *names]))
