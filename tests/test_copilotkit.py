@@ -206,6 +206,8 @@ async def test_a_thread_through_copilotkit_in_chromium(
         await expect(page.page.locator("#notice")).to_have_text(
             "Stopped. This turn (“slow answer please”) was not saved."
         )
+        # the question goes back into the box, to edit or send again
+        await expect(page.page.get_by_test_id("copilot-chat-textarea")).to_have_value("slow answer please")
         await page.wait_idle()
         await expect(page.page.get_by_text("tok3")).to_have_count(0)
         await page.expect_transcript(shown)
@@ -641,7 +643,58 @@ async def test_a_failed_turn_leaves_the_thread_as_it_was(browser: Browser, scena
         assert all("internal error" in p for p in page.problems), page.problems
         page.problems.clear()
 
+        # a long question is quoted by its opening, and given back whole
+        box = page.page.get_by_test_id("copilot-chat-textarea")
+        await expect(box).to_have_value("fail now")
+        long_question = "fail now" + " and say why in many words" * 20
+        await page.type_question(long_question)
+        await expect(notice).to_contain_text(
+            "This turn (“fail now and say why in many words and say why in many word…”) was not"
+        )
+        await page.wait_idle()
+        await expect(box).to_have_value(long_question)
+        assert all("internal error" in p for p in page.problems), page.problems
+        page.problems.clear()
+        await box.fill("")
+
         assert (await page.ask("bakery food safety")).startswith("Found it in Harbor Street Bakery")
+        assert runtime.alive, runtime.log()
+        page.assert_clean()
+        await context.close()
+
+
+async def test_new_chat_while_an_answer_streams(browser: Browser, scenario_config: Any) -> None:
+    """ "New chat" in the middle of an answer shows an empty chat under a new id (not the last
+    thread's messages); the answer goes on on the server and is saved in its own thread."""
+    app = ragstream_app(scenario_config, scenario=True, state_key=None)
+    async with serve(app) as ragstream, example_server(ragstream) as runtime:
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        page = CopilotKitPage(await context.new_page(), runtime.url, "new-chat-mid-answer")
+        await page.open()
+        first = page.thread_id
+        await page.ask("nightly backups")
+        await page.type_question("slow answer please")
+        await expect(page.answers().last).to_contain_text("tok3")
+        await page.page.locator("#new-chat").click()
+        await expect(page.page.locator("#thread-id")).not_to_have_text(first)
+        assert page.thread_id != first
+        await page.wait_idle()
+        await expect(page.questions()).to_have_count(0)
+        await expect(page.answers()).to_have_count(0)
+        await expect(page.page.get_by_text("tok3")).to_have_count(0)
+
+        async with httpx.AsyncClient(base_url=ragstream, timeout=30) as http:
+            for _ in range(100):  # the slow answer ends on the server, in the first thread
+                view = (await http.get(f"/threads/{first}")).json()
+                if view["activeRunId"] is None:
+                    break
+                await asyncio.sleep(0.2)
+        assert [m["content"] for m in view["messages"] if m["role"] == "user"] == [
+            "nightly backups",
+            "slow answer please",
+        ]
+        assert (await page.ask("bakery food safety")).startswith("Found it in Harbor Street Bakery")
+        await expect(page.questions()).to_have_count(1)
         assert runtime.alive, runtime.log()
         page.assert_clean()
         await context.close()

@@ -2,14 +2,16 @@
 // runtime, beside the document filter and the source cards, both bound to the agent's shared state.
 import {
   CopilotChat,
+  CopilotChatView,
   CopilotKitProvider,
   randomUUID,
   useAgent,
   useCopilotKit,
   useRenderTool,
+  type CopilotChatViewProps,
   type Message,
 } from "@copilotkit/react-core/v2";
-import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import { createContext, useCallback, useContext, useEffect, useMemo, useRef, useState } from "react";
 
 import { CitationsProvider, Sources } from "./citations";
 import { DocumentFilter } from "./filter";
@@ -85,6 +87,34 @@ function lastUserText(messages: readonly Message[]): string {
   return typeof last?.content === "string" ? last.content : "";
 }
 
+/** A question as a notice quotes it: its opening, on one line (the chat page does the same). */
+function quoted(question: string): string {
+  const line = question.replace(/\s+/g, " ").trim();
+  return line.length > 60 ? `${line.slice(0, 59).trimEnd()}…` : line;
+}
+
+/** In place of CopilotChat's "+" menu: nothing (see `chatInput`). */
+function NoAddMenu() {
+  return null;
+}
+
+/** The question to put back into the box (a new object each time, so the same text twice works). */
+const ReturnedQuestion = createContext<{ text: string } | null>(null);
+
+/**
+ * CopilotChat keeps the text of its input box to itself and hands its view the setter. A turn that
+ * was not saved (stopped, failed, refused) gives its question back through it, to edit or send
+ * again, as the chat page does.
+ */
+function ChatView(props: CopilotChatViewProps) {
+  const returned = useContext(ReturnedQuestion);
+  const { onInputChange } = props;
+  useEffect(() => {
+    if (returned) onInputChange?.(returned.text);
+  }, [returned, onInputChange]);
+  return <CopilotChatView {...props} />;
+}
+
 function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateKey: string | null; onNewChat: () => void }) {
   const { copilotkit } = useCopilotKit();
   const { agent } = useAgent({ agentId: AGENT_ID });
@@ -101,9 +131,18 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
   const saved = useRef(false); // ragstream has the thread (else there is nothing to read)
   const kept = useRef<Message[]>([]); // the messages ragstream had when the page last knew
   const [version, setVersion] = useState(0); // counts the times the branch shown changed
+  const [returned, setReturned] = useState<{ text: string } | null>(null);
 
   useRenderTool({ name: "*", render: ToolCall }, []);
   useRagstreamInterrupts(AGENT_ID);
+
+  // One agent serves every thread of the page: a new thread starts empty, not with what the agent
+  // showed before (a run of the last thread still streaming when "New chat" was pressed, say). A
+  // saved thread's messages come with the reconnect CopilotChat makes for it.
+  useEffect(() => {
+    agent.setMessages([]);
+    agent.setState({});
+  }, [agent]);
 
   /** ragstream's view of the thread (null: not saved yet); its `branches` become the pickers. */
   const readThread = useCallback(async (): Promise<ThreadView | null> => {
@@ -133,29 +172,39 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
 
 
   useEffect(() => {
+    // A run keeps the subscribers it started with: one still going when this thread's page part
+    // unmounts ("New chat" mid-answer) would call these handlers, and show this thread's messages in
+    // the next one's place, unless they know they are done.
+    let live = true;
     const subscription = agent.subscribe({
       onCustomEvent: ({ event }) => {
+        if (!live) return;
         if (event.name !== PROGRESS_EVENT) return;
         const report = event.value as Progress;
         setProgress((current) => ({ ...current, [report.toolCallId]: report }));
       },
       onRunInitialized: () => {
+        if (!live) return;
         failure.current = null;
         setNotice(null);
       },
       onMessagesSnapshotEvent: ({ event }) => {
+        if (!live) return;
         // only ragstream's saved thread comes as a snapshot (a reloaded page's reconnect, a
         // stopped run's restatement): a page that joined a run under way knows it has one
         if (event.messages.length) saved.current = true;
       },
       onRunErrorEvent: ({ event }) => {
+        if (!live) return;
         failure.current = event.message;
         unloaded.current = event.code === THREAD_UNAVAILABLE;
       },
       onRunFailed: ({ error }) => {
+        if (!live) return;
         failure.current ??= error.message;
       },
       onRunFinalized: ({ state, messages }) => {
+        if (!live) return;
         // the state is ragstream's: a stopped or failed run ends with a snapshot of the saved state
         setConfirmedFilter(ragState(state, stateKey).document_filter ?? []);
         const stopped = stopping.current;
@@ -180,7 +229,7 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
           const differs = (view: ThreadView) => view.messages.map((m) => m.id).join() !== shown;
           if (messages.length) {
             readThread().then((view) => {
-              if (view && (whole || differs(view)) && !agent.isRunning) show(view);
+              if (live && view && (whole || differs(view)) && !agent.isRunning) show(view);
             }, report);
           }
           partial.current = false;
@@ -191,17 +240,21 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
         const question = stopped || lastUserText(messages);
         setNotice(
           stopped !== null
-            ? { kind: "info", text: `Stopped. This turn (“${question}”) was not saved.` }
-            : { kind: "error", text: `${failure.current} This turn (“${question}”) was not saved.` },
+            ? { kind: "info", text: `Stopped. This turn (“${quoted(question)}”) was not saved.` }
+            : { kind: "error", text: `${failure.current} This turn (“${quoted(question)}”) was not saved.` },
         );
+        if (question) setReturned({ text: question });
         // ragstream out of reach (the likely cause of the failure): what it had when last read or
         // answered, keeping the notice that says why the turn is gone
-        const restore = () => agent.setMessages(kept.current);
-        if (saved.current) readThread().then(show, restore);
+        const restore = () => live && agent.setMessages(kept.current);
+        if (saved.current) readThread().then((view) => live && show(view), restore);
         else show(null); // the thread's first turn: ragstream has nothing yet
       },
     });
-    return () => subscription.unsubscribe();
+    return () => {
+      live = false;
+      subscription.unsubscribe();
+    };
   }, [agent, stateKey, readThread, show]);
 
   /** Run with the whole conversation `messages` (an edit or a regenerate: a new version). */
@@ -277,7 +330,8 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
       if (!("code" in event) || event.code !== "agent_run_failed" || !agent.pendingInterrupts.length) return;
       const question = lastUserText(agent.messages);
       agent.setMessages(kept.current);
-      setNotice({ kind: "info", text: `Reply to the card in the chat first. “${question}” was not sent.` });
+      setNotice({ kind: "info", text: `Reply to the card in the chat first. “${quoted(question)}” was not sent.` });
+      if (question) setReturned({ text: question });
     },
     [agent],
   );
@@ -287,11 +341,9 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
   const citations = useMemo(() => rag.citations ?? {}, [rag.citations]);
   const showError = useCallback((text: string) => setNotice({ kind: "error", text }), []);
   const messageView = useMemo(() => ({ assistantMessage: AssistantMessage, userMessage: UserMessage }), []);
-  // CopilotChat's send and add buttons are bare icons: a screen reader only says "button"
-  const chatInput = useMemo(
-    () => ({ sendButton: { "aria-label": "Send" }, addMenuButton: { "aria-label": "Add attachments" } }),
-    [],
-  );
+  // CopilotChat's send button is a bare icon: a screen reader would only say "button". Its "+" menu
+  // offers attachments and tools this page does not take, so it would only ever be disabled.
+  const chatInput = useMemo(() => ({ sendButton: { "aria-label": "Send" }, addMenuButton: NoAddMenu }), []);
 
   return (
     <VersionsContext.Provider value={versions}>
@@ -315,15 +367,18 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
                 {notice.text}
               </p>
             ) : null}
+            <ReturnedQuestion.Provider value={returned}>
             <CopilotChat
               agentId={AGENT_ID}
               threadId={threadId}
+              chatView={ChatView}
               onStop={stop}
               onError={refused}
               messageView={messageView}
               input={chatInput}
               labels={{ chatInputPlaceholder: "Ask about the documents…" }}
             />
+            </ReturnedQuestion.Provider>
           </main>
           <aside className="side">
             <DocumentFilter
