@@ -13,6 +13,7 @@ import pytest
 from tests.agui_client import drive
 from tests.protocol import check_stream, parse_sse, run_body
 from tests.redis_helpers import Worker, private_redis, worker_env
+from tests.test_metrics import samples, value
 
 
 @pytest.fixture
@@ -218,6 +219,9 @@ async def test_a_killed_worker_leaves_a_lock_that_expires_and_a_run_closed_with_
             assert [i for i, _ in frames] == list(range(seen[-1] + 1, seen[-1] + 1 + len(frames)))
             assert frames[-1][1]["type"] == "RUN_ERROR"
             assert frames[-1][1]["code"] == "worker_lost"
+            # the run that closed it counts the lost run, so error-rate dashboards see host crashes
+            counted = samples((await http.get(f"{b.url}/metrics")).text)
+            assert value(counted, "ragstream_runs_total", outcome="error", code="worker_lost") == 1
             again = await http.post(f"{b.url}/agui", json=run_body("doomed", "r3", "nightly backups"))
             assert again.status_code == 200  # the lock expired: the thread is usable again
             check_stream([e for _, e in parse_sse(again.text)], {})

@@ -57,10 +57,17 @@ class ObservedKnowledgeBase(KnowledgeBase):
 class ObservedThreadStore(ThreadStore):
     """Another ``ThreadStore`` with a span per load and save and a count of failed operations."""
 
+    #: The operations counted: each has its series from the start, at 0, so a rate over a window
+    #: with no error yet is 0 rather than no data.
+    OPERATIONS = ("open", "load", "save", "version", "delete", "list")
+
     def __init__(self, inner: ThreadStore, *, count_metrics: bool = True) -> None:
         self.inner = inner
         self.shared = inner.shared
         self.count_metrics = count_metrics
+        if count_metrics:
+            for operation in self.OPERATIONS:
+                metrics.STORE_ERRORS.labels(operation)
 
     async def _call(self, operation: str, call: Awaitable[T]) -> T:
         try:

@@ -42,6 +42,7 @@ from rag_tools.state.redis_store import client_for
 from ..observe import metrics
 from .errors import BackendUnavailable
 from .eventlog import EventLog, MemoryEventLog, RunInfo, RunStatus
+from .failures import FailureCode
 from .locks import RunLocks
 from .questions import AnswerStatus, QuestionBus
 from .stopbus import StopBus
@@ -439,8 +440,9 @@ class RedisEventLog(EventLog):
                 args=[self.worker_lost_event, _ms(self.ttl_seconds)],
             )
         )
-        if closed:
+        if closed:  # counted once, by the one process whose close took
             logger.warning("run %s lost its worker; closed it with RUN_ERROR", info.run_id)
+            metrics.RUNS.labels("error", FailureCode.WORKER_LOST.value).inc()
         current = await self.info(info.key)
         return None if current is None else current.status
 
