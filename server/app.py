@@ -151,6 +151,7 @@ def create_app(
         ),
         *public,  # last: the chat page's catch-alls must not shadow the API
     ]
+    schemes = sign_in_schemes(config)
     middleware = [tracing_middleware(routes)] if tracing.enabled() else []
     if config.cors_origins:
         middleware.append(
@@ -165,7 +166,7 @@ def create_app(
     middleware += [
         Middleware(
             AuthenticationMiddleware,
-            backend=AuthBackend(sign_in_schemes(config), public),
+            backend=AuthBackend(schemes, public),
             on_error=auth_error,
         ),
         Middleware(
@@ -179,9 +180,12 @@ def create_app(
             ],
         ),
     ]
-    return Starlette(
+    app = Starlette(
         routes=routes, middleware=middleware, lifespan=lifespan, exception_handlers=exception_handlers
     )
+    # /ready asks the identity provider too: a server that can check no token serves no signed-in user
+    app.state.identity_provider = next((s.keys for s in schemes if isinstance(s, OIDCScheme)), None)
+    return app
 
 
 def sign_in_schemes(config: AppConfig) -> list[Scheme]:

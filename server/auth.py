@@ -33,7 +33,7 @@ from starlette.routing import BaseRoute, Match
 
 from .access import LOCAL_PRINCIPAL
 from .config import StaticToken
-from .errors import UNAVAILABLE_RETRY_SECONDS, error_response
+from .errors import SIGN_IN_UNAVAILABLE, UNAVAILABLE_RETRY_SECONDS, error_response
 
 __all__ = [
     "LOCAL_PRINCIPAL",
@@ -191,7 +191,7 @@ def auth_error(conn: HTTPConnection, exc: AuthenticationError) -> Response:
     401 with a ``WWW-Authenticate`` challenge, or 503 when the credentials cannot be checked now."""
     if isinstance(exc, SignInUnavailable):
         return error_response(
-            503, str(exc), code="sign_in_unavailable", headers={"Retry-After": str(UNAVAILABLE_RETRY_SECONDS)}
+            503, str(exc), code=SIGN_IN_UNAVAILABLE, headers={"Retry-After": str(UNAVAILABLE_RETRY_SECONDS)}
         )
     challenge = exc.challenge if isinstance(exc, Refused) else "Bearer"
     return error_response(401, str(exc) or "not signed in", headers={"WWW-Authenticate": challenge})

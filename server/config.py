@@ -44,6 +44,7 @@ __all__ = [
 _URL_SCHEMES = {
     "redis_url": ("redis", "rediss", "unix"),
     "database_url": ("postgresql", "postgres"),
+    "oidc_issuer": ("https", "http"),
 }
 
 #: Where ``serve`` leaves the validated configuration for the worker processes it starts.
@@ -304,7 +305,7 @@ class AppConfig(RagConfig, BaseSettings):
         description="Log lines as plain text, or as JSON lines with principal, thread, run and trace ids.",
     )
 
-    @field_validator("redis_url", "database_url")
+    @field_validator("redis_url", "database_url", "oidc_issuer")
     @classmethod
     def _known_scheme(cls, value: str | None, info: ValidationInfo) -> str | None:
         schemes = _URL_SCHEMES[str(info.field_name)]

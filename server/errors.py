@@ -43,6 +43,7 @@ __all__ = [
     "ERROR_TABLE",
     "JOB_QUEUE_UNAVAILABLE",
     "REDIS_UNAVAILABLE",
+    "SIGN_IN_UNAVAILABLE",
     "UNAVAILABLE_RETRY_SECONDS",
     "ApiError",
     "error_response",
@@ -58,6 +59,7 @@ UNAVAILABLE_RETRY_SECONDS = 5
 #: The 503 codes of the dependencies that can be down, shared by the API's answers and ``/ready``.
 REDIS_UNAVAILABLE = "redis_unavailable"
 JOB_QUEUE_UNAVAILABLE = "job_queue_unavailable"
+SIGN_IN_UNAVAILABLE = "sign_in_unavailable"
 
 _CODES = {
     400: "bad_request",

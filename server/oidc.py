@@ -60,7 +60,11 @@ UNKNOWN_KEY = "the token's signing key is not one of the issuer's keys"
 
 
 class _IssuerUnreachable(Exception):
-    """Discovery or the key set could not be fetched or read."""
+    """Discovery or the key set could not be fetched or read; ``public`` says which for a client."""
+
+    def __init__(self, detail: str, public: str = "the identity provider is unreachable") -> None:
+        super().__init__(detail)
+        self.public = public
 
 
 class KeySet:
@@ -86,8 +90,20 @@ class KeySet:
         self._fetched_at = -math.inf
         self._refetched_at = -math.inf  # the last fetch caused by an unknown key id
         self._failed_at = -math.inf
+        self._problem = "the identity provider is unreachable"  # what the last failed fetch says
         self._generation = 0
         self._lock: asyncio.Lock | None = None
+
+    async def ready(self) -> None:
+        """Return when the keys are held or can be fetched now; ``SignInUnavailable`` otherwise (for
+        ``/ready``: a server that can check no token cannot serve a signed-in caller)."""
+        if not self._keys:
+            await self._refresh(self._generation, keep_stale=False)
+        if not self._keys:
+            raise SignInUnavailable("the identity provider publishes no key this server verifies with")
+
+    def _unavailable(self) -> SignInUnavailable:
+        return SignInUnavailable(f"sign-in cannot be checked: {self._problem}; retry shortly")
 
     async def get(self, kid: str) -> PyJWK:
         """The key ``kid``; ``Refused`` when the issuer does not publish it, ``SignInUnavailable``
@@ -106,13 +122,13 @@ class KeySet:
             if self._generation != seen:
                 return self._known(kid)
             if self._failed_at >= waited_from:
-                raise SignInUnavailable("the identity provider is unreachable; retry shortly")
+                raise self._unavailable()
         now = self.clock()
         if now - self._refetched_at < self.refetch_floor:
             if self._failed_at < self._refetched_at:  # the issuer answered, without this key
                 raise Refused(UNKNOWN_KEY)
             if now - self._failed_at < FAILURE_BACKOFF:  # it did not answer: nothing is known yet
-                raise SignInUnavailable("the identity provider is unreachable; retry shortly")
+                raise self._unavailable()
         self._refetched_at = now
         await self._refresh(seen, keep_stale=False)
         return self._known(kid)
@@ -136,19 +152,20 @@ class KeySet:
             if keep_stale and self.clock() - self._fetched_at <= self.max_age:
                 return  # a request ahead of this one refreshed (or tried, and keeps the keys held)
             if self.clock() - self._failed_at < min(FAILURE_BACKOFF, self.refetch_floor) and not keep_stale:
-                raise SignInUnavailable("the identity provider is unreachable; retry shortly")
+                raise self._unavailable()
             self.fetches += 1
             try:
                 keys = await self._fetch()
             except _IssuerUnreachable as exc:
                 self._failed_at = self.clock()
+                self._problem = exc.public
                 self._jwks_uri = None  # discover again next time
                 if keep_stale:
                     logger.warning("keeping the keys held: %s", exc)
                     self._fetched_at = self.clock() - self.max_age + FAILURE_BACKOFF
                     return
                 logger.warning("sign-in cannot be checked: %s", exc)
-                raise SignInUnavailable("the identity provider is unreachable; retry shortly") from None
+                raise self._unavailable() from None
             self._keys = keys
             self._fetched_at = self.clock()
             self._generation += 1
@@ -161,16 +178,21 @@ class KeySet:
                 )
                 if discovery.get("issuer") != self.issuer:
                     raise _IssuerUnreachable(
-                        f"the discovery document names issuer {discovery.get('issuer')!r}, not {self.issuer!r}"
+                        f"the discovery document names issuer {discovery.get('issuer')!r}, not {self.issuer!r}",
+                        "the identity provider names another issuer than the one configured",
                     )
                 jwks_uri = discovery.get("jwks_uri")
                 if not isinstance(jwks_uri, str) or not jwks_uri.startswith(("https://", "http://")):
-                    raise _IssuerUnreachable("the discovery document has no jwks_uri")
+                    raise _IssuerUnreachable(
+                        "the discovery document has no jwks_uri", "the identity provider publishes no key set"
+                    )
                 self._jwks_uri = jwks_uri
             document = await _get_json(http, self._jwks_uri)
         listed = document.get("keys")
         if not isinstance(listed, list):
-            raise _IssuerUnreachable("the key set has no keys list")
+            raise _IssuerUnreachable(
+                "the key set has no keys list", "the identity provider publishes no key set"
+            )
         keys: dict[str, PyJWK] = {}
         for data in listed:
             if not isinstance(data, dict) or not isinstance(data.get("kid"), str):

@@ -225,6 +225,38 @@ async def test_a_provider_that_does_not_listen_answers_503(scenario_config: Any)
         assert response.json()["error"]["code"] == "sign_in_unavailable"
 
 
+async def test_readiness_asks_the_identity_provider_and_a_wrong_issuer_is_named(
+    scenario_config: Any, idp: IdentityProvider
+) -> None:
+    """The issuer configured with a trailing slash the provider does not write: every signed-in
+    request is 503 saying that the provider names another issuer (not that it is unreachable), and
+    /ready is 503 naming the identity provider; configured right, /ready asks it and is 200."""
+    async with ragstream(scenario_config, idp.issuer + "/", oidc_jwks_refetch_seconds=0) as client:
+        response = await client.get("/threads", headers=bearer(idp.token("alice")))
+        assert response.status_code == 503, response.text
+        error = response.json()["error"]
+        assert error["code"] == "sign_in_unavailable"
+        assert "names another issuer than the one configured" in error["message"], error
+        ready = await client.get("/ready")
+        assert ready.status_code == 503, ready.text
+        assert ready.json()["error"]["code"] == "sign_in_unavailable"
+        assert ready.json()["error"]["details"]["checks"]["identityProvider"] == "down"
+        assert "the identity provider" in ready.json()["error"]["message"]
+    async with ragstream(scenario_config, idp.issuer) as client:
+        ready = await client.get("/ready")
+        assert ready.status_code == 200, ready.text
+        assert ready.json()["checks"]["identityProvider"] == "ok"
+        idp.down = True  # the keys are held: tokens it signed are still checked, so still ready
+        assert (await client.get("/ready")).status_code == 200
+
+
+def test_an_issuer_that_is_not_a_url_stops_serve(tmp_path: Any) -> None:
+    from server.config import AppConfig
+
+    with pytest.raises(ValueError, match="oidc_issuer"):
+        AppConfig(data_dir=tmp_path, oidc_issuer="not-a-url", oidc_audience=AUDIENCE)
+
+
 async def test_editor_groups_come_from_the_groups_claim(scenario_config: Any, idp: IdentityProvider) -> None:
     upload = {"file": ("note.md", b"# Note\n\nGroups decide who edits.\n", "text/markdown")}
     async with ragstream(

@@ -35,8 +35,15 @@ from starlette.responses import JSONResponse, Response
 from rag_tools.kb import SUPPORTED_SUFFIXES
 
 from ..auth import principal_of
-from ..errors import JOB_QUEUE_UNAVAILABLE, REDIS_UNAVAILABLE, UNAVAILABLE_RETRY_SECONDS, error_response
+from ..errors import (
+    JOB_QUEUE_UNAVAILABLE,
+    REDIS_UNAVAILABLE,
+    SIGN_IN_UNAVAILABLE,
+    UNAVAILABLE_RETRY_SECONDS,
+    error_response,
+)
 from ..observe import metrics
+from ..oidc import KeySet
 from ._common import reader, services_of
 
 __all__ = ["capabilities", "health", "metrics_page", "ready"]
@@ -50,6 +57,7 @@ _DEPENDENCIES = {
     "threadStore": ("the thread store", "store_unavailable"),
     "redis": ("Redis", REDIS_UNAVAILABLE),
     "jobQueue": ("the ingestion queue", JOB_QUEUE_UNAVAILABLE),
+    "identityProvider": ("the identity provider", SIGN_IN_UNAVAILABLE),
 }
 
 
@@ -78,6 +86,9 @@ async def ready(request: Request) -> Response:
     }
     if services.redis is not None:
         probes["redis"] = services.redis.ping
+    identity_provider: KeySet | None = getattr(request.app.state, "identity_provider", None)
+    if identity_provider is not None:  # OpenID Connect: its keys held, or fetched now
+        probes["identityProvider"] = identity_provider.ready
     names = [name for name in _DEPENDENCIES if name in probes]
     results = dict(zip(names, await asyncio.gather(*(_check(probes[name]) for name in names)), strict=True))
     checks = {name: "ok" if ok else "down" for name, (ok, _) in results.items()}
