@@ -220,6 +220,7 @@ async def test_reload_restores_the_thread(browser: Browser, rag_server: str) -> 
     await expect(page.locator(".welcome")).to_be_visible()
     await expect(page.locator("#threads li")).to_have_text(["No saved chats yet."])
     assert chat.thread_id is None
+    await expect(page.locator("#question")).to_be_focused()  # not lost to the page with the button
     chat.assert_clean_console()
 
 
@@ -687,6 +688,38 @@ async def test_an_approval_answered_in_another_window_is_not_answered_again(
     first.assert_clean_console()
     assert second.problems, "expected the 409 to be logged"
     assert all("409" in p for p in second.problems), second.problems
+
+
+async def test_other_chats_wait_for_the_answer_in_progress_and_say_so(
+    browser: Browser, scenario_url: str
+) -> None:
+    """One answer at a time per page: while one streams, another chat or a new one says why it does
+    not open (on hover, and once clicked), rather than doing nothing."""
+    async with httpx.AsyncClient(base_url=scenario_url, timeout=30) as http:
+        assert (
+            await http.post("/agui", json=run_body("other-chat", "r", "nightly backups"))
+        ).status_code == 200
+    chat = await open_chat(browser, scenario_url, "busy-switch")
+    page = chat.page
+    await chat.type_question("slow answer please")
+    await expect(page.locator("#log article.message-assistant").last).to_contain_text("tok3")
+    other = page.locator('#threads a[href="#thread=other-chat"]')
+    await expect(other).to_have_attribute("aria-disabled", "true")
+    await expect(other).to_have_attribute("title", re.compile("Stop the answer in progress"))
+    await expect(page.locator("#new-chat")).to_have_attribute(
+        "title", re.compile("Stop the answer in progress")
+    )
+    await other.click(force=True)  # a person can click it (Playwright waits for aria-disabled to go)
+    await expect(page.locator("#banner")).to_contain_text(
+        "Stop the answer in progress before switching chats."
+    )
+    assert chat.thread_id != "other-chat"
+    await page.locator("#stop").click()
+    await chat.wait_idle()
+    await expect(other).not_to_have_attribute("aria-disabled", "true")
+    await expect(page.locator("#new-chat")).not_to_have_attribute("title", re.compile("Stop"))
+    chat.assert_clean_console()
+    await page.context.close()
 
 
 async def test_stop_ends_the_run_as_cancelled_and_keeps_the_thread(
@@ -1260,8 +1293,14 @@ async def test_upload_shows_its_job_and_citations_open_the_pdf_at_the_page(
     accept = (await page.locator("#upload-files").get_attribute("accept") or "").split(",")
     assert {".md", ".pdf", ".html", ".docx", ".pptx", ".xlsx", ".csv", ".epub"} <= set(accept), accept
 
+    # Upload with nothing chosen says what to do, and uploads nothing
+    await page.locator("#upload button[type=submit]").click()
+    await expect(page.locator("#jobs .job-error")).to_have_text("Choose one or more files first.")
+    await expect(page.locator("#upload-files")).to_be_focused()
+
     await page.locator("#upload-files").set_input_files([str(pdf), str(binary)])
     await page.locator("#upload button[type=submit]").click()
+    await expect(page.locator("#jobs .job-error")).to_have_count(0)
     job = page.locator("#jobs .job").first
     await expect(job).to_have_attribute("data-state", "done", timeout=60_000)
     # one of the two files failed: the card says so, not "Ingested"

@@ -7,7 +7,7 @@ import { Api, newId, takeToken } from "./api";
 import { ApprovalsView } from "./approvals";
 import { ConversationView } from "./conversation";
 import { byId } from "./dom";
-import { FilterView, SourcesView, ThreadListView, chatTitle } from "./panels";
+import { FilterView, SourcesView, ThreadListView, WAIT_FOR_THE_ANSWER, chatTitle } from "./panels";
 import { ChatSession, type RunResult, describe } from "./session";
 import "./styles.css";
 import { UploadsView } from "./uploads";
@@ -54,10 +54,12 @@ const approvals = new ApprovalsView(
 const filter = new FilterView(byId("filter"), (names) => session.setFilter(names));
 // After an upload's job finishes, the filter lists the new documents.
 new UploadsView(byId("uploads"), api, () => void refreshDocuments());
+const SWITCH_WHILE_BUSY = "Stop the answer in progress before switching chats.";
 const threadList = new ThreadListView(
   byId("threads"),
   (thread) => void deleteThread(thread),
   () => void showOlderThreads(),
+  () => showBanner(SWITCH_WHILE_BUSY),
 );
 
 let session: ChatSession;
@@ -91,6 +93,7 @@ function render(): void {
   ui.stop.disabled = session.phase === "stopping";
   ui.stop.textContent = session.phase === "stopping" ? "Stopping…" : "Stop";
   ui.newChat.disabled = session.busy;
+  ui.newChat.title = session.busy ? WAIT_FOR_THE_ANSWER : "";
   ui.hint.textContent = waiting
     ? "Answer the approval request above to continue."
     : session.liveQuestions.length
@@ -210,6 +213,8 @@ async function deleteThread(thread: ThreadSummary): Promise<void> {
     await openThread(null);
   }
   await refreshThreads();
+  // the pressed button went with its chat: the keyboard carries on from the question box
+  if (document.activeElement === null || document.activeElement === document.body) ui.question.focus();
 }
 
 async function refreshDocuments(): Promise<void> {
@@ -326,7 +331,7 @@ window.addEventListener("hashchange", () => {
   if (session.busy) {
     // One run at a time per page: switching away would leave this one without a listener.
     setUrlThread(urlThreadId());
-    showBanner("Stop the answer in progress before switching chats.");
+    showBanner(SWITCH_WHILE_BUSY);
     return;
   }
   void openThread(threadId);

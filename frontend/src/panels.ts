@@ -3,6 +3,9 @@ import { h, nodes } from "./dom";
 import type { Api } from "./api";
 import type { Citation, DocumentInfo, ThreadSummary } from "./types";
 
+/** Why another chat does not open while an answer streams (one run at a time per page). */
+export const WAIT_FOR_THE_ANSWER = "Stop the answer in progress, or wait for it, to open another chat";
+
 /**
  * What a saved chat is called, in the list and in the header alike: its title (the first question
  * as shown), or "Untitled chat" when it has none (a chat saved without a question).
@@ -19,6 +22,7 @@ export class ThreadListView {
     private readonly root: HTMLElement,
     private readonly onDelete: (thread: ThreadSummary) => void,
     private readonly onMore: () => void,
+    private readonly onLocked: () => void,
   ) {}
 
   /** `more`: older chats exist beyond those listed (a button fetches the next page). */
@@ -57,7 +61,16 @@ export class ThreadListView {
               href: `#thread=${encodeURIComponent(thread.threadId)}`,
               "aria-current": current ? "page" : null,
               "aria-disabled": locked && !current ? "true" : null,
-              title,
+              title: locked && !current ? `${title} (${WAIT_FOR_THE_ANSWER})` : title,
+              // handled here: the page keeps its address on the chat that streams, so the
+              // address change of a click would be undone before anyone saw it
+              onclick:
+                locked && !current
+                  ? (event: Event) => {
+                      event.preventDefault();
+                      this.onLocked();
+                    }
+                  : null,
             },
             title,
           ),

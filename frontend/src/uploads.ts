@@ -112,7 +112,12 @@ export class UploadsView {
   private async submit(event: Event): Promise<void> {
     event.preventDefault();
     const files = Array.from(this.input.files ?? []);
-    if (!files.length) return;
+    if (!files.length) {
+      this.message = "Choose one or more files first.";
+      this.render();
+      this.input.focus();
+      return;
+    }
     this.button.disabled = true;
     this.message = null;
     try {
