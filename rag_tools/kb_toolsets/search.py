@@ -37,7 +37,8 @@ def create_search_toolset(
 ) -> FunctionToolset[Any]:
     """A toolset with one tool, ``search(query, limit?, filter?)``.
 
-    Results carry citation numbers that stay the same for a chunk for the life of the thread, and
+    Results carry citation numbers that stay the same for a chunk for the life of the thread (of
+    its branch, where the server keeps the state per branch), and
     each search is recorded in the thread's ``SearchState`` (bounded by
     ``config.search_history_limit``). The session's document filter and ``base_filter`` always apply.
     """
