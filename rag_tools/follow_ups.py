@@ -9,8 +9,8 @@ set aside) and, for a short question, what the previous turn retrieved:
    are they kept?", "And the monthly ones?"): a follow-up;
 3. four or more content words: the question names its own topic and stands alone, whatever word
    it opens with ("And who approves production database changes?");
-4. one to three content words: a follow-up when at least half of them occur in the passages the
-   previous turn retrieved ("And on Sundays?" after the opening-hours table, "What about carbon
+4. one to three content words: a follow-up when all of them occur in the passages the previous
+   turn retrieved ("And on Sundays?" after the opening-hours table, "What about carbon
    frames?" after the warranty table). Otherwise it is searched alone first, and searched again
    with the previous topic only if that search answers weakly: "What is RRF?" after a question
    on backups finds its answer alone, "How far ahead are customers told?" does not.
@@ -88,11 +88,11 @@ def content_words(text: str) -> list[str]:
 
 
 def _anchored(own: list[str], previous: Turn) -> bool:
-    """Whether at least half of ``own`` occurs in what the previous turn searched and retrieved."""
+    """Whether every word of ``own`` occurs in what the previous turn searched and retrieved."""
     seen = {
         stem(w) for w in _WORD.findall(f"{previous.query or previous.question}\n{previous.material}".lower())
     }
-    return 2 * sum(stem(w) in seen for w in own) >= len(own)
+    return all(stem(w) in seen for w in own)
 
 
 def is_follow_up(question: str, previous: Turn | None) -> bool:

@@ -65,6 +65,14 @@ def test_a_short_question_follows_up_when_its_words_are_in_what_the_last_turn_re
     unrelated = resolve_follow_up("And on Sundays?", BACKUPS)
     assert unrelated.query == "And on Sundays?"
     assert unrelated.retry == "And on Sundays? (nightly database backups kept)"
+    # one of its words on the screen is not enough: passages are full of common words
+    bakery = Turn(
+        "What does the bakery sell?",
+        query="What does the bakery sell?",
+        material="Call us to order a cake. The bakery sells bread, pastries and cakes.",
+    )
+    new_topic = resolve_follow_up("Who is on call for incidents?", bakery)
+    assert new_topic.query == "Who is on call for incidents?" and not new_topic.borrowed
 
 
 def test_a_short_new_topic_is_searched_again_with_the_old_one_only_when_it_answers_weakly() -> None:
