@@ -664,8 +664,8 @@ async def test_a_failed_turn_leaves_the_thread_as_it_was(browser: Browser, scena
 
 
 async def test_new_chat_while_an_answer_streams(browser: Browser, scenario_config: Any) -> None:
-    """ "New chat" in the middle of an answer shows an empty chat under a new id (not the last
-    thread's messages); the answer goes on on the server and is saved in its own thread."""
+    """Pressing "New chat" in the middle of an answer shows an empty chat under a new id (not the
+    last thread's messages); the answer goes on on the server and is saved in its own thread."""
     app = ragstream_app(scenario_config, scenario=True, state_key=None)
     async with serve(app) as ragstream, example_server(ragstream) as runtime:
         context = await browser.new_context(viewport={"width": 1280, "height": 800})
