@@ -313,6 +313,41 @@ async def test_a_shorter_history_with_nothing_to_ask_moves_nothing(chat: Chat, m
     assert shown(switched.json()["messages"]) == shown(before["messages"])
 
 
+async def test_a_window_of_the_history_continues_where_it_starts(chat: Chat, model: Recorder) -> None:
+    """A client that trims its context sends the turns from the second question on: the thread
+    goes on from there, with the first turn kept and no message stored twice under one id."""
+    await three_turns(chat)
+    before = await chat.view()
+    window = chat.messages[_position(chat.messages, chat.user_ids()[1]) :]
+    await chat.send([*window, user("Where is the bakery?")])
+    view = await chat.view()
+    assert shown(view["messages"])[: len(before["messages"])] == shown(before["messages"])
+    assert _user_ids(view)[-1] == chat.user_ids()[-1] and view["branches"] == {}
+    ids = [m["id"] for m in view["messages"]]
+    assert len(ids) == len(set(ids))
+    assert [s for s in model.last if s.startswith("user: ")] == [
+        *(f"user: {q}" for q in QUESTIONS),
+        "user: Where is the bakery?",
+    ]
+    # a window whose first question was edited (same id, new words) branches beside that question
+    bakery = chat.user_ids()[-1]
+    await chat.send([{**window[0], "content": "What is the Caroline telescope?"}])
+    view = await chat.view()
+    second = _user_ids(before)[1]
+    versions = view["branches"][second]
+    assert versions["index"] == 1 and len(versions["ids"]) == 2
+    assert shown(view["messages"])[:2] == shown(before["messages"])[:2]  # the first turn stays
+    assert [s for s in model.last if s.startswith("user: ")] == [
+        f"user: {QUESTIONS[0]}",
+        "user: What is the Caroline telescope?",
+    ]
+    # and the version it replaced, window continuation included, is one switch away
+    switched = await chat.http.post(f"/threads/{chat.thread}/switch", json={"messageId": versions["ids"][0]})
+    assert switched.status_code == 200, switched.text
+    # (the edit kept the id the client sent; the version it replaced is renamed, as for any edit)
+    assert _user_ids(switched.json())[1:] == [versions["ids"][0], *_user_ids(before)[2:], bakery]
+
+
 def _user_ids(view: dict[str, Any]) -> list[str]:
     return [m["id"] for m in view["messages"] if m["role"] == "user"]
 

@@ -178,11 +178,13 @@ class ConversationTree:
 
         A client that sends only its new turn (no assistant message, no message the thread
         stores) continues the active path, as clients that leave the history to the server do.
-        A history that shares nothing with the stored one starts a new branch from the root.
+        A client that sends a window of its history (its earliest turns trimmed away) is matched
+        from where the window starts: its first message names a stored entry. A history that
+        shares nothing with the stored one starts a new branch from the root.
         """
         convo = [(i, m) for i, m in enumerate(messages) if m.role in CONVERSATION_ROLES]
         on_path = set(self.path()) if self.head is not None else set()
-        node: str | None = None
+        node: str | None = self._window_start(convo, on_path)
         shared_until = -1  # index in ``messages`` of the last message of a fully matched entry
         by_old_id: list[str] = []
         k = 0
@@ -206,6 +208,19 @@ class ConversationTree:
         if node is None and self._only_a_new_turn(convo):
             return Alignment(self.head, list(messages))
         return Alignment(node, list(messages[shared_until + 1 :]), tuple(by_old_id))
+
+    def _window_start(self, convo: Sequence[tuple[int, Message]], on_path: set[str]) -> str | None:
+        """The entry a trimmed history hangs below: the parent of the entry its first message names,
+        when that is not a first entry (``None``, the root, otherwise). Copying the window as a new
+        branch from the root would store its messages a second time under ids the thread holds."""
+        first = next((m for _, m in convo if m.role != "tool"), None)
+        if first is None or self._matching_child(None, first, on_path) is not None:
+            return None
+        named = [key for key in self.entries if self.first_id(key) == first.id]
+        if not named:
+            return None
+        entry = next((key for key in named if key in on_path), named[-1])
+        return self.parent(entry)
 
     def _matching_child(self, node: str | None, message: Message, on_path: set[str]) -> str | None:
         matches = [
