@@ -18,6 +18,7 @@ import re
 import secrets
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -615,13 +616,26 @@ async def test_the_runtime_passes_the_callers_trace_on_to_every_ragstream_reques
     assert context("documents") == listed
 
 
-async def test_a_failed_turn_leaves_the_thread_as_it_was(browser: Browser, scenario_config: Any) -> None:
-    """RUN_ERROR: the page says so in the server's (sanitised) words and drops the unsaved turn."""
+@asynccontextmanager
+async def scenario_page(
+    browser: Browser, scenario_config: Any, name: str, *, width: int = 1280
+) -> AsyncIterator[tuple[CopilotKitPage, str, Any]]:
+    """ragstream on the scenario agent, the example's runtime before it, and a page of the example
+    opened in a new browser context of ``width`` x 800: ``(page, ragstream's URL, runtime)``."""
     app = ragstream_app(scenario_config, scenario=True, state_key=None)
     async with serve(app) as ragstream, example_server(ragstream) as runtime:
-        context = await browser.new_context(viewport={"width": 1280, "height": 800})
-        page = CopilotKitPage(await context.new_page(), runtime.url, "error")
-        await page.open()
+        context = await browser.new_context(viewport={"width": width, "height": 800})
+        try:
+            page = CopilotKitPage(await context.new_page(), runtime.url, name)
+            await page.open()
+            yield page, ragstream, runtime
+        finally:
+            await context.close()
+
+
+async def test_a_failed_turn_leaves_the_thread_as_it_was(browser: Browser, scenario_config: Any) -> None:
+    """RUN_ERROR: the page says so in the server's (sanitised) words and drops the unsaved turn."""
+    async with scenario_page(browser, scenario_config, "error") as (page, ragstream, runtime):
         await page.ask("nightly backups")
         saved = await page.server_view(ragstream)
         shown = await page.transcript()
@@ -660,17 +674,12 @@ async def test_a_failed_turn_leaves_the_thread_as_it_was(browser: Browser, scena
         assert (await page.ask("bakery food safety")).startswith("Found it in Harbor Street Bakery")
         assert runtime.alive, runtime.log()
         page.assert_clean()
-        await context.close()
 
 
 async def test_new_chat_while_an_answer_streams(browser: Browser, scenario_config: Any) -> None:
     """Pressing "New chat" in the middle of an answer shows an empty chat under a new id (not the
     last thread's messages); the answer goes on on the server and is saved in its own thread."""
-    app = ragstream_app(scenario_config, scenario=True, state_key=None)
-    async with serve(app) as ragstream, example_server(ragstream) as runtime:
-        context = await browser.new_context(viewport={"width": 1280, "height": 800})
-        page = CopilotKitPage(await context.new_page(), runtime.url, "new-chat-mid-answer")
-        await page.open()
+    async with scenario_page(browser, scenario_config, "new-chat-mid-answer") as (page, ragstream, runtime):
         first = page.thread_id
         await page.ask("nightly backups")
         await page.type_question("slow answer please")
@@ -697,18 +706,13 @@ async def test_new_chat_while_an_answer_streams(browser: Browser, scenario_confi
         await expect(page.questions()).to_have_count(1)
         assert runtime.alive, runtime.log()
         page.assert_clean()
-        await context.close()
 
 
 async def test_a_refused_run_is_explained_in_ragstreams_words(browser: Browser, scenario_config: Any) -> None:
     """A run ragstream refuses (409: the thread is busy with a run from elsewhere): the page says
     why in ragstream's words (not the raw JSON of its error), drops the unsaved turn, and asks again
     once the other run is stopped."""
-    app = ragstream_app(scenario_config, scenario=True, state_key=None)
-    async with serve(app) as ragstream, example_server(ragstream) as runtime:
-        context = await browser.new_context(viewport={"width": 1280, "height": 800})
-        page = CopilotKitPage(await context.new_page(), runtime.url, "busy")
-        await page.open()
+    async with scenario_page(browser, scenario_config, "busy") as (page, ragstream, runtime):
         await page.ask("nightly backups")
         shown = await page.transcript()
         thread = page.thread_id
@@ -744,7 +748,6 @@ async def test_a_refused_run_is_explained_in_ragstreams_words(browser: Browser, 
         assert user_texts(await page.server_view(ragstream)) == ["nightly backups", "bakery food safety"]
         assert runtime.alive, runtime.log()
         page.assert_clean()
-        await context.close()
 
 
 async def test_ragstream_down_and_back_while_the_page_is_open(browser: Browser, scenario_config: Any) -> None:
@@ -809,11 +812,7 @@ async def test_on_a_phone_the_chat_comes_first_and_nothing_overlaps(
 ) -> None:
     """At a phone's width the chat has the full width, above the documents and sources: the two
     columns of a wide window squeezed the chat to a sliver, its input over the document list."""
-    app = ragstream_app(scenario_config, scenario=True, state_key=None)
-    async with serve(app) as ragstream, example_server(ragstream) as runtime:
-        context = await browser.new_context(viewport={"width": 390, "height": 800})
-        page = CopilotKitPage(await context.new_page(), runtime.url, "phone")
-        await page.open()
+    async with scenario_page(browser, scenario_config, "phone", width=390) as (page, _, _):
         assert (await page.ask("nightly backups")).startswith("Found it in")
         box = page.page.get_by_test_id("copilot-chat-textarea")
         await expect(box).to_be_in_viewport()
@@ -839,17 +838,12 @@ async def test_on_a_phone_the_chat_comes_first_and_nothing_overlaps(
         await expect(page.page.locator("#filter .doc-list input[type=checkbox]").first).to_be_in_viewport()
         await page.screenshot("side")
         page.assert_clean()
-        await context.close()
 
 
 async def test_every_button_of_the_page_has_a_name(browser: Browser, scenario_config: Any) -> None:
     """A screen reader names every button and progress bar: CopilotChat's send and add buttons are
     icons with no label of their own ("button, dimmed" is all a screen reader said of them)."""
-    app = ragstream_app(scenario_config, scenario=True, state_key=None)
-    async with serve(app) as ragstream, example_server(ragstream) as runtime:
-        context = await browser.new_context(viewport={"width": 1280, "height": 800})
-        page = CopilotKitPage(await context.new_page(), runtime.url, "names")
-        await page.open()
+    async with scenario_page(browser, scenario_config, "names") as (page, _, _):
         await page.ask("nightly backups")
         await page.page.get_by_test_id("copilot-chat-textarea").fill("log retention")
         snapshot = await page.page.locator("body").aria_snapshot()
@@ -863,7 +857,6 @@ async def test_every_button_of_the_page_has_a_name(browser: Browser, scenario_co
         assert '- progressbar "Progress of search"' in snapshot, snapshot
         await expect(page.page.get_by_role("button", name="Send")).to_be_enabled()
         page.assert_clean()
-        await context.close()
 
 
 async def test_a_tool_call_that_waits_for_the_user_says_so(browser: Browser, scenario_config: Any) -> None:
@@ -1029,11 +1022,7 @@ async def test_a_reload_mid_answer_follows_the_run(browser: Browser, scenario_co
     shows ragstream's saved thread and joins the run still going, the answer goes on forming and ends
     as ragstream saved it. A stopped and a failed turn before it stay gone (CopilotKit's in-memory
     runner still remembers them), and a Stop after the reload drops only the turn it stops."""
-    app = ragstream_app(scenario_config, scenario=True, state_key=None)
-    async with serve(app) as ragstream, example_server(ragstream) as runtime:
-        context = await browser.new_context(viewport={"width": 1280, "height": 800})
-        page = CopilotKitPage(await context.new_page(), runtime.url, "reload")
-        await page.open()
+    async with scenario_page(browser, scenario_config, "reload") as (page, ragstream, runtime):
         thread = page.thread_id
         await page.ask("nightly backups")
         # two turns ragstream does not keep: one stopped, one failed
@@ -1082,7 +1071,6 @@ async def test_a_reload_mid_answer_follows_the_run(browser: Browser, scenario_co
         assert user_texts(await page.server_view(ragstream)) == ["nightly backups", "slow answer please"]
         assert runtime.alive, runtime.log()
         page.assert_clean()
-        await context.close()
 
 
 async def assert_page_is_the_thread(
