@@ -177,7 +177,7 @@ class Quotas(ABC):
         """The model tokens counted into ``principal``'s day so far (``None`` without a daily limit)."""
         if self.limits.tokens_per_day is None:
             return None
-        return await self._spend(principal, 0, self.clock())
+        return await self._tokens(principal, self.clock())
 
     async def admit_upload(self, principal: str, size: int) -> None:
         """Count an upload of ``size`` bytes into the principal's hour; ``QuotaExceeded`` (or
@@ -223,6 +223,10 @@ class Quotas(ABC):
     @abstractmethod
     async def _spend(self, principal: str, tokens: int, now: float) -> int:
         """Add ``tokens`` to the day's count; the count."""
+
+    @abstractmethod
+    async def _tokens(self, principal: str, now: float) -> int:
+        """The day's count, read."""
 
     @abstractmethod
     async def _upload(self, principal: str, size: int, limit: int, now: float) -> int | None:
@@ -305,6 +309,9 @@ class MemoryQuotas(Quotas):
         day = _window(now, DAY)
         self._add("tokens", principal, day, tokens)
         return self._count("tokens", principal, day)
+
+    async def _tokens(self, principal: str, now: float) -> int:
+        return self._count("tokens", principal, _window(now, DAY))
 
     async def _upload(self, principal: str, size: int, limit: int, now: float) -> int | None:
         self._prune(now)
@@ -421,6 +428,10 @@ class RedisQuotas(Quotas):
         except RedisError as exc:
             raise BackendUnavailable(f"the token count cannot be saved: {exc}") from exc
         return int(counted)
+
+    async def _tokens(self, principal: str, now: float) -> int:
+        counted = await _checking(self.redis.get(self._key("tokens", principal, _window(now, DAY))))
+        return int(counted or 0)
 
     async def _upload(self, principal: str, size: int, limit: int, now: float) -> int | None:
         key = self._key("upload", principal, _window(now, HOUR))
