@@ -27,6 +27,7 @@ from rag_tools.tools import ask
 from server.agui.questions import RunQuestions
 from server.runs.questions import MemoryQuestionBus
 from tests.protocol import check_stream, parse_sse, run_body
+from tests.test_server_http import assert_error
 from tests.test_tool_results import seed_chat, seed_server, seed_workers
 
 LIVE = {"ragstream": {"liveQuestions": True}}
@@ -181,6 +182,43 @@ async def test_without_live_answers_or_after_the_client_left_the_question_is_an_
     plain_call = plain[-1]["outcome"]["interrupts"][0]["toolCallId"]
     left_call = interrupt["toolCallId"]
     assert starts(tool_log) == [plain_call, left_call, left_call]
+
+
+async def test_a_resume_that_does_not_fit_the_question_is_422_and_the_question_stays(
+    scenario_config: Any,
+    tool_log: Path,
+) -> None:
+    """Approving a tool's question without its answer (or with a payload of the wrong shape) is
+    refused before the run: the tool is not run again from its start only to ask once more, and
+    the interrupt stays pending for a resume that fits."""
+    async with seed_server(scenario_config) as (url, _), httpx.AsyncClient(base_url=url, timeout=30) as http:
+        plain = await follow(http, trip("misfit", "r1", live=False), _never)
+        [interrupt] = plain[-1]["outcome"]["interrupts"]
+        before = (await http.get("/threads/misfit")).json()
+        for number, (payload, fragment) in enumerate(
+            (
+                ({"approved": True}, 'approving it needs the answer, a string in "answer"'),
+                ({"approved": True, "answer": 5}, 'a string in "answer"'),
+                ({"approved": "yes", "answer": "June 9"}, "does not match the `responseSchema`"),
+                ("June 9", "does not match the `responseSchema`"),
+            ),
+            start=2,
+        ):
+            resume = {"interruptId": interrupt["id"], "status": "resolved", "payload": payload}
+            error = assert_error(
+                await http.post("/agui", json=run_body("misfit", f"r{number}", None, resume=[resume])),
+                422,
+                "resume[0].payload: ",
+            )
+            assert fragment in error["message"] and error["details"][0]["loc"] == ["resume", 0, "payload"]
+        after = (await http.get("/threads/misfit")).json()
+        assert (after["version"], after["interrupts"]) == (before["version"], before["interrupts"])
+        answered = {"approved": True, "answer": "June 9"}
+        resume = {"interruptId": interrupt["id"], "status": "resolved", "payload": answered}
+        resumed = await follow(http, run_body("misfit", "r9", None, resume=[resume]), _never)
+    check_stream(resumed, {})
+    assert next(e for e in resumed if e["type"] == "TOOL_CALL_RESULT")["content"] == "Oslo booked for June 9"
+    assert starts(tool_log) == [interrupt["toolCallId"]] * 2  # the first run and the one that fit
 
 
 async def test_only_the_threads_owner_may_answer(scenario_config: Any) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from pydantic_ai import Agent, DeferredToolRequests, RunContext, ToolApproved
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -371,3 +372,68 @@ def test_subtool_mistakes_are_refused_when_declared() -> None:
     with pytest.raises(ValueError, match="model tool names have at most 64"):
         reports.subtool(lambda: "x", name="a_very_long_name_that_no_model_provider_would_accept_as_a_tool")
     assert list(registry.tools) == ["reports", "reports_weekly"]
+    with pytest.raises(TypeError, match="lock is True or False, not 'yes'"):
+        reports.subtool(lambda: "x", name="daily", lock="yes")
+
+
+@pytest.mark.parametrize("pattern", ["manage_users.create_user", "manage_users.*", "manage_users_create_*"])
+async def test_approval_patterns_and_hooks_name_a_subtool_by_either_name(
+    pattern: str, deps: AgentDeps
+) -> None:
+    """A subtool is found in the registry as ``parent.child``; a person writing that name in an
+    approval pattern or a hook means the same tool, never a pattern that silently matches nothing."""
+    registry, _, _ = user_tools(Concurrency())
+    seen: list[str] = []
+    system = ToolSystem(registry, approve_tools=[pattern])
+    system.hooks.add_pre(lambda hook, args: seen.append(hook.tool_name), tool="manage_users.create_user")
+    model = Recorder(("manage_users_create_user", {"username": "alice"}))
+    agent = Agent(
+        FunctionModel(model.respond),
+        deps_type=AgentDeps,
+        toolsets=system.toolsets(),
+        capabilities=[system.capability()],
+        output_type=[str, DeferredToolRequests],
+    )
+    waiting = await agent.run("add alice", deps=deps)
+    assert isinstance(waiting.output, DeferredToolRequests)
+    assert [call.tool_name for call in waiting.output.approvals] == ["manage_users_create_user"]
+    assert model.returns == {} and seen == []  # asked first; nothing ran
+
+    call_id = waiting.output.approvals[0].tool_call_id
+    approved = await agent.run(
+        message_history=waiting.all_messages(),
+        deferred_tool_results=DeferredToolResults(approvals={call_id: ToolApproved()}),
+        deps=deps,
+    )
+    assert approved.output == "done"
+    assert model.returns == {"manage_users_create_user": "created alice in eu with token-1"}
+    assert seen == ["manage_users_create_user"]  # the hook registered under the scoped name ran
+
+
+@pytest.mark.parametrize("configure", ["hooks", "approval patterns"])
+async def test_the_system_refuses_a_run_without_its_capability_when_it_has_hooks_or_patterns(
+    configure: str, deps: AgentDeps
+) -> None:
+    """Hooks and approval patterns are the tool system's, applied by its capability: an agent given
+    only ``system.toolsets()`` would run the tools without them. It is stopped before the model is
+    asked anything, saying what is missing."""
+    meter = Concurrency()
+    system = ToolSystem(
+        registry_with(meter, lock=True), approve_tools=["exclusive"] if configure != "hooks" else ()
+    )
+    if configure == "hooks":
+        system.hooks.add_pre(lambda hook, args: None)
+    script = Script([[("exclusive", {"label": "x"})]])
+    alone = Agent(script.model, deps_type=AgentDeps, toolsets=system.toolsets())
+    with pytest.raises(
+        UserError, match=f"system's {configure} would not apply: give the agent system.capability"
+    ):
+        await alone.run("go", deps=deps)
+    assert script.seen_tools == [] and meter.calls == 0
+
+    plain = ToolSystem(registry_with(meter, lock=True))  # nothing only the capability applies: runs
+    assert await three_runs(resolved_only(plain.registry), deps) == ["done"] * 3
+    script = Script([[("exclusive", {"label": "x"})]])
+    assert (
+        await Agent(script.model, deps_type=AgentDeps, toolsets=plain.toolsets()).run("go", deps=deps)
+    ).output == "done"

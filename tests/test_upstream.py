@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 from pydantic_ai import ToolCallPart
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
@@ -35,6 +36,21 @@ def test_interrupt_ids_still_map_back_to_the_tool_call() -> None:
     call = ToolCallPart(tool_name="ask_year", args={}, tool_call_id="call-7")
     interrupt = _upstream.approval_to_interrupt(call, {})
     assert _upstream.interrupt_id_to_tool_call_id(interrupt.id) == "call-7"
+
+
+def test_resume_payloads_are_still_checked_against_the_advertised_schema() -> None:
+    from ag_ui.core import ResumeEntry
+    from pydantic_ai import ToolApproved, ToolDenied
+    from pydantic_ai.exceptions import UserError
+
+    def entry(payload: Any) -> ResumeEntry:
+        return ResumeEntry(interrupt_id="int-call-7", status="resolved", payload=payload)
+
+    assert isinstance(_upstream.resume_entry_to_approval(entry({"approved": True})), ToolApproved)
+    assert isinstance(_upstream.resume_entry_to_approval(entry({"approved": False})), ToolDenied)
+    for wrong in ({"approved": "yes"}, {}, "yes"):
+        with pytest.raises(UserError, match="does not match the `responseSchema`"):
+            _upstream.resume_entry_to_approval(entry(wrong))
 
 
 def test_ui_message_ids_are_still_kept_where_dump_messages_puts_them_back() -> None:

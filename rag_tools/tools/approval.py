@@ -2,9 +2,10 @@
 
 A thread's ``ApprovalPolicy`` (namespace ``tools.approval``, persisted with its state) lists tool
 names or glob patterns in ``need_user_approve_tools``; the server adds patterns every thread must
-honour. Enforcement is a ``before_tool_execute`` hook on the agent, not a wrapper around some
-toolsets, so no way of registering a tool escapes it (function tools, toolsets, factories, MCP):
-a matching call that is not yet approved raises ``ApprovalRequired`` with the tool's approval
+honour. Enforcement is part of the tool system's capability (``ensure_approved``, first thing in its
+``tool_execute`` hook, so tool hooks never see a call still waiting for a person), not a wrapper
+around some toolsets, so no way of registering a tool escapes it (function tools, toolsets,
+factories, MCP): a matching call that is not yet approved raises ``ApprovalRequired`` with the tool's approval
 metadata (reason, risk), which the AG-UI adapter turns into an interrupt. An approval may carry
 edited arguments; the call then runs with them, and its result's metadata keeps them
 (``EDITED_ARGS_KEY``), since the call in the history stays the model's proposal.
@@ -22,6 +23,7 @@ from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.tools import ToolDefinition
 
 from ..state import StateModel, ToolContext
+from .names import model_name
 
 __all__ = [
     "APPROVAL_NAMESPACE",
@@ -30,6 +32,7 @@ __all__ = [
     "approval_hook",
     "approval_request",
     "edited_args",
+    "ensure_approved",
     "matching_pattern",
 ]
 
@@ -46,9 +49,11 @@ class ApprovalPolicy(StateModel):
 
 
 def matching_pattern(tool_name: str, patterns: Sequence[str]) -> str | None:
-    """The first pattern naming ``tool_name`` (exact name or glob), or ``None``."""
+    """The first pattern naming ``tool_name`` (exact name or glob; a subtool by its model name or
+    its scoped one, ``users.create`` or ``users.*``), or ``None``."""
     for pattern in patterns:
-        if pattern == tool_name or fnmatch.fnmatchcase(tool_name, pattern):
+        called = model_name(pattern)
+        if called == tool_name or fnmatch.fnmatchcase(tool_name, called):
             return pattern
     return None
 
@@ -58,21 +63,28 @@ def thread_patterns(context: ToolContext | None) -> list[str]:
     return list(policy.need_user_approve_tools) if policy is not None else []
 
 
+def ensure_approved(ctx: RunContext[Any], tool_def: ToolDefinition, mandatory: Sequence[str] = ()) -> None:
+    """Raise ``ApprovalRequired`` for a call that needs a person's approval and has not had it: its
+    tool's ``approval.required``, or a name in ``mandatory`` or the thread's policy."""
+    if ctx.tool_call_approved or tool_def.kind == "external":
+        return
+    metadata = dict((tool_def.metadata or {}).get("approval") or {})
+    required_by_tool = bool(metadata.pop("required", False))
+    context = getattr(ctx.deps, "tool_context", None)
+    pattern = matching_pattern(tool_def.name, [*mandatory, *thread_patterns(context)])
+    if pattern is not None or required_by_tool:
+        raise approval_request(tool_def.name, metadata, pattern)
+
+
 def approval_hook(mandatory: Sequence[str] = ()) -> Any:
-    """The ``before_tool_execute`` hook enforcing ``mandatory`` patterns and each thread's policy."""
+    """``ensure_approved`` as a pydantic-ai ``before_tool_execute`` hook, for an agent without the
+    tool system (whose capability checks approval itself, before any tool hook)."""
 
     async def require_approval(
         ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: dict[str, Any]
     ) -> dict[str, Any]:
-        if ctx.tool_call_approved or tool_def.kind == "external":
-            return args
-        metadata = dict((tool_def.metadata or {}).get("approval") or {})
-        required_by_tool = bool(metadata.pop("required", False))
-        context = getattr(ctx.deps, "tool_context", None)
-        pattern = matching_pattern(tool_def.name, [*mandatory, *thread_patterns(context)])
-        if pattern is None and not required_by_tool:
-            return args
-        raise approval_request(tool_def.name, metadata, pattern)
+        ensure_approved(ctx, tool_def, mandatory)
+        return args
 
     return require_approval
 

@@ -1,6 +1,8 @@
 """Pre- and post-hooks around tool execution, run as one pydantic-ai ``wrap_tool_execute`` hook.
 
 Order: global pre-hooks, the tool's pre-hooks, the tool, the tool's post-hooks, global post-hooks.
+In ``ToolSystem`` they run once a call is approved (when it needs approval): none sees a call that
+still waits for a person.
 
 - A pre-hook gets the arguments and may return new ones (``None`` keeps them).
 - A post-hook gets a ``ToolOutcome`` (the result, or the exception) and may return a replacement
@@ -24,6 +26,8 @@ from pydantic_ai import ApprovalRequired, CallDeferred, ModelRetry, RunContext, 
 from pydantic_ai.exceptions import SkipToolExecution, ToolFailedError, ToolRetryError
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
+
+from .names import model_name
 
 __all__ = ["PASS_THROUGH", "HookContext", "PostHook", "PreHook", "ToolHooks", "ToolOutcome"]
 
@@ -108,7 +112,8 @@ class ToolHooks:
         tags: Iterable[str] | None = None,
         name: str | None = None,
     ) -> None:
-        """A pre-hook for one ``tool``, or global (optionally only for tools with one of ``tags``)."""
+        """A pre-hook for one ``tool`` (a subtool by either name), or global (optionally only for
+        tools with one of ``tags``)."""
         self._add(self._global_pre, self._tool_pre, hook, tool, tags, name)
 
     def add_post(
@@ -119,7 +124,8 @@ class ToolHooks:
         tags: Iterable[str] | None = None,
         name: str | None = None,
     ) -> None:
-        """A post-hook for one ``tool``, or global (optionally only for tools with one of ``tags``)."""
+        """A post-hook for one ``tool`` (a subtool by either name), or global (optionally only for
+        tools with one of ``tags``)."""
         self._add(self._global_post, self._tool_post, hook, tool, tags, name)
 
     @staticmethod
@@ -137,7 +143,7 @@ class ToolHooks:
         elif tags is not None:
             raise ValueError("tags filter global hooks; a hook for one tool needs none")
         else:
-            per_tool.setdefault(tool, []).append(registered)
+            per_tool.setdefault(model_name(tool), []).append(registered)
 
     def __bool__(self) -> bool:
         return bool(self._global_pre or self._global_post or self._tool_pre or self._tool_post)

@@ -96,6 +96,9 @@ class ToolOptions:
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
         ):
             raise ValueError(f"timeout is seconds, more than 0, not {timeout!r}")
+        for name in ("sequential", "lock"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} is True or False, not {getattr(self, name)!r}")
         for name, kind in (("retry", RetryPolicy), ("approval", ApprovalInfo)):
             value = getattr(self, name)
             if value is not None and not isinstance(value, kind):

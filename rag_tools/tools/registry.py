@@ -34,6 +34,7 @@ from pydantic_ai.toolsets import AbstractToolset, DynamicToolset, FunctionToolse
 from ..arguments import as_list
 from .fixed import bind_fixed, fixed_values
 from .locks import LocalToolLocks, ToolLocks
+from .names import model_name
 from .options import Instructions, ToolOptions, Unavailable, options_of
 from .running import OptionsToolset
 from .streaming import is_streaming, streaming
@@ -157,10 +158,10 @@ class ToolSpec:
         def register(f: Callable[..., Any]) -> ToolSpec:
             short = name or f.__name__
             options: dict[str, Any] = {"tags": tags}
-            if lock:
-                options["lock"] = True
-            scope = (f"{self.scoped_name}.{short}", short)
-            child = registry._add(f, f"{self.name}_{short}", self.origin, fixed, scope, options)
+            if lock is not False:  # else the function's own ``@tool_options(lock=...)`` stands
+                options["lock"] = lock
+            scoped = f"{self.scoped_name}.{short}"
+            child = registry._add(f, model_name(scoped), self.origin, fixed, (scoped, short), options)
             self.subtools.append(child)
             return child
 

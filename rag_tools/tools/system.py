@@ -1,11 +1,14 @@
 """``ToolSystem``: registry, hooks, approval policy and truncation, wired into an agent.
 
-Give an agent ``system.toolsets(...)`` and ``system.capability()``. The toolsets apply each
+Give an agent ``system.toolsets(...)`` and ``system.capability()`` (a run with the toolsets but
+without the capability is refused before its first model request when the system has hooks or
+approval patterns, which only the capability applies). The toolsets apply each
 registered tool's own options wherever they run (``running.OptionsToolset``: its lock, retries,
 pydantic-ai's ``timeout`` and ``sequential``). The capability is one pydantic-ai ``Hooks`` for what
-needs the whole run: ``before_tool_execute`` enforces the approval policy for every tool the agent
-can call, and ``tool_execute`` runs the hook chain around the call (outside the tool's lock and
-retries: hooks never wait for a lock and see one call), delivers ``ToolResult``s (``results``),
+needs the whole run: its ``tool_execute`` first enforces the approval policy for every tool the
+agent can call (so tool hooks never see a call that still waits for a person, or one then denied),
+then runs the hook chain around the call (outside the tool's lock and retries: hooks never wait
+for a lock and see one call), delivers ``ToolResult``s (``results``),
 cuts results longer than ``output_limit`` for the model and keeps the arguments a person edited on
 approving a call (``approval.edited_args``). Every call is timed (``timing.py``): its
 start and end reach the client and the thread's history. Streaming tools are turned into plain
@@ -20,19 +23,21 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import Hooks
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
+from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from ..state import ToolContext
-from .approval import APPROVAL_NAMESPACE, EDITED_ARGS_KEY, ApprovalPolicy, approval_hook, edited_args
+from .approval import APPROVAL_NAMESPACE, EDITED_ARGS_KEY, ApprovalPolicy, edited_args, ensure_approved
 from .hooks import ToolHooks
 from .loader import LoadReport, load_tool_dirs
 from .locks import ToolLocks
 from .outputs import OUTPUTS_NAMESPACE, READER_TOOL, ToolOutputs, output_toolset, truncate
 from .registry import ToolRegistry
 from .results import ATTACHMENTS_NAMESPACE, DEFAULT_ATTACHMENT_LIMIT, ToolAttachments, ToolResult, deliver
-from .running import TOOL_SYSTEM_ID
+from .running import TOOL_SYSTEM_ID, system_applies
 from .timing import timed, with_metadata
 
 __all__ = ["ToolSystem"]
@@ -97,12 +102,17 @@ class ToolSystem:
         extra = dict(extra or {})
         if self.output_limit:
             extra["tool output reader"] = output_toolset(self.output_limit)
-        return self.registry.resolve(tools, toolsets, extra=extra)
+        resolved = self.registry.resolve(tools, toolsets, extra=extra)
+        needs = [
+            what
+            for what, given in (("hooks", self.hooks), ("approval patterns", self.approve_tools))
+            if given
+        ]
+        return [*resolved, _NeedsCapability(" and ".join(needs))] if needs else resolved
 
     def capability(self) -> Hooks[Any]:
         """The pydantic-ai capability enforcing approval and running hooks, retries and truncation."""
         return Hooks(
-            before_tool_execute=approval_hook(self.approve_tools),
             tool_execute=self._execute,
             id=TOOL_SYSTEM_ID,
             description="approval policy, tool hooks, tool results and their truncation, call times",
@@ -120,6 +130,7 @@ class ToolSystem:
         limit = self.output_limit if tool_def.name != READER_TOOL else None
 
         async def body() -> Any:
+            ensure_approved(ctx, tool_def, self.approve_tools)
             result = (
                 await self.hooks.run(ctx, call, tool_def, args, handler)
                 if self.hooks
@@ -142,3 +153,32 @@ class ToolSystem:
         result = await timed(ctx, tool_def.name, call.tool_call_id, body)
         edited = edited_args(ctx, call)
         return result if edited is None else with_metadata(result, {EDITED_ARGS_KEY: edited})
+
+
+class _NeedsCapability(AbstractToolset[Any]):
+    """No tools: stops a run that has the system's toolsets but not its capability, before the
+    first model request, where the system's hooks or approval patterns would silently not apply."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+
+    @property
+    def id(self) -> str | None:
+        return None
+
+    @property
+    def label(self) -> str:
+        return "tool system check"
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        if not system_applies(ctx):
+            raise UserError(
+                f"the agent has a ToolSystem's toolsets but not its capability, so the system's {self._what}"
+                " would not apply: give the agent system.capability() too"
+            )
+        return {}
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        raise UserError(f"the tool system check has no tool {name!r}")

@@ -9,6 +9,10 @@ one fails there, loudly, instead of somewhere in a run.
 - ``interrupt_id_to_tool_call_id`` (same module): the tool call an interrupt's resume answers, so
   the answer to a tool's ``ask`` reaches that call's metadata. Goes when pydantic-ai exports it,
   or when its AG-UI adapter passes resume payload fields on as ``DeferredToolResults.metadata``.
+- ``resume_entry_to_approval`` (same module): pydantic-ai's own check of a resume payload against
+  the ``responseSchema`` its interrupts advertise, run before the run starts so a payload that
+  does not fit is a 422 naming it, not a RUN_ERROR once the stream is open. Goes when pydantic-ai
+  exports it (or checks resume payloads in its adapter's synchronous input checks).
 - ``get_ui_message_id`` / ``set_ui_message_id`` (``pydantic_ai.ui._utils``): the id a client gave
   a message, kept in its metadata, so a thread's history keeps the client's ids; ragstream also
   stamps each stored model response with the id its stream used, so ``dump_messages`` gives a
@@ -55,7 +59,11 @@ from pydantic_ai import _agent_graph as _pydantic_ai_graph
 from pydantic_ai import _utils as _pydantic_ai_utils
 from pydantic_ai import result as _pydantic_ai_result
 from pydantic_ai.ui._utils import get_ui_message_id, set_ui_message_id
-from pydantic_ai.ui.ag_ui._interrupt import approval_to_interrupt, interrupt_id_to_tool_call_id
+from pydantic_ai.ui.ag_ui._interrupt import (
+    approval_to_interrupt,
+    interrupt_id_to_tool_call_id,
+    resume_entry_to_approval,
+)
 
 __all__ = [
     "approval_to_interrupt",
@@ -64,6 +72,7 @@ __all__ = [
     "install_fast_stream_locks",
     "install_handoff_drain_fix",
     "interrupt_id_to_tool_call_id",
+    "resume_entry_to_approval",
     "set_ui_message_id",
 ]
 

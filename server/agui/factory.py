@@ -58,7 +58,7 @@ from .branch_state import StepStates, restore_state_at
 from .budget import TokenBudget
 from .execution import AGUIRun
 from .history import ThreadConversationStore, conversation_of, drop_unreadable_from_thread
-from .interrupts import pending_interrupts
+from .interrupts import pending_interrupts, resume_problem
 from .message_ids import RunIds
 from .questions import RunQuestions, wants_live_questions
 from .tree import ConversationTree
@@ -303,20 +303,27 @@ def _waits_for_the_model(tree: ConversationTree, entry_id: str | None) -> bool:
 
 
 def _check_resumable(resume: Sequence[ResumeEntry], conversation: ConversationRecord | None) -> None:
-    """``RunConflict`` (``interrupt_not_pending``) for a resume entry that answers nothing pending.
+    """``RunConflict`` (``interrupt_not_pending``) for a resume entry that answers nothing pending,
+    ``InvalidRequest`` for one whose payload does not fit the interrupt it answers.
 
     An interrupt already answered (a second click on "approve", a resume replayed after the run that
     took it) or never asked is refused before the run starts, so the thread stays as it was and the
     client learns which entry is stale and what is pending now.
     """
-    pending = [interrupt.id for interrupt in pending_interrupts(conversation)]
+    pending = {interrupt.id: interrupt for interrupt in pending_interrupts(conversation)}
     for index, entry in enumerate(resume):
-        if entry.interrupt_id not in pending:
+        interrupt = pending.get(entry.interrupt_id)
+        if interrupt is None:
             waiting = ", ".join(repr(i) for i in pending) or "nothing"
             raise RunConflict(
                 f"resume[{index}] answers interrupt {entry.interrupt_id!r}, which is not pending on"
                 f" this thread (pending: {waiting})",
                 "interrupt_not_pending",
+            )
+        problem = resume_problem(interrupt, entry)
+        if problem is not None:
+            raise InvalidRequest(
+                f"resume[{index}].payload: {problem}", [{"loc": ["resume", index, "payload"]}]
             )
 
 

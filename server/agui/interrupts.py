@@ -6,7 +6,8 @@ that asks "Approve tool(args)?" and advertises the approval payload; ``for_clien
 interrupt say the question and advertise ``answer`` (a string, required) beside ``approved``, so
 a client that renders forms from ``responseSchema`` asks for the answer. The live RUN_FINISHED
 (``AGUIRun``) and a reloaded thread (``thread_view``, ``pending_interrupts``) both send interrupts
-through it.
+through it. ``resume_problem`` checks a resume's payload against the interrupt it answers before
+the run starts.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from __future__ import annotations
 from copy import deepcopy
 from typing import Any
 
-from ag_ui.core import BaseEvent, EventType, Interrupt
+from ag_ui.core import BaseEvent, EventType, Interrupt, ResumeEntry
+from pydantic_ai import ToolApproved
 from pydantic_ai.conversation_store import ConversationRecord
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ToolCallPart
 
 from rag_tools.tools.calls import ANSWER_KEY, QUESTION_KIND
 
-from ._upstream import approval_to_interrupt
+from ._upstream import approval_to_interrupt, resume_entry_to_approval
 
-__all__ = ["for_client", "pending_interrupts", "with_question_interrupts"]
+__all__ = ["for_client", "pending_interrupts", "resume_problem", "with_question_interrupts"]
 
 
 def for_client(interrupt: Interrupt) -> Interrupt:
@@ -46,6 +49,31 @@ def pending_interrupts(record: ConversationRecord | None) -> list[Interrupt]:
     was sent them: what a reloaded page shows and what a resume may answer."""
     requests = record.deferred_tool_requests if record is not None else None
     return [_interrupt_of(call, requests.metadata) for call in requests.approvals] if requests else []
+
+
+def resume_problem(interrupt: Interrupt, entry: ResumeEntry) -> str | None:
+    """What is wrong with ``entry``'s payload as an answer to ``interrupt`` (the shape its
+    ``responseSchema`` advertises), or ``None``.
+
+    pydantic-ai checks the approval fields only once the stream runs (a RUN_ERROR), and a tool's
+    question not at all: an approval without its answer would run the tool again, repeat what it
+    did before asking, and ask again.
+    """
+    if entry.status == "cancelled":
+        return None
+    try:
+        approval = resume_entry_to_approval(entry)
+    except UserError as exc:
+        return str(exc)
+    metadata = interrupt.metadata if isinstance(interrupt.metadata, dict) else {}
+    if isinstance(approval, ToolApproved) and metadata.get("kind") == QUESTION_KIND:
+        payload = entry.payload if isinstance(entry.payload, dict) else {}
+        if not isinstance(payload.get(ANSWER_KEY), str):
+            return (
+                f"interrupt {entry.interrupt_id!r} is a tool's question: approving it needs the answer,"
+                f' a string in "{ANSWER_KEY}" (or "approved": false to decline)'
+            )
+    return None
 
 
 def with_question_interrupts(event: BaseEvent) -> BaseEvent:

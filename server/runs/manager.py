@@ -429,8 +429,8 @@ class RunManager:
         """
         if info.status != "running":
             raise RunConflict(
-                f"run {info.run_id!r} has ended; a question it left open is an interrupt of the thread "
-                "now: resume the thread with the answer",
+                f"run {info.run_id!r} has ended; if it left this question open, the thread now waits on it"
+                " as an interrupt: resume the thread with the answer",
                 "run_ended",
             )
         status = await self.questions.answer(info.key, question_id, payload)
