@@ -16,6 +16,7 @@ never imports ``server``.
 from __future__ import annotations
 
 import ast
+import re
 from functools import cache
 from pathlib import Path
 
@@ -138,21 +139,19 @@ def test_no_module_imports_a_higher_layer(package: str) -> None:
     assert upward == []
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_every_folder_stands_on_one_floor(package: str) -> None:
-    layers = PACKAGES[package]
+def _straddling(package: str, layers: list[tuple[str, ...]]) -> dict[str, list[int]]:
+    """The folders whose modules the declaration puts on more than one floor."""
     floors: dict[str, set[int]] = {}
     for path in _modules(package):
         module = _module(path)
         unit, own = _unit(module, package), _layer(module, layers)
         if unit is not None and unit.endswith("/") and own is not None:
             floors.setdefault(unit, set()).add(own)
-    straddling = {unit: sorted(found) for unit, found in floors.items() if len(found) > 1}
-    assert straddling == {}
+    return {unit: sorted(found) for unit, found in floors.items() if len(found) > 1}
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_folders_import_each_other_without_a_loop(package: str) -> None:
+def _unit_imports(package: str) -> dict[str, set[str]]:
+    """Which folders and top-level modules each one imports."""
     edges: dict[str, set[str]] = {}
     for path in _modules(package):
         source = _unit(_module(path), package)
@@ -160,7 +159,12 @@ def test_folders_import_each_other_without_a_loop(package: str) -> None:
             target = _unit(name, package)
             if source is not None and target is not None and target != source:
                 edges.setdefault(source, set()).add(target)
+    return edges
+
+
+def _loops(edges: dict[str, set[str]]) -> list[list[str]]:
     loops: list[list[str]] = []
+    done: set[str] = set()
 
     def visit(unit: str, trail: list[str]) -> None:
         for target in sorted(edges.get(unit, ())):
@@ -170,11 +174,79 @@ def test_folders_import_each_other_without_a_loop(package: str) -> None:
                 visit(target, [*trail, target])
         done.add(unit)
 
-    done: set[str] = set()
     for unit in sorted(edges):
         if unit not in done:
             visit(unit, [unit])
-    assert loops == []
+    return loops
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_folder_stands_on_one_floor(package: str) -> None:
+    assert _straddling(package, PACKAGES[package]) == {}
+
+
+def test_the_floor_check_finds_a_folder_split_across_floors() -> None:
+    """What issue 29.3 found: the AG-UI route and its SSE declared on the web floor while their
+    folder (then ``server/agui/``) stood below it. Declared that way again, the check says so."""
+    routes = next(i for i, floor in enumerate(SERVER_LAYERS) if "server.routes" in floor)
+    split = [("server.routes.sse",), *SERVER_LAYERS]
+    assert _straddling("server", split) == {"server/routes/": [0, routes + 1]}
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_folders_import_each_other_without_a_loop(package: str) -> None:
+    assert _loops(_unit_imports(package)) == []
+
+
+def test_the_loop_check_finds_a_loop_of_folders() -> None:
+    """The loop of issue 29.3 (``agui/`` to ``routes/``, ``routes/`` to ``errors``, ``errors`` to
+    ``threads``, ``threads`` back to ``agui/``), given as edges, is found."""
+    edges = {
+        "server/agui/": {"server/routes/", "server/runs/"},
+        "server/routes/": {"server.errors"},
+        "server.errors": {"server.threads"},
+        "server.threads": {"server/agui/"},
+    }
+    assert _loops(edges) == [
+        ["server.errors", "server.threads", "server/agui/", "server/routes/", "server.errors"]
+    ]
+    assert _loops({**edges, "server.threads": {"server/runs/"}}) == []
+
+
+def _readme_tree(package: str) -> list[str]:
+    """The folders and modules the README's architecture tree names for ``package``, in its order
+    (only the left column: the descriptions name files inside folders too)."""
+    text = (ROOT / "README.md").read_text()
+    block = text[text.index("## Architecture") :].split("```")[1]
+    named: list[str] = []
+    inside = False
+    for line in block.splitlines():
+        if line and not line.startswith(" "):
+            inside = line.startswith(f"{package}/")
+            continue
+        if inside:
+            named += re.findall(r"[a-z_]+\.py|[a-z_]+/", line[:25])
+    return named
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_the_readme_tree_names_every_folder_and_module_highest_floor_first(package: str) -> None:
+    layers = PACKAGES[package]
+    units = {_unit(_module(p), package) for p in _modules(package)} - {None}
+    named = _readme_tree(package)
+    as_units = [
+        f"{package}/{name}" if name.endswith("/") else f"{package}.{name.removesuffix('.py')}"
+        for name in named
+    ]
+    assert sorted(as_units) == sorted(units)  # each once, none missing, none that is not there
+
+    def floor(unit: str) -> int | None:
+        return _layer(unit.rstrip("/").replace("/", "."), layers)
+
+    floors = [floor(unit) for unit in as_units]
+    assert floors == sorted(floors, key=lambda f: -1 if f is None else f, reverse=True), list(
+        zip(named, floors, strict=True)
+    )
 
 
 def test_the_run_engine_imports_neither_ag_ui_nor_pydantic_ai_nor_http() -> None:
