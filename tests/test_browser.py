@@ -38,6 +38,11 @@ pytestmark = pytest.mark.timeout(180)
 QUESTION = "How long are backups kept?"
 # Questions the offline model answers citing a PDF and a Markdown document, then an HTML one.
 CITING_KINDS = (QUESTION, "What does the Harbor Street Bakery sell?")
+#: Questions whose answers cite a slide deck and a spreadsheet (locators "slide 3", "Plans, rows 2-5").
+CITING_OFFICE = (
+    "When do offline maps ship in Tessel Maps?",
+    "What is the monthly price per user of the Business plan?",
+)
 
 
 @pytest.fixture
@@ -511,13 +516,13 @@ async def test_a_state_key_and_cards_beyond_the_emit_window(browser: Browser, ke
 async def test_source_cards_of_a_pdf_a_markdown_and_an_html_document(
     browser: Browser, scenario_config: Any
 ) -> None:
-    """Each card shows what its format has (a page, headings) and links the original; a PDF's link
+    """Each card shows what its format has (a page, a slide, a sheet's rows, headings) and links the original; a PDF's link
     opens at the page. Nothing on the page reads undefined, null, NaN or [object Object]."""
     scenario_config.citations_emitted = 2  # the first answer's cards are then read from the thread
     async with serve(create_app(scenario_config)) as url, httpx.AsyncClient(base_url=url) as api:
         chat = await open_chat(browser, url, "card-kinds")
         page = chat.page
-        for question in CITING_KINDS:
+        for question in (*CITING_KINDS, *CITING_OFFICE):
             assert await chat.ask(question)
             await chat.cited_titles()  # every marker is a button: cards beyond the window were read
         assert await chat.cited_titles(0)
@@ -531,7 +536,7 @@ async def test_source_cards_of_a_pdf_a_markdown_and_an_html_document(
             card = page.locator(f"#source-{n}")
             link = card.locator("a.source-open")
             kinds.add(await check_source_card(card, link, citation, api, "/documents"))
-        assert kinds == {"pdf", "md", "html"}
+        assert kinds == {"pdf", "md", "html", "pptx", "xlsx"}
         cards = await shown.all_inner_texts()
         await chat.reload()  # the restored thread renders the same cards, as cleanly
         await chat.cited_titles(0)

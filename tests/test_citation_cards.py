@@ -2,11 +2,14 @@
 reads it: the AG-UI state of a run, ``GET /threads/{id}`` and ``GET /threads/{id}/state/citations/{n}``.
 
 Every card has exactly the documented keys, each always present with its documented type: a card of
-a document without pages has ``page: null`` and ``locator: ""``, never a missing key.
+a document without pages has ``page: null``, never a missing key, and its ``locator`` is what its
+format has instead (README, "The knowledge base"): ``slide 3``, ``Sheet1, rows 12-20``, ``rows 2-9``,
+``table 2``, or ``""`` when the format has no such label.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -26,7 +29,21 @@ CARD_TYPES: dict[str, Any] = {
     "locator": str,
     "passage": str,
 }
-QUESTIONS = ("How long are backups kept?", "What does the Harbor Street Bakery sell?")
+QUESTIONS = (
+    "How long are backups kept?",
+    "What does the Harbor Street Bakery sell?",
+    "When do offline maps ship in Tessel Maps?",
+    "What is the monthly price per user of the Business plan?",
+    "When do new support engineers answer their first tickets?",
+    "Which incident hit the Sync API in February 2024?",
+)
+#: What a card of a document without pages may say instead, by format (README, "The knowledge base").
+LOCATORS = {
+    "pptx": r"slide \d+",
+    "xlsx": r".+, rows \d+(-\d+)?",
+    "csv": r"rows \d+(-\d+)?",
+    "docx": r"(table \d+)?",
+}
 
 
 def assert_card(card: Any, index: str) -> str:
@@ -37,11 +54,12 @@ def assert_card(card: Any, index: str) -> str:
     assert str(card["index"]) == index
     assert all(isinstance(h, str) and h for h in card["headings"]), card
     assert card["passage"], card
-    if card["page"] is None:
-        assert card["locator"] == "", card
-    else:
+    kind = str(card["uri"]).rsplit(".", 1)[-1]
+    if kind == "pdf":
         assert card["page"] >= 1 and card["locator"] == f"page {card['page']}", card
-    return str(card["uri"]).rsplit(".", 1)[-1]
+    else:
+        assert card["page"] is None and re.fullmatch(LOCATORS.get(kind, ""), card["locator"]), card
+    return kind
 
 
 async def test_a_card_has_the_documented_keys_in_the_state_the_thread_and_by_key(
@@ -53,6 +71,7 @@ async def test_a_card_has_the_documented_keys_in_the_state_the_thread_and_by_key
         httpx.AsyncClient(base_url=url, timeout=60) as client,
     ):
         state: Any = {}
+        sent: dict[str, Any] = {}  # each card as the last run that carried it sent it
         for n, question in enumerate(QUESTIONS):
             response = await client.post("/agui", json=run_body("cards", f"r{n}", question))
             events = [event for _, event in parse_sse(response.text)]
@@ -60,6 +79,7 @@ async def test_a_card_has_the_documented_keys_in_the_state_the_thread_and_by_key
             assert events[-1]["type"] == "RUN_FINISHED"
             for index, card in state["citations"].items():
                 assert_card(card, index)
+            sent.update(state["citations"])
 
         view = (await client.get("/threads/cards")).json()
         assert view["state"]["citations"] == state["citations"]
@@ -74,8 +94,9 @@ async def test_a_card_has_the_documented_keys_in_the_state_the_thread_and_by_key
             item = await client.get(f"/threads/cards/state/citations/{index}")
             assert item.status_code == 200, item.text
             assert item.json()["value"] == card
+            assert card == sent[index]  # an older answer's card read by key shows what the run showed
             kinds.add(assert_card(card, index))
-        assert kinds == {"pdf", "md", "html"}
+        assert kinds == {"pdf", "md", "html", "txt", "pptx", "xlsx", "docx", "csv"}
 
 
 def test_a_card_saved_before_locators_gets_its_page_as_locator() -> None:
@@ -178,3 +199,39 @@ async def test_a_very_long_question_is_searched_once_and_answered(scenario_confi
         events = [event for _, event in parse_sse(response.text)]
         answer = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
         assert events[-1]["type"] == "RUN_FINISHED" and "zqxj" in answer and len(answer) < 400, answer
+
+
+def test_a_card_leaves_out_the_sheet_its_locator_names() -> None:
+    sheet = {"index": 1, "document_id": "d", "title": "Pricing", "uri": "pricing.xlsx", "passage": "x"}
+    card = Citation.model_validate({**sheet, "headings": ["Plans"], "locator": "Plans, rows 2-5"}).emitted()
+    assert (card["locator"], card["headings"]) == ("Plans, rows 2-5", [])
+    other = Citation.model_validate({**sheet, "headings": ["Plans", "Business"], "locator": "rows 2-5"})
+    assert other.emitted()["headings"] == ["Plans", "Business"]
+
+
+def test_an_excerpt_is_cut_between_words_and_a_passage_a_little_longer_is_shown_whole() -> None:
+    """What a card shows never starts or ends inside a word ("…very user has" for "every user"),
+    and a passage only a few words over the excerpt's length is not cut at all."""
+    quota = (
+        "Every user has a storage quota. The default storage quota of a new user is 50 GiB; "
+        "administrators can raise it per user up to 2 TiB in the admin console."
+    )
+    assert 150 < len(quota) < 180
+    session = SessionState()
+    index = session.cite(
+        chunk_id="q", document_id="d", title="Quotas", uri="q.txt", text=quota, promote=False
+    )
+    session.promote_cited(f"The default storage quota of a new user is 50 GiB [{index}].")
+    assert session.citations[str(index)].emitted()["passage"] == quota
+
+    words = " ".join(f"word{n}" for n in range(120))  # under a card's passage limit
+    quoted = "word50 word51 word52 word53"
+    index = session.cite(chunk_id="w", document_id="d", title="Words", uri="w.txt", text=words, promote=False)
+    session.promote_cited(f"{quoted} [{index}].")
+    shown = session.citations[str(index)].emitted()["passage"]
+    assert quoted in shown and shown.startswith("…word") and shown.endswith("…"), shown
+    assert all(part.startswith("word") for part in shown.strip("…").split()), shown  # whole words only
+    ending = session.cite(chunk_id="e", document_id="d", title="End", uri="e.txt", text=words, promote=False)
+    session.promote_cited(f"word116 word117 word118 word119 [{ending}].")  # near the end
+    shown = session.citations[str(ending)].emitted()["passage"]
+    assert shown.startswith("…word") and shown.endswith("word119"), shown  # the start moved back whole

@@ -267,7 +267,9 @@ async def test_source_cards_of_a_pdf_a_markdown_and_an_html_document(
         await page.open()
         assert "35 days" in await page.ask("How long are backups kept?")
         assert await page.ask("What does the Harbor Street Bakery sell?")
-        for marker in await page.answers().first.locator("a.cite").all():
+        assert await page.ask("When do offline maps ship in Tessel Maps?")  # a slide deck
+        assert await page.ask("What is the monthly price per user of the Business plan?")  # a sheet
+        for marker in await page.answers().locator("a.cite").all():
             await marker.click()  # an older answer's card is read from ragstream
             await expect(
                 page.page.locator(f"#source-{await marker.get_attribute('data-cite')}")
@@ -285,7 +287,7 @@ async def test_source_cards_of_a_pdf_a_markdown_and_an_html_document(
             # the example's server passes ragstream's bytes on unchanged
             path = f"/documents/{citation['document_id']}?format=file"
             assert (await example.get(f"/api{path}")).content == (await api.get(path)).content
-        assert kinds == {"pdf", "md", "html"}
+        assert kinds == {"pdf", "md", "html", "pptx", "xlsx"}
 
         await page.reload()  # the restored thread renders its cards as cleanly
         await expect(page.page.locator("#sources .source")).to_have_count(2)

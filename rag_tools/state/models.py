@@ -61,9 +61,10 @@ _SENTENCE = re.compile(r"[^.!?]*[.!?]?")
 
 
 def _excerpt(passage: str, quoted: Sequence[str]) -> str:
-    """At most ``EXCERPT_CHARS`` of ``passage`` (more, up to twice that, to end a long quoted
-    sentence), from the first quoted sentence found in it, else from its start."""
-    if len(passage) <= EXCERPT_CHARS:
+    """About ``EXCERPT_CHARS`` of ``passage`` (more, up to twice that, to end a long quoted
+    sentence), from the first quoted sentence found in it, else from its start; cut between words.
+    A passage only a little longer is shown whole rather than missing a few words."""
+    if len(passage) <= EXCERPT_CHARS + _WORD_CHARS:
         return passage
     return _quoted_excerpt(passage, quoted) or _cut(passage, 0, EXCERPT_CHARS)
 
@@ -75,7 +76,7 @@ def _quoted_excerpt(passage: str, quoted: Sequence[str]) -> str | None:
     its Markdown (``GET /health`` for `` `GET /health` ``), its line breaks or its punctuation. A table
     row quoted as ``Role: Lead, Budget: 600 EUR`` is found by its values (``| Lead | 600 EUR |``).
     """
-    if len(passage) <= EXCERPT_CHARS:
+    if len(passage) <= EXCERPT_CHARS + _WORD_CHARS:
         return passage
     if not quoted:
         return None
@@ -91,7 +92,22 @@ def _quoted_excerpt(passage: str, quoted: Sequence[str]) -> str | None:
 
 
 def _cut(passage: str, start: int, end: int) -> str:
+    """``passage[start:end]``, both ends moved back to a word's edge, with "…" where it goes on."""
+    start = _word_edge(passage, start) if start > 0 else 0
+    end = _word_edge(passage, end) if end < len(passage) else len(passage)
     return ("…" if start else "") + passage[start:end].strip() + ("…" if end < len(passage) else "")
+
+
+_WORD_CHARS = 30
+"""How far a cut may move back to fall between words (a longer "word", such as a URL, is cut)."""
+
+
+def _word_edge(text: str, at: int) -> int:
+    """``at``, or the nearest earlier place between two words when ``at`` falls inside one."""
+    if text[at - 1].isspace() or text[at].isspace():
+        return at
+    space = max(text.rfind(" ", 0, at), text.rfind("\n", 0, at))
+    return space + 1 if space >= 0 and at - space <= _WORD_CHARS else at
 
 
 def _probes(sentence: str) -> list[str]:
@@ -159,8 +175,10 @@ class Citation(BaseModel):
 
     def card(self, passage: str) -> dict[str, Any]:
         """The documented card with ``passage``: the heading path without a first heading that only
-        repeats the title."""
-        headings = self.headings[1:] if self.headings and self.headings[0] == self.title else self.headings
+        repeats the title or the locator's label (a sheet's name in ``"Plans, rows 2-5"``)."""
+        first = self.headings[0] if self.headings else None
+        repeats = first is not None and (first == self.title or self.locator.startswith(f"{first}, "))
+        headings = self.headings[1:] if repeats else self.headings
         return {
             "index": self.index,
             "document_id": self.document_id,
@@ -177,8 +195,9 @@ class Citation(BaseModel):
         return self.card(self.excerpt if self.excerpt is not None else _excerpt(self.passage, ()))
 
     def read_view(self) -> dict[str, Any]:
-        """The card as read by key (``GET /threads/{id}/state/citations/{n}``): the whole passage."""
-        return self.card(self.passage)
+        """The card as read by key (``GET /threads/{id}/state/citations/{n}``): as runs send it, so an
+        older answer's card shows what that answer quoted, not the passage's opening."""
+        return self.emitted()
 
 
 class SessionState(StateModel):

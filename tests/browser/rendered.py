@@ -15,7 +15,16 @@ from typing import Any
 import httpx
 from playwright.async_api import Locator, Page, expect
 
-MEDIA_TYPES = {"pdf": "application/pdf", "md": "text/markdown", "html": "text/html"}
+MEDIA_TYPES = {
+    "pdf": "application/pdf",
+    "md": "text/markdown",
+    "html": "text/html",
+    "txt": "text/plain",
+    "csv": "text/csv",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+}
 JUNK = re.compile(r"\b(?:undefined|null|NaN)\b|\[object Object\]")
 
 _SHOWN = """() => {
@@ -48,9 +57,10 @@ async def check_source_card(
         await expect(where).to_have_text(re.compile(rf"^page {citation['page']}( · .+)?$"))
         await expect(link).to_have_text(f"Open at page {citation['page']}")
         await expect(link).to_have_attribute("href", f"{path}#page={citation['page']}")
-    else:
-        assert citation["page"] is None and citation["headings"], citation
-        await expect(where).to_have_text(" › ".join(citation["headings"]))
+    else:  # its format's locator (a slide, a sheet's rows; none for text), then its headings
+        assert citation["page"] is None and (citation["locator"] or citation["headings"]), citation
+        shown = [citation["locator"], " › ".join(citation["headings"])]
+        await expect(where).to_have_text(" · ".join(part for part in shown if part))
         await expect(link).to_have_text("Open")
         await expect(link).to_have_attribute("href", path)
     original = await files.get(path)
