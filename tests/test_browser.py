@@ -103,6 +103,9 @@ async def test_answer_streams_in_with_citations_that_open_their_source(
     markers = [await b.get_attribute("data-cite") for b in await buttons.all()]
     assert all(m in state["citations"] for m in markers)
     await expect(page.locator("#sources .source")).to_have_count(len(state["citations"]))
+    # a sentence's full stop wraps with its markers, never onto a line of its own
+    groups = await chat.answers().last.locator(".cites").all_inner_texts()
+    assert any(re.fullmatch(r"(\[\d+\])+\.", text) for text in groups), groups
 
     # pressing one opens its card: the right title, where it is, and the passage
     target = markers[-1]

@@ -12,6 +12,7 @@ import type { Branch, Citation, ToolProgress, ToolResultShown, ToolStreamValue }
 
 /** `[3]`, `[1, 2]` or `[1; 4]` in answer text. */
 const CITATION = /\[(\d+(?:\s*[,;]\s*\d+)*)\]/g;
+const TRAILING_PUNCTUATION = /^[.,;:!?)»”’]+/;
 const RESULT_PREVIEW_CHARS = 1500;
 /** How many of a streaming tool's latest values the tool call shows. */
 const STREAMED_SHOWN = 8;
@@ -678,8 +679,12 @@ export function renderText(text: string, citations: Record<string, Citation>): H
           const numbers = splitNumbers(match[1]);
           if (!numbers.every((n) => n in citations)) continue;
           paragraph.append(line.slice(last, match.index));
-          numbers.forEach((n) => paragraph.append(citeButton(n, citations[n])));
           last = match.index + match[0].length;
+          // the markers and the punctuation right after them wrap as one ("[9]." never leaves "." alone)
+          const after = TRAILING_PUNCTUATION.exec(line.slice(last))?.[0] ?? "";
+          const group = h("span", { class: "cites" }, ...numbers.map((n) => citeButton(n, citations[n])), after);
+          paragraph.append(group);
+          last += after.length;
         }
         paragraph.append(line.slice(last));
       });
