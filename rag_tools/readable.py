@@ -31,9 +31,10 @@ such as a failed ``ToolResult``'s message, is read as the JSON it is) is replace
 ``WITHHELD``, so neither the model nor the page gets its text. Whole, because a result's other
 text (a QA answer) may say what the passages said. A result cut to the output limit names what the
 whole named in its metadata, and its kept full text is read back only by a reader of all of them
-(``rag_tools.tools.outputs``). Documents that are gone do not withhold a result here: a ``uri`` may
-be a web page a user's tool fetched, not a document at all. What the assistant said in its answers
-stays: it is what the user was told.
+(``rag_tools.tools.outputs``). A document that is gone withholds the results naming it by id or by
+citation number (it may have been taken from the reader before it was deleted); a ``uri`` naming no
+document withholds nothing (a web page a user's tool fetched). What the assistant said in its
+answers stays: it is what the user was told.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_core import from_json
+from pydantic_core import from_json, to_jsonable_python
 
 from .kb import KnowledgeBase
 from .state import (
@@ -88,11 +89,12 @@ class DocumentNames:
 
     @classmethod
     def of(cls, result: Any) -> DocumentNames:
-        """The names anywhere in ``result`` (as JSON)."""
+        """The names anywhere in ``result``, read as the JSON it is sent as (a tool's pydantic model
+        output, such as a document's text, is walked like the dict it becomes)."""
         ids: set[str] = set()
         uris: set[str] = set()
         citations: set[int] = set()
-        stack = [result]
+        stack = [to_jsonable_python(result, fallback=str)]
         while stack:
             value = stack.pop()
             if isinstance(value, list):
@@ -107,6 +109,8 @@ class DocumentNames:
                 citations.add(citation)
             elif not isinstance(document_id, str) and isinstance(uri := value.get("uri"), str):
                 uris.add(uri)
+            if isinstance(cited := value.get("citations"), list):  # a QA answer's citation numbers
+                citations.update(n for n in cited if isinstance(n, int) and not isinstance(n, bool))
             stack.extend(v for v in value.values() if isinstance(v, (dict, list)))
         return cls(frozenset(ids), frozenset(uris), frozenset(citations))
 
@@ -253,11 +257,13 @@ async def drop_unreadable(
     if session is not None:
         _drop_from_state(context, session, readability, documents)
     unreadable = {d for d, ok in readability.items() if not ok}
+    # a document named by id that is gone may have been made unreadable first: its results go too
+    gone = (set(names.ids) | {d for d in documents.values() if d}) - set(readability)
     withholding = Withholding(
         DocumentNames(
-            ids=frozenset(names.ids & unreadable),
+            ids=frozenset(names.ids & (unreadable | gone)),
             uris=frozenset(u for u, ids in by_uri.items() if not ids.isdisjoint(unreadable)),
-            citations=frozenset(c for c in names.citations if documents.get(c) in unreadable),
+            citations=frozenset(c for c in names.citations if documents.get(c) in unreadable | gone),
         )
     )
     _show(context, holders, withholding.unreadable)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import functools
 import operator
+import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -23,7 +24,14 @@ import orjson
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.access import ALL, Reader
 from rag_tools.readable import NOTHING_WITHHELD, DocumentNames, Withholding, hides_any
-from rag_tools.state import CacheEntry, ListPosition, ThreadRecord, ToolContext
+from rag_tools.state import (
+    SESSION_NAMESPACE,
+    CacheEntry,
+    ListPosition,
+    SessionState,
+    ThreadRecord,
+    ToolContext,
+)
 from rag_tools.tools import (
     APPROVAL_NAMESPACE,
     ATTACHMENTS_NAMESPACE,
@@ -201,9 +209,10 @@ async def readable_run_events(
     """The run's events after ``after`` (``RunManager.subscribe``), as ``reader`` may see them.
 
     A run's event log keeps what the run streamed for a while after it ends; a document may have
-    left the reader's groups since. For a reader who cannot read everything, the replay stops
-    before the first event naming a document it may not read now, with a ``withheld`` error (the
-    thread itself shows what the reader may see).
+    left the reader's groups since, or be gone. For a reader who cannot read everything, the
+    replay stops before the first event naming a document it may not read now (by id, by ``uri``,
+    or by the thread's citation number, as a patch to ``/citations/{n}`` does), with a
+    ``withheld`` error (the thread itself shows what the reader may see).
     """
     batches = services.runs.subscribe(info, after)
     if reader.reads_all:
@@ -211,13 +220,14 @@ async def readable_run_events(
             yield batch
         return
     kb = services.kb.restricted(reader)
+    cited = _CitedDocuments(services, info.thread_id)
     try:
         async for batch in batches:
             named = [(i, names) for i, (_, data) in enumerate(batch) if (names := _names_in_event(data))]
             every = functools.reduce(operator.or_, (names for _, names in named), DocumentNames())
-            if every and not await _all_readable(kb, every):  # one look per batch; then find the event
+            if every and not await _all_readable(kb, every, cited):  # one look per batch; then the event
                 for index, names in named:
-                    if not await _all_readable(kb, names):
+                    if not await _all_readable(kb, names, cited):
                         if index:
                             yield batch[:index]
                         withheld = RunFailure(FailureCode.WITHHELD)
@@ -229,12 +239,39 @@ async def readable_run_events(
 
 
 def _names_in_event(data: bytes) -> DocumentNames:
-    """The documents an encoded AG-UI event names, in its fields and in tool results given as JSON text."""
+    """The documents an encoded AG-UI event names: in its fields, in tool results given as JSON
+    text, and in the citation cards its state patches change (``/citations/3/passage``)."""
     event = orjson.loads(data)
     names = DocumentNames.of(event)
     for text in _json_texts(event):
         names |= DocumentNames.in_text(text)
+    if event.get("type") == "STATE_DELTA":
+        patched = {int(m[1]) for op in event.get("delta", ()) if (m := _CARD_PATH.match(str(op.get("path"))))}
+        if patched:
+            names |= DocumentNames(citations=frozenset(patched))
     return names
+
+
+_CARD_PATH = re.compile(r"^/citations/(\d+)(?:/|$)")
+
+
+class _CitedDocuments:
+    """The documents a thread's citation numbers point at, read from the thread once, when asked."""
+
+    def __init__(self, services: Services, thread_id: str) -> None:
+        self._services = services
+        self._thread_id = thread_id
+        self._session: SessionState | None = None
+        self._read = False
+
+    async def of(self, citations: frozenset[int]) -> dict[int, str | None]:
+        if not self._read:
+            entry = await self._services.cache.get_entry(self._thread_id)
+            self._session = entry.context.get(SESSION_NAMESPACE, SessionState)
+            self._read = True
+        if self._session is None:
+            return dict.fromkeys(citations)
+        return self._session.documents_of(citations)
 
 
 def _json_texts(value: Any) -> Iterator[str]:
@@ -249,11 +286,17 @@ def _json_texts(value: Any) -> Iterator[str]:
             yield item
 
 
-async def _all_readable(kb: KnowledgeBase, names: DocumentNames) -> bool:
+async def _all_readable(kb: KnowledgeBase, names: DocumentNames, cited: _CitedDocuments) -> bool:
+    """Whether the reader may read every document ``names`` names. One named by id or by citation
+    number that is gone counts as unreadable (it may have been taken from the reader first); so
+    does a citation number the thread cannot place."""
+    documents = await cited.of(names.citations) if names.citations else {}
+    if any(document is None for document in documents.values()):
+        return False
     by_uri = await kb.document_ids_for_uris(set(names.uris))
-    ids = set(names.ids).union(*by_uri.values())
-    readability = await kb.document_readability(ids)
-    return all(readability.values())
+    named = set(names.ids) | {d for d in documents.values() if d}
+    readability = await kb.document_readability(named.union(*by_uri.values()))
+    return all(readability.values()) and all(readability.get(d) is True for d in named)
 
 
 async def _idle_owned_entry(services: Services, thread_id: str, principal: str, doing: str) -> CacheEntry:

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import lancedb
 import pytest
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 from pydantic_ai import Agent
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.messages import (
@@ -215,6 +215,13 @@ async def _hr_pay_document(kb: KnowledgeBase) -> str:
     return pay_id
 
 
+class PageOfText(BaseModel):
+    """A tool output given as a pydantic model, as ``get_document`` gives a document's text."""
+
+    document_id: str
+    text: str
+
+
 async def test_a_cut_result_still_names_what_the_whole_named(tmp_path: Path) -> None:
     """A result cut to the output limit no longer shows which document it came from in its text:
     what the whole named goes with it, so the thread withholds it from a reader who may not read
@@ -232,8 +239,13 @@ async def test_a_cut_result_still_names_what_the_whole_named(tmp_path: Path) -> 
             """An analysis that read the pay document."""
             return {"task": "count", "value": 3, "sources": [{"document_id": pay_id, "uri": "pay.md"}]}
 
+        def page() -> PageOfText:
+            """The pay document's text, as a model (as ``get_document`` returns it)."""
+            return PageOfText(document_id=pay_id, text="Salaries are paid on the 25th. " * 40)
+
         registry.add_tool(passages)
         registry.add_tool(analysis)
+        registry.add_tool(page)
         system = ToolSystem(registry, output_limit=200)
 
         def agent(script: Script) -> Agent[AgentDeps, Any]:
@@ -245,7 +257,7 @@ async def test_a_cut_result_still_names_what_the_whole_named(tmp_path: Path) -> 
             )
 
         context = ToolContext()
-        script = Script([[("passages", {}), ("analysis", {})]])
+        script = Script([[("passages", {}), ("analysis", {}), ("page", {})]])
         result = await agent(script).run("go", deps=AgentDeps(client=kb, tool_context=context))
         cut = next(
             p
@@ -269,7 +281,8 @@ async def test_a_cut_result_still_names_what_the_whole_named(tmp_path: Path) -> 
             path = thread_messages(extras, withholding or None).messages
             shown[name] = [m.content for m in path if m.role == "tool"]
         assert shown["hr"][0] == cut.content and '"sources":' in shown["hr"][1]
-        assert shown["eng"] == [WITHHELD, WITHHELD]
+        assert "Salaries are paid" in shown["hr"][2]
+        assert shown["eng"] == [WITHHELD, WITHHELD, WITHHELD]  # a model's output cut too
 
         # the kept full text: read on by a reader of the document, withheld from one who may not
         for reader, expected in ((hr, "Salaries are paid on the 25th."), (eng, "'out-1' is withheld")):
@@ -278,6 +291,49 @@ async def test_a_cut_result_still_names_what_the_whole_named(tmp_path: Path) -> 
             (read,) = more.returns["read_tool_output"]
             assert expected in read, read
             assert ("Salaries" in read) == (reader is hr)
+
+
+async def test_a_result_of_a_document_deleted_after_it_was_taken_away_stays_withheld(tmp_path: Path) -> None:
+    """A public document a reader searched is made hr-only, then deleted: its result in the
+    reader's thread stays withheld (it came back, whole, once the document was gone)."""
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
+        public = (
+            await kb.ingest_bytes(b"# Parking\n\nThe code is MARMALADE.", name="parking.md")
+        ).document_id
+        registry = ToolRegistry()
+
+        def parking() -> dict[str, Any]:
+            """The parking passage."""
+            return {"results": [{"document_id": public, "text": "The code is MARMALADE."}]}
+
+        registry.add_tool(parking)
+        system = ToolSystem(registry)
+        agent = Agent(
+            Script([[("parking", {})]]).model,
+            deps_type=AgentDeps,
+            toolsets=system.toolsets(),
+            capabilities=[system.capability()],
+        )
+        context = ToolContext()
+        result = await agent.run("go", deps=AgentDeps(client=kb, tool_context=context))
+        extras: dict[str, Any] = {}
+        conversation = Conversation(conversation_id="t")
+        conversation.messages.extend(result.all_messages())
+        await ThreadConversationStore(extras).save(conversation)
+
+        async def shown(reader: KnowledgeBase) -> list[Any]:
+            withholding = await drop_unreadable_from_thread(context.view(), reader, extras)
+            return [
+                m.content for m in thread_messages(extras, withholding or None).messages if m.role == "tool"
+            ]
+
+        eng = kb.restricted(Reader.member_of(["eng"]))
+        assert "MARMALADE" in (await shown(eng))[0]
+        await kb.set_document_groups(public, ["hr"])
+        assert await shown(eng) == [WITHHELD]
+        await kb.delete_document(public)
+        assert await shown(eng) == [WITHHELD]
+        assert "MARMALADE" in (await shown(kb))[0]  # the stored thread keeps it for a reader of all
 
 
 async def test_a_failed_tool_result_naming_a_document_is_withheld_too(tmp_path: Path) -> None:
@@ -1105,3 +1161,44 @@ async def test_a_replayed_session_summary_names_the_documents_it_came_from(scena
         events = [e for _, e in parse_sse(replay.text)]
         assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "withheld"
         assert "HRQUOKKA" not in replay.text
+
+
+PARKING_DOC = (
+    b"# Parking\n\nThe parking validation word for visitors this quarter is MARMALADE-TANGERINE, "
+    b"given at the front desk on request and changed every quarter by facilities. Cars without it "
+    b"are towed after two hours. Visitors park on level minus two of the north garage, behind the "
+    b"blue gate next to the bicycle racks, and take the lift to the lobby.\n"
+)
+
+
+async def test_a_replayed_patch_of_a_card_names_the_cards_document(scenario_config: Any) -> None:
+    """A later answer quoting another sentence of a card already shown changes only that card's
+    passage (a patch to ``/citations/{n}/passage``, naming no document). A replay for alice, once she
+    may not read the document, still stops before it, even when asked to start right there."""
+    alice = _as("alice")
+    async with _server(scenario_config, scenario=False) as client:
+        parking = await _upload(client, "root", "parking.md", PARKING_DOC, "hr")
+        for run, question in (
+            ("r1", "What is the parking validation word for visitors?"),
+            ("r2", "Where do visitors park in the north garage?"),
+        ):
+            body = _run("parking", question, run, f"m-{run}")
+            response = await client.post("/agui", json=body, headers=alice, timeout=120)
+            assert response.status_code == 200 and "RUN_FINISHED" in response.text
+        events = parse_sse((await client.get("/threads/parking/runs/r2/events?after=0", headers=alice)).text)
+        patches = [
+            (seq, e)
+            for seq, e in events
+            if e["type"] == "STATE_DELTA" and any(op["path"].startswith("/citations/") for op in e["delta"])
+        ]
+        (seq, patch), *_ = [(seq, e) for seq, e in patches if parking not in json.dumps(e)]
+        assert "behind the blue gate" in json.dumps(patch)  # the card's passage, no document named
+        moved = await client.patch(f"/documents/{parking}", json={"groups": ["finance"]}, headers=_as("root"))
+        assert moved.status_code == 200
+        replay = await client.get(f"/threads/parking/runs/r2/events?after={int(seq) - 1}", headers=alice)
+        replayed = [e for _, e in parse_sse(replay.text)]
+        assert replayed[-1]["type"] == "RUN_ERROR" and replayed[-1]["code"] == "withheld", replayed
+        assert "blue gate" not in replay.text
+        await client.delete(f"/documents/{parking}", headers=_as("root"))  # gone: still not shown
+        replay = await client.get(f"/threads/parking/runs/r2/events?after={int(seq) - 1}", headers=alice)
+        assert "blue gate" not in replay.text and '"code":"withheld"' in replay.text

@@ -225,7 +225,7 @@ async def deliver(
     records: list[dict[str, Any]] = []
     if result.attachments and context is not None:
         kept = context.get_or_create(ATTACHMENTS_NAMESPACE, ToolAttachments)
-        names = DocumentNames.of([to_jsonable_python(result.output, fallback=str), metadata])
+        names = DocumentNames.of([result.output, metadata])
         for attachment in result.attachments:
             record = kept.keep(attachment, tool, tool_call_id, attachment_limit, names)
             records.append(record.model_dump(mode="json"))
