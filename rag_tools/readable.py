@@ -70,6 +70,8 @@ __all__ = [
     "hides_any",
 ]
 
+_SCALARS = (str, int, float, bool, type(None))
+
 WITHHELD = "Withheld: this result came from a document you may no longer read."
 """What a tool result naming a document its reader may not read (any more) is replaced with."""
 
@@ -94,13 +96,16 @@ class DocumentNames:
         ids: set[str] = set()
         uris: set[str] = set()
         citations: set[int] = set()
-        stack = [to_jsonable_python(result, fallback=str)]
+        stack = [result]
         while stack:
             value = stack.pop()
-            if isinstance(value, list):
-                stack.extend(v for v in value if isinstance(v, (dict, list)))
+            if isinstance(value, _SCALARS):
                 continue
-            if not isinstance(value, dict):
+            if isinstance(value, list | tuple):
+                stack.extend(v for v in value if not isinstance(v, _SCALARS))
+                continue
+            if not isinstance(value, dict):  # a model or dataclass: as the JSON it is sent as
+                stack.append(to_jsonable_python(value, fallback=str))
                 continue
             document_id, citation = value.get("document_id"), value.get("citation")
             if isinstance(document_id, str):
@@ -111,7 +116,7 @@ class DocumentNames:
                 uris.add(uri)
             if isinstance(cited := value.get("citations"), list):  # a QA answer's citation numbers
                 citations.update(n for n in cited if isinstance(n, int) and not isinstance(n, bool))
-            stack.extend(v for v in value.values() if isinstance(v, (dict, list)))
+            stack.extend(v for v in value.values() if not isinstance(v, _SCALARS))
         return cls(frozenset(ids), frozenset(uris), frozenset(citations))
 
     @classmethod
