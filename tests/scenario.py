@@ -1,6 +1,7 @@
 """A keyword-driven model and agent for server tests: each user message picks a scenario.
 
 - ``archive <note>``: calls ``archive_note`` (needs approval; changes server-owned state);
+  ``archive both <a> <b>``: two such calls in one response;
 - ``pick``: calls the browser's ``pick_color`` tool (a frontend tool the client declares);
 - ``slow``: streams 300 tokens, 20 ms apart (for stop and abort tests);
 - ``convert 3 km mi`` / ``note <text>``: call the example user tools (examples/custom_tools);
@@ -70,6 +71,12 @@ async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterato
         for i in range(300):
             await asyncio.sleep(0.02)
             yield f"tok{i} "
+    elif text.startswith("archive both "):  # two calls in one response: two approvals pending
+        first, second = text[13:].split(" ", 1)
+        yield {
+            0: DeltaToolCall(name="archive_note", json_args=json.dumps({"note": first})),
+            1: DeltaToolCall(name="archive_note", json_args=json.dumps({"note": second})),
+        }
     elif text.startswith("archive "):
         yield {0: DeltaToolCall(name="archive_note", json_args=json.dumps({"note": text[8:]}))}
     elif text.startswith("pick") and "pick_color" in {t.name for t in info.function_tools}:

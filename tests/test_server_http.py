@@ -344,6 +344,39 @@ async def test_a_resume_of_an_interrupt_not_pending_is_409_and_changes_nothing(s
         )
 
 
+async def test_a_resume_must_answer_every_pending_interrupt_once(scenario_config: Any) -> None:
+    """Two approvals pending: a resume answering one of them (pydantic-ai would fail the run once it
+    started) or answering one twice (the last answer would silently win) is a 422 before any run;
+    the thread and both interrupts stay as they were, and a resume answering both goes through."""
+    async with server(scenario_config) as client:
+        _, events = await run(client, run_body("both", "r1", "archive both alpha beta"))
+        first, second = (i["id"] for i in events[-1]["outcome"]["interrupts"])
+        before = (await client.get("/threads/both")).json()
+        yes = {"status": "resolved", "payload": {"approved": True}}
+        no = {"status": "resolved", "payload": {"approved": False}}
+        error = assert_error(
+            await client.post(
+                "/agui", json=run_body("both", "r2", None, resume=[{**yes, "interruptId": first}])
+            ),
+            422,
+            f"resume must answer every pending interrupt (approve, deny or cancel each); unanswered: {second!r}",
+        )
+        assert error["details"][0]["loc"] == ["resume"]
+        twice = [{**yes, "interruptId": first}, {**no, "interruptId": first}, {**yes, "interruptId": second}]
+        error = assert_error(
+            await client.post("/agui", json=run_body("both", "r3", None, resume=twice)),
+            422,
+            f"resume[1] answers interrupt {first!r} again",
+        )
+        assert error["details"][0]["loc"] == ["resume", 1, "interruptId"]
+        after = (await client.get("/threads/both")).json()
+        assert (after["version"], after["interrupts"]) == (before["version"], before["interrupts"])
+        both = [{**yes, "interruptId": first}, {**no, "interruptId": second}]
+        _, events = await run(client, run_body("both", "r4", None, resume=both))
+        assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+        assert (await client.get("/threads/both")).json()["state"]["archived"] == ["alpha"]
+
+
 async def test_every_json_route_refuses_other_content_types(scenario_config: Any) -> None:
     async with server(scenario_config) as client:
         await run(client, run_body("ct", "r1"))

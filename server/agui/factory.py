@@ -304,14 +304,23 @@ def _waits_for_the_model(tree: ConversationTree, entry_id: str | None) -> bool:
 
 def _check_resumable(resume: Sequence[ResumeEntry], conversation: ConversationRecord | None) -> None:
     """``RunConflict`` (``interrupt_not_pending``) for a resume entry that answers nothing pending,
-    ``InvalidRequest`` for one whose payload does not fit the interrupt it answers.
+    ``InvalidRequest`` for one whose payload does not fit the interrupt it answers, for an interrupt
+    answered twice, and for a resume that leaves a pending interrupt unanswered (AG-UI 1.0: every
+    open interrupt is answered in one resume).
 
     An interrupt already answered (a second click on "approve", a resume replayed after the run that
     took it) or never asked is refused before the run starts, so the thread stays as it was and the
     client learns which entry is stale and what is pending now.
     """
     pending = {interrupt.id: interrupt for interrupt in pending_interrupts(conversation)}
+    answered: set[str] = set()
     for index, entry in enumerate(resume):
+        if entry.interrupt_id in answered:
+            raise InvalidRequest(
+                f"resume[{index}] answers interrupt {entry.interrupt_id!r} again: answer each interrupt once",
+                [{"loc": ["resume", index, "interruptId"]}],
+            )
+        answered.add(entry.interrupt_id)
         interrupt = pending.get(entry.interrupt_id)
         if interrupt is None:
             waiting = ", ".join(repr(i) for i in pending) or "nothing"
@@ -325,6 +334,13 @@ def _check_resumable(resume: Sequence[ResumeEntry], conversation: ConversationRe
             raise InvalidRequest(
                 f"resume[{index}].payload: {problem}", [{"loc": ["resume", index, "payload"]}]
             )
+    unanswered = [i for i in pending if i not in answered]
+    if unanswered:  # pydantic-ai would fail the run on it once started
+        raise InvalidRequest(
+            "resume must answer every pending interrupt (approve, deny or cancel each);"
+            f" unanswered: {', '.join(repr(i) for i in unanswered)}",
+            [{"loc": ["resume"]}],
+        )
 
 
 def _check_tool_results(
