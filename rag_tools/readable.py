@@ -39,7 +39,7 @@ answers stays: it is what the user was told.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +68,7 @@ __all__ = [
     "Withholding",
     "drop_unreadable",
     "hides_any",
+    "unreadable_names",
 ]
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -255,24 +256,47 @@ async def drop_unreadable(
     session = context.get(SESSION_NAMESPACE, SessionState)
     cited = (_cited(context, session) if session is not None else set()) | names.citations
     documents = session.documents_of(cited) if session is not None else {}
-    by_uri = await kb.document_ids_for_uris(set(names.uris))
-    readability = await kb.document_readability(
-        set(names.ids) | {d for d in documents.values() if d} | set().union(*by_uri.values())
-    )
+    by_uri, readability = await _readability(kb, names, documents)
     if session is not None:
         _drop_from_state(context, session, readability, documents)
+    withholding = Withholding(_unreadable(names, documents, by_uri, readability))
+    _show(context, holders, withholding.unreadable)
+    return withholding
+
+
+async def unreadable_names(
+    kb: KnowledgeBase, names: DocumentNames, documents: Mapping[int, str | None]
+) -> DocumentNames:
+    """What of ``names`` ``kb.reader`` may not read now; ``documents`` places its citation numbers
+    (``SessionState.documents_of``). The rule a thread's tool results are withheld by, for callers
+    that check something else the same way (a run's replayed events)."""
+    return _unreadable(names, documents, *await _readability(kb, names, documents))
+
+
+async def _readability(
+    kb: KnowledgeBase, names: DocumentNames, documents: Mapping[int, str | None]
+) -> tuple[dict[str, set[str]], dict[str, bool]]:
+    """The documents ``names`` gives by ``uri``, and whether the reader may read each document
+    named (by id, number or uri) that still exists."""
+    by_uri = await kb.document_ids_for_uris(set(names.uris))
+    named = set(names.ids) | {d for d in documents.values() if d}
+    return by_uri, await kb.document_readability(named.union(*by_uri.values()))
+
+
+def _unreadable(
+    names: DocumentNames,
+    documents: Mapping[int, str | None],
+    by_uri: Mapping[str, set[str]],
+    readability: Mapping[str, bool],
+) -> DocumentNames:
     unreadable = {d for d, ok in readability.items() if not ok}
     # a document named by id that is gone may have been made unreadable first: its results go too
     gone = (set(names.ids) | {d for d in documents.values() if d}) - set(readability)
-    withholding = Withholding(
-        DocumentNames(
-            ids=frozenset(names.ids & (unreadable | gone)),
-            uris=frozenset(u for u, ids in by_uri.items() if not ids.isdisjoint(unreadable)),
-            citations=frozenset(c for c in names.citations if documents.get(c) in unreadable | gone),
-        )
+    return DocumentNames(
+        ids=frozenset(names.ids & (unreadable | gone)),
+        uris=frozenset(u for u, ids in by_uri.items() if not ids.isdisjoint(unreadable)),
+        citations=frozenset(c for c in names.citations if documents.get(c) in unreadable | gone),
     )
-    _show(context, holders, withholding.unreadable)
-    return withholding
 
 
 def _cited(context: ToolContext, session: SessionState) -> set[int]:

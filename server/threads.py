@@ -23,7 +23,7 @@ import orjson
 
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.access import ALL, Reader
-from rag_tools.readable import NOTHING_WITHHELD, DocumentNames, Withholding, hides_any
+from rag_tools.readable import NOTHING_WITHHELD, DocumentNames, Withholding, hides_any, unreadable_names
 from rag_tools.state import (
     SESSION_NAMESPACE,
     CacheEntry,
@@ -287,16 +287,13 @@ def _json_texts(value: Any) -> Iterator[str]:
 
 
 async def _all_readable(kb: KnowledgeBase, names: DocumentNames, cited: _CitedDocuments) -> bool:
-    """Whether the reader may read every document ``names`` names. One named by id or by citation
-    number that is gone counts as unreadable (it may have been taken from the reader first); so
-    does a citation number the thread cannot place."""
+    """Whether the reader may read every document ``names`` names, by the rule the thread's tool
+    results are withheld by (``unreadable_names``: a document gone counts as unreadable); a citation
+    number the thread cannot place counts as unreadable too."""
     documents = await cited.of(names.citations) if names.citations else {}
     if any(document is None for document in documents.values()):
         return False
-    by_uri = await kb.document_ids_for_uris(set(names.uris))
-    named = set(names.ids) | {d for d in documents.values() if d}
-    readability = await kb.document_readability(named.union(*by_uri.values()))
-    return all(readability.values()) and all(readability.get(d) is True for d in named)
+    return not await unreadable_names(kb, names, documents)
 
 
 async def _idle_owned_entry(services: Services, thread_id: str, principal: str, doing: str) -> CacheEntry:

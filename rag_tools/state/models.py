@@ -64,8 +64,6 @@ def _excerpt(passage: str, quoted: Sequence[str]) -> str:
     """About ``EXCERPT_CHARS`` of ``passage`` (more, up to twice that, to end a long quoted
     sentence), from the first quoted sentence found in it, else from its start; cut between words.
     A passage only a little longer is shown whole rather than missing a few words."""
-    if len(passage) <= EXCERPT_CHARS + _WORD_CHARS:
-        return passage
     return _quoted_excerpt(passage, quoted) or _cut(passage, 0, EXCERPT_CHARS)
 
 
