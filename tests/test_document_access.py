@@ -215,6 +215,13 @@ async def _hr_pay_document(kb: KnowledgeBase) -> str:
     return pay_id
 
 
+def _agent(system: ToolSystem, script: Script) -> Agent[AgentDeps, Any]:
+    """An agent driven by ``script`` with ``system``'s toolsets and capability."""
+    return Agent(
+        script.model, deps_type=AgentDeps, toolsets=system.toolsets(), capabilities=[system.capability()]
+    )
+
+
 class PageOfText(BaseModel):
     """A tool output given as a pydantic model, as ``get_document`` gives a document's text."""
 
@@ -248,17 +255,9 @@ async def test_a_cut_result_still_names_what_the_whole_named(tmp_path: Path) -> 
         registry.add_tool(page)
         system = ToolSystem(registry, output_limit=200)
 
-        def agent(script: Script) -> Agent[AgentDeps, Any]:
-            return Agent(
-                script.model,
-                deps_type=AgentDeps,
-                toolsets=system.toolsets(),
-                capabilities=[system.capability()],
-            )
-
         context = ToolContext()
         script = Script([[("passages", {}), ("analysis", {}), ("page", {})]])
-        result = await agent(script).run("go", deps=AgentDeps(client=kb, tool_context=context))
+        result = await _agent(system, script).run("go", deps=AgentDeps(client=kb, tool_context=context))
         cut = next(
             p
             for m in result.all_messages()
@@ -287,7 +286,7 @@ async def test_a_cut_result_still_names_what_the_whole_named(tmp_path: Path) -> 
         # the kept full text: read on by a reader of the document, withheld from one who may not
         for reader, expected in ((hr, "Salaries are paid on the 25th."), (eng, "'out-1' is withheld")):
             more = Script([[("read_tool_output", {"ref": "out-1", "offset": 200})]])
-            await agent(more).run("more", deps=AgentDeps(client=reader, tool_context=context))
+            await _agent(system, more).run("more", deps=AgentDeps(client=reader, tool_context=context))
             (read,) = more.returns["read_tool_output"]
             assert expected in read, read
             assert ("Salaries" in read) == (reader is hr)
@@ -308,12 +307,7 @@ async def test_a_result_of_a_document_deleted_after_it_was_taken_away_stays_with
 
         registry.add_tool(parking)
         system = ToolSystem(registry)
-        agent = Agent(
-            Script([[("parking", {})]]).model,
-            deps_type=AgentDeps,
-            toolsets=system.toolsets(),
-            capabilities=[system.capability()],
-        )
+        agent = _agent(system, Script([[("parking", {})]]))
         context = ToolContext()
         result = await agent.run("go", deps=AgentDeps(client=kb, tool_context=context))
         extras: dict[str, Any] = {}
@@ -351,12 +345,7 @@ async def test_a_failed_tool_result_naming_a_document_is_withheld_too(tmp_path: 
 
         registry.add_tool(pay_day)
         system = ToolSystem(registry)
-        agent = Agent(
-            Script([[("pay_day", {})]]).model,
-            deps_type=AgentDeps,
-            toolsets=system.toolsets(),
-            capabilities=[system.capability()],
-        )
+        agent = _agent(system, Script([[("pay_day", {})]]))
         result = await agent.run("go", deps=AgentDeps(client=kb, tool_context=ToolContext()))
         failed = next(
             p
