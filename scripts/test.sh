@@ -6,12 +6,16 @@ cd "$(dirname "$0")/.."
 
 # Debian packages: Chromium for the browser tests, redis-server and postgresql for the scale-out
 # tests (they use the Redis on 127.0.0.1:6379 and the PostgreSQL on 127.0.0.1:5432 when those run,
-# and start their own otherwise), prometheus (and its promtool) for the metrics tests.
+# and start their own otherwise), prometheus (and its promtool) for the metrics tests, and the
+# Python and PostgreSQL manuals as HTML.
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+# real manuals nobody here wrote, for the HTML reader's tests (tests/test_html.py)
+[ -f /usr/share/doc/python3.11/html/library/functions.html ] || missing+=(python3.11-doc)
+[ -f /usr/share/doc/postgresql-doc-15/html/sql-vacuum.html ] || missing+=(postgresql-doc-15)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

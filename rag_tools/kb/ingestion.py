@@ -35,11 +35,11 @@ from .readers import (
 )
 from .sources import Source
 from .tables import (
-    CHUNKING_VERSION,
     FTS_COLUMN,
     GROUPS,
     WRITTEN_AT,
     Tables,
+    chunking_version,
     chunks_schema,
     documents_schema,
     files_schema,
@@ -182,7 +182,9 @@ def prepare(source: Source, known: Known | None, *, max_chars: int) -> IngestOut
     try:
         fmt = detect_format(source.name)
         data = source.read()
-        content_hash = hashlib.sha256(data + f"|{fmt}|{max_chars}|{CHUNKING_VERSION}".encode()).hexdigest()
+        content_hash = hashlib.sha256(
+            data + f"|{fmt}|{max_chars}|{chunking_version(fmt)}".encode()
+        ).hexdigest()
         if (
             known is not None
             and known.whole

@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .containers import check_container
-from .parsed import DocumentFormat, ParsedDocument, Section, decode_text, html_to_markdown, parse_markdown
+from .html import parse_html
+from .parsed import DocumentFormat, ParsedDocument, Section, decode_text
 
 __all__ = ["MAX_SHEET_CELLS", "MAX_SHEET_COLUMNS", "MAX_SHEET_ROWS", "markdown_table", "parse_office"]
 
@@ -288,18 +289,20 @@ def _parse_epub(data: bytes, fallback_title: str) -> ParsedDocument:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # EbookLib warns about its own option defaults
         book = epub.read_epub(io.BytesIO(data), options={"ignore_ncx": True})
-    parts = []
+    chapters = []
     for item_id, _linear in book.spine:
         item = book.get_item_with_id(item_id)
         if item is None or item.get_type() != ebooklib.ITEM_DOCUMENT or not item.is_chapter():
             continue
-        _, markdown = html_to_markdown(item.get_content().decode("utf-8", errors="replace"))
-        if markdown.strip():
-            parts.append(markdown)
-    parsed = parse_markdown("\n\n".join(parts), fallback_title)
+        chapter = parse_html(item.get_content().decode("utf-8", errors="replace"), fallback_title)
+        if chapter.sections:
+            chapters.append(chapter)
     titles = book.get_metadata("DC", "title")
-    title = (str(titles[0][0]).strip() if titles else "") or parsed.title
-    return ParsedDocument(title, "epub", parsed.content, parsed.sections)
+    title = (str(titles[0][0]).strip() if titles else "") or (
+        chapters[0].title if chapters else fallback_title
+    )
+    sections = [section for chapter in chapters for section in chapter.sections]
+    return ParsedDocument(title, "epub", "\n\n".join(c.content for c in chapters), sections)
 
 
 _PARSERS: dict[str, Callable[[bytes, str], ParsedDocument]] = {

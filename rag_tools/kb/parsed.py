@@ -1,5 +1,5 @@
 """A source as ingestion sees it (``ParsedDocument`` of ``Section``s), and the text readers every
-format shares: decoding text safely, Markdown into sections, HTML into Markdown.
+format shares: decoding text safely, Markdown into sections (HTML: ``html``, on top of this).
 
 It sits below ``readers`` (the dispatch by format, and PDF) and ``office`` (the office formats),
 which both build on it: ``readers`` hands the office formats to ``office``, which never needs
@@ -19,7 +19,6 @@ __all__ = [
     "Section",
     "UnsupportedFormatError",
     "decode_text",
-    "html_to_markdown",
     "parse_markdown",
 ]
 
@@ -128,17 +127,3 @@ def parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
 
     h1 = next((h for _, _, level, h in headings if level == 1), None)
     return ParsedDocument(h1 or fallback_title, "markdown", text, sections)
-
-
-def html_to_markdown(html: str) -> tuple[str | None, str]:
-    """An HTML page's title and its body as Markdown (scripts, styles and navigation left out)."""
-    from bs4 import BeautifulSoup
-    from markdownify import markdownify
-
-    soup = BeautifulSoup(html, "html.parser")
-    title = soup.title.get_text(" ", strip=True) if soup.title else None
-    for tag in soup(["head", "script", "style", "noscript", "nav", "template", "svg"]):
-        tag.decompose()
-    root = soup.body or soup
-    markdown = markdownify(str(root), heading_style="ATX", bullets="-")
-    return title or None, markdown.strip()

@@ -1,7 +1,7 @@
 """Turn a source (text, Markdown, HTML, PDF, office formats) into a title and structural sections.
 
 A section is the unit the chunker never crosses: the text under one heading, one PDF page, one
-slide or one sheet. HTML is converted to Markdown (``markdownify``) and then read as Markdown; PDF
+slide or one sheet. HTML pages are read by ``html`` (main content, heading paths, tables); PDF
 text comes from ``pypdf`` page by page so that page numbers reach the chunks. The office formats
 (``.docx``, ``.pptx``, ``.xlsx``, ``.csv``, ``.epub``) are read by ``office``.
 """
@@ -20,7 +20,6 @@ from .parsed import (
     Section,
     UnsupportedFormatError,
     decode_text,
-    html_to_markdown,
     parse_markdown,
 )
 
@@ -38,7 +37,6 @@ __all__ = [
     "UnsupportedFormatError",
     "decode_text",
     "detect_format",
-    "html_to_markdown",
     "parse_document",
     "parse_markdown",
     "pdf_content",
@@ -102,9 +100,9 @@ def parse_document(data: bytes, *, name: str, format: DocumentFormat | None = No
         return parse_office(data, fmt, fallback_title)
     text = decode_text(data, fmt)
     if fmt == "html":
-        title, markdown = html_to_markdown(text)
-        doc = parse_markdown(markdown, title or fallback_title)
-        parsed = ParsedDocument(doc.title, "html", doc.content, doc.sections)
+        from .html import parse_html
+
+        parsed = parse_html(text, fallback_title)
     elif fmt == "markdown":
         parsed = parse_markdown(text, fallback_title)
     else:

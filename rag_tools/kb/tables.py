@@ -47,8 +47,10 @@ __all__ = [
     "FTS_COLUMN",
     "GROUPS",
     "HIT_COLUMNS",
+    "READER_REVISIONS",
     "WRITTEN_AT",
     "Tables",
+    "chunking_version",
     "chunks_schema",
     "documents_schema",
     "files_schema",
@@ -97,6 +99,18 @@ FORMAT_VERSION = "4"
 # Part of every content hash: bump it when parsing or chunking changes, so re-ingestion redoes all.
 # 2: Markdown tables are split between rows, under their header row; chunks carry a locator.
 CHUNKING_VERSION = "2"
+# A format's own reader revision, added to ``CHUNKING_VERSION`` in its documents' content hashes:
+# a change to one reader re-embeds that format's documents only.
+# html 1, epub 1: pages read by rag_tools/kb/html.py (main content, whole paragraphs, tables).
+READER_REVISIONS: dict[str, str] = {"html": "1", "epub": "1"}
+
+
+def chunking_version(fmt: str) -> str:
+    """What a document of format ``fmt`` adds to its content hash (``"2"``, ``"2+html1"``)."""
+    revision = READER_REVISIONS.get(fmt)
+    return f"{CHUNKING_VERSION}+{fmt}{revision}" if revision else CHUNKING_VERSION
+
+
 # A format 2 chunk's locator: its PDF page, the only place format 2 knew.
 _PAGE_LOCATOR = "concat('page ', CAST(page AS STRING))"
 
