@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+from rag_tools.kb import Document, KnowledgeBase
 from rag_tools.kb.access import ALL, Reader
 from rag_tools.state import CacheEntry, ToolContextCache
 
@@ -38,6 +39,7 @@ __all__ = [
     "StateItemNotFound",
     "ThreadNotFound",
     "check_claimable",
+    "check_document_change",
     "check_document_editor",
     "check_editor",
     "check_job_owner",
@@ -180,6 +182,37 @@ def check_document_editor(
         raise DocumentForbidden(
             f"{principal!r} may only give documents groups it is a member of, not {', '.join(outside)}"
         )
+
+
+async def check_document_change(
+    kb: KnowledgeBase,
+    principal: str,
+    groups: Collection[str],
+    document_id: str,
+    *,
+    new: Sequence[str] | None,
+    must_exist: bool,
+    editors: Collection[str],
+    editor_groups: Collection[str],
+    sign_in_required: bool,
+) -> Document | None:
+    """``check_document_editor`` for the document ``document_id`` as ``kb`` (unrestricted) holds it
+    now; a new one when ``must_exist`` is false. Returns the document as checked (``None``: no such
+    document yet), which the write then expects to be unchanged."""
+    document = await kb.get_document_by_id(document_id)
+    if document is None and must_exist:
+        raise DocumentNotFound(document_id)
+    check_document_editor(
+        principal,
+        groups,
+        document_id=document_id,
+        current=document.groups if document is not None else None,
+        new=new,
+        editors=editors,
+        editor_groups=editor_groups,
+        sign_in_required=sign_in_required,
+    )
+    return document
 
 
 def check_job_owner(job_id: str, owner: str | None, principal: str) -> None:

@@ -48,6 +48,7 @@ __all__ = [
     "groups_of",
     "load_scheme",
     "principal_of",
+    "sign_in",
 ]
 
 logger = logging.getLogger("ragstream.auth")
@@ -150,6 +151,30 @@ def _as_principal(found: object) -> Principal:
     raise TypeError(f"a sign-in scheme returned {found!r}: expected a Principal, a non-empty name or None")
 
 
+async def sign_in(schemes: Sequence[Scheme], headers: Mapping[str, str]) -> Principal:
+    """The caller ``headers`` sign in, asking ``schemes`` in order (the first answer wins; with none,
+    the local principal): ``Refused`` when none accepts them, ``SignInUnavailable`` when one cannot
+    decide now or fails."""
+    if not schemes:
+        return Principal(LOCAL_PRINCIPAL)
+    given = headers if isinstance(headers, Headers) else Headers(headers=dict(headers))
+    try:
+        for scheme in schemes:
+            found = scheme(given)
+            if inspect.isawaitable(found):
+                found = await found
+            if found is not None:
+                return _as_principal(found)
+    except AuthenticationError:  # Refused, SignInUnavailable, or Starlette's own from a hook
+        raise
+    except Exception as exc:  # a hook that broke (its database is down, it returned nonsense): undecided
+        logger.exception("a sign-in scheme failed; the caller is answered 503")
+        raise SignInUnavailable("sign-in cannot be checked just now; retry shortly") from exc
+    if "authorization" in given:
+        raise Refused("invalid bearer token")
+    raise Refused("missing bearer token", error=None)
+
+
 class AuthBackend(AuthenticationBackend):
     """Asks ``schemes`` in order; routes in ``public`` may also be called without signing in."""
 
@@ -158,29 +183,12 @@ class AuthBackend(AuthenticationBackend):
         self.public = list(public)
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
-        if not self.schemes:
-            return AuthCredentials(["authenticated"]), Principal(LOCAL_PRINCIPAL)
-        headers = conn.headers
-        problem: AuthenticationError
         try:
-            for scheme in self.schemes:
-                found = scheme(headers)
-                if inspect.isawaitable(found):
-                    found = await found
-                if found is not None:
-                    return AuthCredentials(["authenticated"]), _as_principal(found)
-            if "authorization" in headers:
-                problem = Refused("invalid bearer token")
-            else:
-                problem = Refused("missing bearer token", error=None)
-        except AuthenticationError as exc:  # Refused, SignInUnavailable, or Starlette's own from a hook
-            problem = exc
-        except Exception:  # a hook that broke (its database is down, it returned nonsense): undecided
-            logger.exception("a sign-in scheme failed; the caller is answered 503")
-            problem = SignInUnavailable("sign-in cannot be checked just now; retry shortly")
-        if self._is_public(conn):
-            return None  # anonymous: the route shows its public part
-        raise problem
+            return AuthCredentials(["authenticated"]), await sign_in(self.schemes, conn.headers)
+        except AuthenticationError:
+            if self._is_public(conn):
+                return None  # anonymous: the route shows its public part
+            raise
 
     def _is_public(self, conn: HTTPConnection) -> bool:
         return any(route.matches(conn.scope)[0] == Match.FULL for route in self.public)

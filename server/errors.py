@@ -46,6 +46,8 @@ __all__ = [
     "SIGN_IN_UNAVAILABLE",
     "UNAVAILABLE_RETRY_SECONDS",
     "ApiError",
+    "ErrorAnswer",
+    "answer_for",
     "error_response",
     "exception_handlers",
     "too_large_message",
@@ -171,18 +173,42 @@ async def _api_error(request: Request, exc: Exception) -> Response:
     return error_response(exc.status, exc.message, code=exc.code, details=exc.details, headers=exc.headers)
 
 
+@dataclass(frozen=True)
+class ErrorAnswer:
+    """How a domain error is answered: its status, stable code and the client's message."""
+
+    status: int
+    code: str
+    message: str
+    log: bool
+
+
+def answer_for(exc: Exception) -> ErrorAnswer | None:
+    """What ``ERROR_TABLE`` says to answer ``exc`` (``None``: not a domain error, never shown)."""
+    answer = next((answer for kind, answer in ERROR_TABLE if isinstance(exc, kind)), None)
+    if answer is None:
+        return None
+    code = answer.code or getattr(exc, "code", None)
+    return ErrorAnswer(
+        answer.status,
+        str(code) if code else _CODES.get(answer.status, "error"),
+        answer.message or str(exc),
+        answer.log,
+    )
+
+
 async def _domain_error(request: Request, exc: Exception) -> Response:
-    answer = next(answer for kind, answer in ERROR_TABLE if isinstance(exc, kind))
+    answer = answer_for(exc)
+    assert answer is not None, "registered for the table's types only"
     if answer.log:
         logger.warning("%s on %s %s: %s", type(exc).__name__, request.method, request.url.path, exc)
-    code = answer.code or getattr(exc, "code", None)
     headers = getattr(exc, "headers", None)
     if answer.status == 503:
         headers = {**(headers or {}), "Retry-After": str(UNAVAILABLE_RETRY_SECONDS)}
     return error_response(
         answer.status,
-        answer.message or str(exc),
-        code=str(code) if code else None,
+        answer.message,
+        code=answer.code,
         details=getattr(exc, "details", None),
         headers=headers,
     )

@@ -32,7 +32,7 @@ from rag_tools.kb.access import InvalidGroups, check_groups
 from ..access import (
     DocumentNotFound,
     JobFinished,
-    check_document_editor,
+    check_document_change,
     check_editor,
     check_job_owner,
 )
@@ -90,23 +90,20 @@ async def _check_change(
     new: Sequence[str] | None,
     must_exist: bool,
 ) -> Document | None:
-    """``check_document_editor`` for one document (a new one when ``must_exist`` is false); the
-    document as it is now (``None``: no such document yet)."""
-    document = await services.kb.get_document_by_id(document_id)
-    if document is None and must_exist:
-        raise DocumentNotFound(document_id)
+    """``access.check_document_change`` for the caller; the document as it is now (``None``: no
+    such document yet)."""
     config = services.config
-    check_document_editor(
+    return await check_document_change(
+        services.kb,
         principal,
         groups_of(request),
-        document_id=document_id,
-        current=document.groups if document is not None else None,
+        document_id,
         new=new,
+        must_exist=must_exist,
         editors=config.editors,
         editor_groups=config.editor_groups,
         sign_in_required=config.sign_in_required,
     )
-    return document
 
 
 def _form_groups(values: list[str]) -> tuple[str, ...] | None:
