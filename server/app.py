@@ -7,11 +7,12 @@ the ones listed as public) and the request body limit (the default unless a rout
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import Agent
 from starlette.applications import Starlette
@@ -61,7 +62,10 @@ from .routes.threads import (
 )
 from .services import Services
 
-__all__ = ["CORS_HEADERS", "create_app", "create_served_app", "sign_in_schemes"]
+if TYPE_CHECKING:  # the mcp extra is optional: imported only when MCP is served
+    from .mcp.endpoint import MCPEndpoint
+
+__all__ = ["CORS_HEADERS", "create_app", "create_mcp_app", "create_served_app", "sign_in_schemes"]
 
 #: Request headers a browser of an allowed origin may always send: sign-in, JSON bodies, the
 #: reconnect of a run's events, and the W3C trace context a traced page forwards.
@@ -98,6 +102,8 @@ def create_app(
     if fast_stream_locks:
         install_fast_stream_locks()
 
+    mcp = _mcp_endpoint(config, allow_writes=config.mcp_allow_writes) if config.mcp else None
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         services = await Services.start(config, agent=agent, toolkit=toolkit, store=store, **backends)
@@ -106,7 +112,8 @@ def create_app(
             gc.collect()
             gc.freeze()
         try:
-            yield
+            async with mcp.serving(services.kb) if mcp is not None else contextlib.nullcontext():
+                yield
         finally:
             await services.close()
             metrics.mark_process_dead()
@@ -143,6 +150,7 @@ def create_app(
         Route("/documents/{document_id}", get_document, methods=["GET"]),
         Route("/documents/{document_id}", delete_document, methods=["DELETE"]),
         regroup,
+        *([Route("/mcp", mcp)] if mcp is not None else []),  # the knowledge base over MCP (server/mcp/)
         # on its own listener instead when RAGSTREAM_METRICS_ADDRESS is set (``ragstream serve``)
         *(
             [Route("/metrics", metrics_page, methods=["GET"])]
@@ -163,29 +171,72 @@ def create_app(
                 expose_headers=["Content-Type"],
             )
         )
-    middleware += [
-        Middleware(
-            AuthenticationMiddleware,
-            backend=AuthBackend(schemes, public),
-            on_error=auth_error,
-        ),
-        Middleware(
-            BodyLimitMiddleware,
-            default=config.max_body_bytes,
-            limits=[
-                (upload, config.max_upload_bytes),
-                (policy, POLICY_BODY_LIMIT),
-                (answers, ANSWER_BODY_LIMIT),
-                (regroup, PATCH_BODY_LIMIT),
-            ],
-        ),
-    ]
+    middleware += _sign_in_and_limits(
+        config,
+        schemes,
+        public,
+        limits=[
+            (upload, config.max_upload_bytes),
+            (policy, POLICY_BODY_LIMIT),
+            (answers, ANSWER_BODY_LIMIT),
+            (regroup, PATCH_BODY_LIMIT),
+        ],
+    )
     app = Starlette(
         routes=routes, middleware=middleware, lifespan=lifespan, exception_handlers=exception_handlers
     )
     # /ready asks the identity provider too: a server that can check no token serves no signed-in user
     app.state.identity_provider = next((s.keys for s in schemes if isinstance(s, OIDCScheme)), None)
     return app
+
+
+def _sign_in_and_limits(
+    config: AppConfig,
+    schemes: list[Scheme],
+    public: list[BaseRoute],
+    limits: list[tuple[BaseRoute, int]] | None = None,
+) -> list[Middleware]:
+    """Who calls (every route but ``public`` needs a principal: 401 otherwise) and how large a body
+    may be (``limits`` per route, else ``max_body_bytes``)."""
+    return [
+        Middleware(AuthenticationMiddleware, backend=AuthBackend(schemes, public), on_error=auth_error),
+        Middleware(BodyLimitMiddleware, default=config.max_body_bytes, limits=limits or []),
+    ]
+
+
+def _mcp_endpoint(config: AppConfig, *, allow_writes: bool) -> MCPEndpoint:
+    """The knowledge base's MCP endpoint; ``RuntimeError`` naming the extra when the SDK is missing."""
+    from .mcp import MISSING_EXTRA, mcp_problem
+
+    if mcp_problem() is not None:
+        raise RuntimeError(MISSING_EXTRA)
+    from .mcp.endpoint import MCPEndpoint
+    from .mcp.tools import KnowledgeBaseTools
+
+    return MCPEndpoint(KnowledgeBaseTools(config, allow_writes=allow_writes), host=config.host)
+
+
+def create_mcp_app(config: AppConfig | None = None, *, allow_writes: bool = False) -> Starlette:
+    """The knowledge base as an MCP server alone, at ``/mcp`` (``ragstream mcp --http``): the
+    configured knowledge base and sign-in, none of the chat server's threads or runs.
+
+    ``allow_writes`` offers the ingest and delete tools (to editors only).
+    """
+    config = config or AppConfig()
+    mcp = _mcp_endpoint(config, allow_writes=allow_writes)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        from .mcp.endpoint import served_knowledge_base
+
+        async with served_knowledge_base(config) as kb, mcp.serving(kb):
+            yield
+
+    return Starlette(
+        routes=[Route("/mcp", mcp)],
+        middleware=_sign_in_and_limits(config, sign_in_schemes(config), []),
+        lifespan=lifespan,
+    )
 
 
 def sign_in_schemes(config: AppConfig) -> list[Scheme]:

@@ -1,4 +1,4 @@
-"""The ``ragstream`` command: ``serve``, ``ingest``, ``sync``, ``search`` and ``documents``."""
+"""The ``ragstream`` command: ``serve``, ``mcp``, ``ingest``, ``sync``, ``search`` and ``documents``."""
 
 from __future__ import annotations
 
@@ -63,6 +63,23 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--ingest", nargs="+", default=[], metavar="PATH", help="ingest these paths before serving"
+    )
+
+    mcp = commands.add_parser(
+        "mcp", help="serve the knowledge base as an MCP server: over stdio, or streamable HTTP with --http"
+    )
+    _common(mcp)
+    mcp.add_argument("--http", action="store_true", help="streamable HTTP at /mcp instead of stdio")
+    mcp.add_argument("--host", help="with --http: interface to listen on (RAGSTREAM_HOST)")
+    mcp.add_argument("--port", type=int, help="with --http: port (RAGSTREAM_PORT)")
+    mcp.add_argument("--model", help="the model answering ask (RAGSTREAM_MODEL); default: offline extractive")
+    mcp.add_argument(
+        "--allow-writes",
+        action="store_true",
+        help="offer ingest_document and delete_document, to editors (RAGSTREAM_MCP_ALLOW_WRITES)",
+    )
+    mcp.add_argument(
+        "--token", help="stdio: call as the principal this bearer token signs in; default: the local operator"
     )
 
     ingest = commands.add_parser("ingest", help="add files, folders or globs to the knowledge base")

@@ -17,6 +17,7 @@ import uvicorn
 from prometheus_client import start_http_server
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.models import infer_model
+from starlette.authentication import AuthenticationError
 from tqdm import tqdm
 
 from rag_tools.kb import (
@@ -28,13 +29,14 @@ from rag_tools.kb import (
     KnowledgeBaseUnavailable,
 )
 
-from .auth import load_scheme
+from .auth import Principal, load_scheme, sign_in
 from .config import WORKER_CONFIG_ENV, AppConfig
 from .observe import logs, metrics, tracing
 
 __all__ = [
     "cmd_documents",
     "cmd_ingest",
+    "cmd_mcp",
     "cmd_search",
     "cmd_serve",
     "cmd_sync",
@@ -312,3 +314,60 @@ def _prepare_metrics(config: AppConfig) -> Path | None:
     metrics.prepare_multiprocess_dir(path)
     os.environ[metrics.MULTIPROC_ENV] = str(path)
     return None if given else path
+
+
+def cmd_mcp(config: AppConfig, args: argparse.Namespace) -> int:
+    """The knowledge base as an MCP server (``server/mcp/``): stdio, or streamable HTTP with ``--http``.
+
+    Nothing but the protocol goes to stdout on stdio; every problem is one line on stderr.
+    """
+    from .mcp import mcp_problem
+
+    for problem in (mcp_problem(), model_problem(config.model)):
+        if problem is not None:
+            print(f"ragstream: {problem}", file=sys.stderr)
+            return 2
+    if args.http and args.token:
+        print(
+            "ragstream: --token is for stdio; over HTTP each request signs in with its own", file=sys.stderr
+        )
+        return 2
+    if (problem := asyncio.run(knowledge_base_problem(config))) is not None:
+        print(f"ragstream: {problem}", file=sys.stderr)
+        return 2
+    allow_writes = args.allow_writes or config.mcp_allow_writes
+    if args.http:
+        from .app import create_mcp_app
+
+        print(f"ragstream MCP server on http://{config.host}:{config.port}/mcp", file=sys.stderr)
+        uvicorn.run(
+            create_mcp_app(config, allow_writes=allow_writes),
+            host=config.host,
+            port=config.port,
+            log_level="info",
+            log_config=logs.log_config(config.log_format, uvicorn.config.LOGGING_CONFIG),
+        )
+        return 0
+    from .mcp.endpoint import serve_stdio
+
+    operator = None
+    if args.token:
+        try:
+            operator = asyncio.run(_token_principal(config, args.token))
+        except (ValueError, AuthenticationError) as exc:
+            print(f"ragstream: --token: {exc}", file=sys.stderr)
+            return 2
+    asyncio.run(serve_stdio(config, allow_writes=allow_writes, operator=operator))
+    return 0
+
+
+async def _token_principal(config: AppConfig, token: str) -> Principal:
+    """The principal ``token`` signs in with the configured schemes, as a request bearing it would."""
+    from .app import sign_in_schemes
+
+    schemes = sign_in_schemes(config)
+    if not schemes:
+        raise ValueError(
+            "no sign-in is configured (RAGSTREAM_TOKENS, RAGSTREAM_OIDC_ISSUER or RAGSTREAM_AUTH)"
+        )
+    return await sign_in(schemes, {"authorization": f"Bearer {token}"})

@@ -170,6 +170,17 @@ class AppConfig(RagConfig, BaseSettings):
             "tokens with unknown keys in between are refused without a fetch."
         ),
     )
+    mcp: bool = Field(
+        default=False,
+        description=(
+            "Serve the knowledge base as an MCP server at /mcp (streamable HTTP, the same sign-in and "
+            "document access as /agui); needs the mcp extra."
+        ),
+    )
+    mcp_allow_writes: bool = Field(
+        default=False,
+        description="Offer the MCP tools ingest_document and delete_document (to editors only); off: read-only.",
+    )
     auth: str | None = Field(
         default=None,
         description=(

@@ -36,7 +36,7 @@ SERVER_LAYERS: list[tuple[str, ...]] = [
     ("server.services",),  # the composition root: backends, engine, binding
     ("server.threads",),  # thread operations
     # the web layer: the error table, auth, middleware, the routes (the AG-UI route and SSE included)
-    ("server.errors", "server.auth", "server.oidc", "server.middleware", "server.routes"),
+    ("server.errors", "server.auth", "server.oidc", "server.middleware", "server.routes", "server.mcp"),
     ("server.app",),
     ("server.commands", "server.cli"),
 ]
