@@ -332,6 +332,13 @@ def cmd_mcp(config: AppConfig, args: argparse.Namespace) -> int:
             "ragstream: --token is for stdio; over HTTP each request signs in with its own", file=sys.stderr
         )
         return 2
+    operator = None
+    if args.token:
+        try:
+            operator = asyncio.run(_token_principal(config, args.token))
+        except (ValueError, AuthenticationError) as exc:
+            print(f"ragstream: --token: {exc}", file=sys.stderr)
+            return 2
     if (problem := asyncio.run(knowledge_base_problem(config))) is not None:
         print(f"ragstream: {problem}", file=sys.stderr)
         return 2
@@ -350,13 +357,6 @@ def cmd_mcp(config: AppConfig, args: argparse.Namespace) -> int:
         return 0
     from .mcp.endpoint import serve_stdio
 
-    operator = None
-    if args.token:
-        try:
-            operator = asyncio.run(_token_principal(config, args.token))
-        except (ValueError, AuthenticationError) as exc:
-            print(f"ragstream: --token: {exc}", file=sys.stderr)
-            return 2
     asyncio.run(serve_stdio(config, allow_writes=allow_writes, operator=operator))
     return 0
 

@@ -71,18 +71,24 @@ async def wait_ready(http: httpx.AsyncClient, url: str = "", *, timeout: float =
 
 @asynccontextmanager
 async def served(
-    env: dict[str, str], data: Path, *, ready: int = 200, args: Sequence[str] = ()
+    env: dict[str, str],
+    data: Path,
+    *,
+    ready: int = 200,
+    args: Sequence[str] = (),
+    command: Sequence[str] = ("serve",),
+    probe: str = "GET /ready",
 ) -> AsyncIterator[str]:
-    """``ragstream serve`` as its own process (a host of its own) on a free port, with ``env`` on top of
-    this process's environment and ``args`` after its own; yields its base URL once ``/ready``
-    answers ``ready`` (a status)."""
+    """``ragstream serve`` (or another ``command``) as its own process (a host of its own) on a free
+    port, with ``env`` on top of this process's environment and ``args`` after its own; yields its
+    base URL once ``probe`` (``METHOD /path``) answers ``ready`` (a status)."""
     port = free_port()
     full = {**os.environ, **env, "PYTHONPATH": str(ROOT), "RAGSTREAM_TOOL_DIRS": "[]"}
     data.mkdir(parents=True, exist_ok=True)
     log = data / f"serve-{port}.log"  # a file, not a pipe: a chatty server never blocks on it
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [*RAGSTREAM, "serve", "--port", str(port), "--data-dir", str(data), *args],
+            [*RAGSTREAM, *command, "--port", str(port), "--data-dir", str(data), *args],
             env=full,
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
@@ -95,13 +101,14 @@ async def served(
             deadline = time.monotonic() + 180  # a hang guard, generous for a loaded machine
             while True:
                 if process.poll() is not None:
-                    raise RuntimeError(f"serve exited: {log.read_text(errors='replace')[-2000:]}")
+                    raise RuntimeError(f"{command[0]} exited: {log.read_text(errors='replace')[-2000:]}")
                 try:
-                    if (await http.get(f"{url}/ready")).status_code == ready:
+                    method, _, path = probe.partition(" ")
+                    if (await http.request(method, f"{url}{path}")).status_code == ready:
                         break
                 except httpx.HTTPError:
                     pass
-                assert time.monotonic() < deadline, "serve did not become healthy"
+                assert time.monotonic() < deadline, f"{command[0]} did not become healthy"
                 await asyncio.sleep(0.2)
         yield url
     finally:

@@ -37,7 +37,7 @@ from server.config import AppConfig
 from tests.conftest import CORPUS_DOCUMENTS
 from tests.oidc_provider import AUDIENCE, IdentityProvider
 from tests.readme import readme_mcp_servers
-from tests.servers import RAGSTREAM, ROOT, free_port, serve
+from tests.servers import ROOT, serve, served
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -306,42 +306,13 @@ async def test_two_principals_see_only_their_documents_through_every_tool(data: 
 
 async def test_ragstream_mcp_http_serves_on_the_given_port(data: Path) -> None:
     """``ragstream mcp --http --port N`` as its own process, signing callers in from the environment."""
-    import asyncio
-    import subprocess
-    import time
-
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAGSTREAM_TOKENS": json.dumps(TOKENS)}
-    log = data / "mcp-http.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [*RAGSTREAM, "mcp", "--http", "--port", str(port), "--data-dir", str(data)],
-            env=env,
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=sink,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx.AsyncClient() as http:
-            deadline = time.monotonic() + 180
-            while True:
-                assert process.poll() is None, log.read_text()
-                try:
-                    if (await http.post(f"{url}/mcp", json={})).status_code == 401:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert time.monotonic() < deadline, "ragstream mcp --http did not start"
-                await asyncio.sleep(0.2)
-        async with http_session(url, "alice-secret") as alice:
-            hits = await call(alice, "search", query="When are salaries paid?", limit=1)
-            assert hits["passages"][0]["title"] == "Payroll"
-    finally:
-        process.terminate()
-        process.wait(20)
-    assert f"ragstream MCP server on http://127.0.0.1:{port}/mcp" in log.read_text()
+    env = {"RAGSTREAM_TOKENS": json.dumps(TOKENS)}
+    async with (
+        served(env, data, command=("mcp", "--http"), probe="POST /mcp", ready=401) as url,
+        http_session(url, "alice-secret") as alice,
+    ):
+        hits = await call(alice, "search", query="When are salaries paid?", limit=1)
+        assert hits["passages"][0]["title"] == "Payroll"
 
 
 async def test_unauthenticated_requests_are_refused_with_401(data: Path) -> None:

@@ -37,6 +37,7 @@ from rag_tools.kb import (
 )
 from rag_tools.kb.access import Reader, check_groups
 from rag_tools.kb.sources import bytes_source
+from rag_tools.kb_toolsets import documents as documents_toolset
 from rag_tools.kb_toolsets import run_qa_core
 from rag_tools.kb_toolsets.documents import MAX_CONTENT_CHARS, PAGE_SIZE
 from rag_tools.state import SESSION_NAMESPACE, SessionState, ToolContext, prepare_context
@@ -89,26 +90,19 @@ class SearchResults(BaseModel):
     passages: list[Passage]
 
 
-class DocumentInfo(BaseModel):
-    """A document of the knowledge base (``groups``: who may read it, ``[]`` everyone)."""
+class DocumentInfo(documents_toolset.DocumentInfo):
+    """A document as the agent's ``list_documents`` lists it, with its format, when it last changed
+    and who may read it (``groups``; ``[]``: everyone)."""
 
-    document_id: str
-    title: str
-    uri: str
     format: str
-    chunks: int
     updated_at: datetime
     groups: list[str]
 
 
-class DocumentList(BaseModel):
+class DocumentList(documents_toolset.DocumentList):
     """One page of the documents the caller may read."""
 
-    documents: list[DocumentInfo]
-    page: int
-    pages: int
-    total: int
-    has_next: bool
+    documents: list[DocumentInfo]  # type: ignore[assignment]
 
 
 class DocumentText(BaseModel):
