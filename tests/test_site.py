@@ -44,7 +44,10 @@ def test_the_site_builds_strict_with_the_api_reference_from_the_docstrings(site:
 
 
 def test_the_readmes_images_are_where_they_point(site: Path) -> None:
-    for readme, image in (("README.md", "docs/screenshot.png"), ("frontend/README.md", "../docs/versions.png")):
+    for readme, image in (
+        ("README.md", "docs/screenshot.png"),
+        ("frontend/README.md", "../docs/versions.png"),
+    ):
         assert f"]({image})" in (ROOT / readme).read_text()
         assert (ROOT / readme).parent.joinpath(image).is_file()
     assert (site / "screenshot.png").is_file()  # the site's home page shows it too
