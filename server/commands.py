@@ -74,7 +74,10 @@ class _Progress:
         outcome = state.outcome
         if outcome is not None and outcome.status == "error":
             self._say(f"error: {outcome.source}: {outcome.error}", error=True)
-        elif outcome is not None and self.every_outcome:
+        elif outcome is not None and outcome.warnings:
+            for warning in outcome.warnings:
+                self._say(f"warning: {outcome.source}: {warning}", error=True)
+        if outcome is not None and outcome.status != "error" and self.every_outcome:
             chunks = f" ({outcome.chunks} chunks)" if outcome.status in ("added", "updated") else ""
             self._say(f"{outcome.status}: {outcome.source}{chunks}", error=False)
         self.bar.total = state.chunks_total

@@ -276,7 +276,9 @@ async def test_missing_unreadable_and_unsupported_sources(kb: KnowledgeBase, tmp
     assert statuses["missing.md"] == ("error", "no such file or directory")
     assert statuses["broken.pdf"][0] == "error" and "PDF" in (statuses["broken.pdf"][1] or "")
     assert statuses["dangling.txt"][0] == "error"
-    assert statuses["picture.png"][0] == "error" and "unsupported" in (statuses["picture.png"][1] or "")
+    assert statuses["picture.png"][0] == "error" and "not a readable image" in (
+        statuses["picture.png"][1] or ""
+    )
     assert statuses["*.nothing"] == ("error", "no files match this pattern")
     assert (await kb.list_documents()).total == 1
 

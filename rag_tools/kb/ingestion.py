@@ -90,6 +90,7 @@ class PreparedDocument:
     rest: Iterator[list[dict[str, Any]]] | None = None
     error: str | None = None
     cancelled: bool = False
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def texts(self) -> list[str]:
@@ -126,6 +127,7 @@ class PreparedDocument:
             document_id=self.doc_row["document_id"],
             title=self.doc_row["title"],
             chunks=len(self.chunk_rows),
+            warnings=self.warnings,
         )
 
 
@@ -225,13 +227,14 @@ def prepare(source: Source, known: Known | None, *, max_chars: int) -> IngestOut
     doc = PreparedDocument(source, known is not None, doc_row, file_row, [])
     if fmt == "pdf":
         fallback = Path(source.name).stem.replace("_", " ").replace("-", " ").strip() or source.name
-        doc.rest = _pdf_rows(pages, doc_row, max_chars, fallback)
+        doc.rest = _pdf_rows(pages, doc_row, max_chars, fallback, doc.warnings)
         return doc
     if source.title:
         parsed.title = source.title
     doc.chunk_rows = _rows(doc_row, parsed.title, chunk_document(parsed, max_chars=max_chars))
     doc_row.update(title=parsed.title, chunk_count=len(doc.chunk_rows), size_chars=len(parsed.content))
     doc_row["content"] = parsed.content
+    doc.warnings = parsed.warnings
     return doc
 
 
@@ -256,9 +259,10 @@ def _rows(doc_row: dict[str, Any], title: str, drafts: Sequence[ChunkDraft]) -> 
 
 
 def _pdf_rows(
-    pages: PdfPages, doc_row: dict[str, Any], max_chars: int, fallback_title: str
+    pages: PdfPages, doc_row: dict[str, Any], max_chars: int, fallback_title: str, warnings: list[str]
 ) -> Iterator[list[dict[str, Any]]]:
-    """The chunk rows of a PDF, ``PDF_PAGES_PER_STEP`` pages at a time; completes ``doc_row`` at the end.
+    """The chunk rows of a PDF, ``PDF_PAGES_PER_STEP`` pages at a time; completes ``doc_row`` and
+    ``warnings`` at the end.
 
     The title (given, else the metadata's, else the first line of the first page with text) goes
     into every chunk's embedded text, so chunks are held back until the first page with text.
@@ -279,6 +283,7 @@ def _pdf_rows(
         if drafts:
             yield _rows(doc_row, title, drafts)
     pages.require_text(sections)
+    warnings.extend(pages.warnings())
     content = pdf_content(sections)
     doc_row.update(
         title=title or fallback_title, chunk_count=position, content=content, size_chars=len(content)

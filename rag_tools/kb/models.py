@@ -121,6 +121,8 @@ class IngestOutcome(BaseModel):
     title: str | None = None
     chunks: int = 0
     error: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    """What was ingested only in part or with doubt (pages OCR read with low confidence)."""
 
 
 class IngestProgress(BaseModel):

@@ -5,9 +5,9 @@ standard library's ``csv``, EbookLib; rag_tools/kb/NOTES.md says why these and n
 into Markdown sections that keep the structure citations need:
 
 - ``.docx``: headings (``Title``, ``Heading N`` styles) make heading paths; tables become Markdown
-  tables, list paragraphs list items.
+  tables, list paragraphs list items, pictures their text read by OCR (``Picture: ...``).
 - ``.pptx``: one section per slide, located ``"slide N"``, under the slide's title; text frames,
-  tables (also inside groups) and speaker notes, in the slide's order.
+  tables (also inside groups), pictures (by OCR) and speaker notes, in the slide's order.
 - ``.xlsx`` and ``.csv``: one Markdown table per sheet (the first non-empty row is its header), with
   each body row's source row number, so that a chunk is located ``"Sheet1, rows 12-20"``.
 - ``.epub``: the spine's XHTML documents, in reading order, read as HTML.
@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from . import ocr
 from .containers import check_container
 from .html import parse_html
 from .parsed import DocumentFormat, ParsedDocument, Section, decode_text
@@ -91,11 +92,55 @@ def _join_blocks(blocks: list[str]) -> str:
     return "\n\n".join(out)
 
 
+class _Pictures:
+    """OCR of the pictures of one office file, when the ``ocr`` extra is there (``ocr``)."""
+
+    def __init__(self) -> None:
+        self.enabled = ocr.ocr_available()
+        self.read = 0
+        self.skipped: list[str] = []
+        self.low: list[str] = []
+
+    def text(self, blob: bytes, where: str) -> str:
+        """The picture's text as a block (``""`` when it has none or is not read)."""
+        if not self.enabled:
+            self.skipped.append(where)
+            return ""
+        if self.read >= ocr.MAX_PICTURES:
+            self.skipped.append(where)
+            return ""
+        self.read += 1
+        try:
+            result = ocr.read_picture(blob)
+        except ValueError as exc:
+            self.skipped.append(f"{where} ({_one_line(str(exc), 80)})")
+            return ""
+        if result is None or not result.text.strip():
+            return ""
+        if result.confidence < ocr.MIN_CONFIDENCE:
+            self.low.append(f"{where} ({result.confidence:.0f}%)")
+        return f"Picture: {_one_line(result.text, limit=100_000)}"
+
+    def warnings(self) -> list[str]:
+        notes = []
+        if self.low:
+            notes.append(f"low OCR confidence (under {ocr.MIN_CONFIDENCE:.0f}%) on {', '.join(self.low)}")
+        if self.skipped:
+            reason = "" if self.enabled else f": {ocr.MISSING_OCR}"
+            notes.append(f"pictures not read: {', '.join(self.skipped[:10])}{reason}")
+        return notes
+
+    def no_text(self, message: str) -> str:
+        """The no-text failure, naming the missing extra when pictures were left unread for it."""
+        return f"{message}: {ocr.MISSING_OCR}" if self.skipped and not self.enabled else message
+
+
 def _parse_docx(data: bytes, fallback_title: str) -> ParsedDocument:
     from docx import Document
     from docx.table import Table
 
     document = Document(io.BytesIO(data))
+    pictures = _Pictures()
     sections: list[Section] = []
     content: list[str] = []
     path: list[tuple[int, str]] = []
@@ -121,6 +166,12 @@ def _parse_docx(data: bytes, fallback_title: str) -> ParsedDocument:
                 blocks.append(markdown_table(rows))
                 content.append(blocks[-1])
             continue
+        for rid in item._p.xpath(".//a:blip/@r:embed"):
+            part = document.part.related_parts.get(rid)
+            blob = getattr(part, "blob", None)
+            if blob is not None and (picture := pictures.text(blob, f"picture {pictures.read + 1}")):
+                blocks.append(picture)
+                content.append(picture)
         text = _one_line(item.text, limit=100_000)
         if not text:
             continue
@@ -137,7 +188,9 @@ def _parse_docx(data: bytes, fallback_title: str) -> ParsedDocument:
         content.append(blocks[-1])
     flush()
     title = first_title or (document.core_properties.title or "").strip() or fallback_title
-    return ParsedDocument(title, "docx", _join_blocks(content), sections)
+    if not sections:
+        raise ValueError(pictures.no_text(_NO_TEXT["docx"]))
+    return ParsedDocument(title, "docx", _join_blocks(content), sections, pictures.warnings())
 
 
 def _heading_level(style: str) -> int | None:
@@ -149,6 +202,7 @@ def _parse_pptx(data: bytes, fallback_title: str) -> ParsedDocument:
     from pptx import Presentation
 
     deck = Presentation(io.BytesIO(data))
+    pictures = _Pictures()
     sections: list[Section] = []
     content: list[str] = []
     for number, slide in enumerate(deck.slides, 1):
@@ -164,6 +218,10 @@ def _parse_pptx(data: bytes, fallback_title: str) -> ParsedDocument:
                 rows = [[cell.text for cell in row.cells] for row in shape.table.rows]
                 if any(value.strip() for row in rows for value in row):
                     blocks.append(markdown_table(rows))
+            elif (blob := _picture_blob(shape)) is not None and (
+                picture := pictures.text(blob, f"a picture on slide {number}")
+            ):
+                blocks.append(picture)
         notes = slide.notes_slide.notes_text_frame if slide.has_notes_slide else None
         if notes is not None and (note := _one_line(notes.text, limit=100_000)):
             blocks.append(f"Notes: {note}")
@@ -173,7 +231,19 @@ def _parse_pptx(data: bytes, fallback_title: str) -> ParsedDocument:
             content.append(f"## Slide {number}" + (f": {title}" if title else "") + f"\n\n{text}")
     first = next((s.headings[0] for s in sections if s.headings), None)
     title = (deck.core_properties.title or "").strip() or first or fallback_title
-    return ParsedDocument(title, "pptx", "\n\n".join(content), sections)
+    if not sections:
+        raise ValueError(pictures.no_text(_NO_TEXT["pptx"]))
+    return ParsedDocument(title, "pptx", "\n\n".join(content), sections, pictures.warnings())
+
+
+def _picture_blob(shape: Any) -> bytes | None:
+    """The image bytes of a picture shape (``None`` for other shapes and linked pictures)."""
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
+
+    try:
+        return shape.image.blob if shape.shape_type == MSO_SHAPE_TYPE.PICTURE else None
+    except (AttributeError, KeyError, ValueError, NotImplementedError):
+        return None
 
 
 def _shapes(shapes: Iterable[Any]) -> Iterator[Any]:

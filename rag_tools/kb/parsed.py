@@ -22,7 +22,9 @@ __all__ = [
     "parse_markdown",
 ]
 
-DocumentFormat = Literal["text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "csv", "epub"]
+DocumentFormat = Literal[
+    "text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "csv", "epub", "png", "jpeg", "tiff"
+]
 
 # Share of control characters (other than tab, newlines, form feed) above which "text" is binary.
 _CONTROL_RATIO = 0.05
@@ -66,6 +68,8 @@ class ParsedDocument:
     format: DocumentFormat
     content: str
     sections: list[Section]
+    warnings: list[str] = field(default_factory=list)
+    """What was read only in part (low OCR confidence, pictures not read), reported with the outcome."""
 
 
 def decode_text(data: bytes, fmt: DocumentFormat) -> str:

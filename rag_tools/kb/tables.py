@@ -102,7 +102,8 @@ CHUNKING_VERSION = "2"
 # A format's own reader revision, added to ``CHUNKING_VERSION`` in its documents' content hashes:
 # a change to one reader re-embeds that format's documents only.
 # html 1, epub 1: pages read by rag_tools/kb/html.py (main content, whole paragraphs, tables).
-READER_REVISIONS: dict[str, str] = {"html": "1", "epub": "1"}
+# pdf 1, docx 1, pptx 1: pages without a text layer and pictures are read by OCR (rag_tools/kb/ocr.py).
+READER_REVISIONS: dict[str, str] = {"html": "1", "epub": "1", "pdf": "1", "docx": "1", "pptx": "1"}
 
 
 def chunking_version(fmt: str) -> str:

@@ -86,6 +86,7 @@ class FileOutcome(_Camel):
     document_id: str | None = None
     chunks: int = 0
     error: str | None = None
+    warnings: list[str] = Field(default_factory=list)
 
 
 class JobProgress(_Camel):
@@ -260,6 +261,7 @@ def _settle(entry: FileOutcome, outcome: IngestOutcome) -> None:
     entry.document_id = outcome.document_id
     entry.chunks = outcome.chunks
     entry.error = outcome.error
+    entry.warnings = outcome.warnings
     if outcome.status in ("added", "updated"):
         metrics.CHUNKS_EMBEDDED.inc(outcome.chunks)
 
