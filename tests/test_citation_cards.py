@@ -1,9 +1,9 @@
-"""One shape for a citation card (README, "The protocol, as ragstream speaks it"), wherever a client
+"""One shape for a citation card (docs/protocol.md, "On the wire"), wherever a client
 reads it: the AG-UI state of a run, ``GET /threads/{id}`` and ``GET /threads/{id}/state/citations/{n}``.
 
 Every card has exactly the documented keys, each always present with its documented type: a card of
 a document without pages has ``page: null``, never a missing key, and its ``locator`` is what its
-format has instead (README, "The knowledge base"): ``slide 3``, ``Sheet1, rows 12-20``, ``rows 2-9``,
+format has instead (docs/knowledge-base.md): ``slide 3``, ``Sheet1, rows 12-20``, ``rows 2-9``,
 ``table 2``, or ``""`` when the format has no such label.
 """
 
@@ -37,7 +37,7 @@ QUESTIONS = (
     "When do new support engineers answer their first tickets?",
     "Which incident hit the Sync API in February 2024?",
 )
-#: What a card of a document without pages may say instead, by format (README, "The knowledge base").
+#: What a card of a document without pages may say instead, by format (docs/knowledge-base.md).
 LOCATORS = {
     "pptx": r"slide \d+",
     "xlsx": r".+, rows \d+(-\d+)?",

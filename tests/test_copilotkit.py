@@ -478,7 +478,7 @@ async def test_the_runtime_forwards_the_signed_in_users_token(scenario_config: A
 
 
 async def test_the_runtime_passes_on_the_callers_trace(tmp_path: Path) -> None:
-    """README, "Traces": a client, or CopilotKit's runtime in front of ragstream, that sends a W3C
+    """docs/operating.md, "Traces": a client, or CopilotKit's runtime in front of ragstream, that sends a W3C
     ``traceparent`` gets its run recorded under its own trace. The runtime forwards only
     ``authorization`` and ``x-*`` headers; the example's passes the trace context on itself."""
     require_example()
@@ -561,7 +561,7 @@ def _header_recording_ragstream(seen: dict[str, list[dict[str, str]]]) -> Starle
 async def test_the_runtime_passes_the_callers_trace_on_to_every_ragstream_request() -> None:
     """Not only a run: the reconnect's read of the thread, a Stop and the page's own reads through
     the example's server carry the trace context of the request that caused them, so ragstream
-    records each under the caller's trace (README, "Traces")."""
+    records each under the caller's trace (docs/operating.md, "Traces")."""
     require_example()
     seen: dict[str, list[dict[str, str]]] = {}
     thread = f"trace-{uuid.uuid4().hex}"

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.snippets import snippet
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Lowest first. A module may import its own layer or lower ones, never a higher one.
@@ -213,11 +215,10 @@ def test_the_loop_check_finds_a_loop_of_folders() -> None:
     assert _loops({**edges, "server.threads": {"server/runs/"}}) == []
 
 
-def _readme_tree(package: str) -> list[str]:
-    """The folders and modules the README's architecture tree names for ``package``, in its order
-    (only the left column: the descriptions name files inside folders too)."""
-    text = (ROOT / "README.md").read_text()
-    block = text[text.index("## Architecture") :].split("```")[1]
+def _docs_tree(package: str) -> list[str]:
+    """The folders and modules the architecture tree (docs/architecture.md) names for ``package``,
+    in its order (only the left column: the descriptions name files inside folders too)."""
+    block = snippet("architecture tree")
     named: list[str] = []
     inside = False
     for line in block.splitlines():
@@ -230,10 +231,10 @@ def _readme_tree(package: str) -> list[str]:
 
 
 @pytest.mark.parametrize("package", PACKAGES)
-def test_the_readme_tree_names_every_folder_and_module_highest_floor_first(package: str) -> None:
+def test_the_docs_tree_names_every_folder_and_module_highest_floor_first(package: str) -> None:
     layers = PACKAGES[package]
     units = {_unit(_module(p), package) for p in _modules(package)} - {None}
-    named = _readme_tree(package)
+    named = _docs_tree(package)
     as_units = [
         f"{package}/{name}" if name.endswith("/") else f"{package}.{name.removesuffix('.py')}"
         for name in named

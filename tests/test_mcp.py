@@ -36,8 +36,8 @@ from server.app import create_app, create_mcp_app
 from server.config import AppConfig
 from tests.conftest import CORPUS_DOCUMENTS
 from tests.oidc_provider import AUDIENCE, IdentityProvider
-from tests.readme import readme_mcp_servers
 from tests.servers import ROOT, serve, served
+from tests.snippets import snippet_json
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -97,19 +97,19 @@ async def refused(session: ClientSession, tool: str, **arguments: Any) -> str:
     return " ".join(getattr(block, "text", "") for block in result.content)
 
 
-def _readme_entry(kind: str) -> dict[str, Any]:
-    """The README's desktop-client configuration that has ``kind`` (``command`` or ``url``)."""
-    (entry,) = [entry for entry in readme_mcp_servers() if kind in entry]
-    return entry
+def _docs_entry(name: str) -> dict[str, Any]:
+    """The ``ragstream`` entry of the desktop-client configuration of docs/mcp.md marked ``name``
+    (``mcp over stdio``: a ``command``; ``mcp over http``: a ``url``)."""
+    return snippet_json(name)["mcpServers"]["ragstream"]
 
 
 @asynccontextmanager
 async def stdio_session(
     data: Path, *args: str, env: dict[str, str] | None = None
 ) -> AsyncIterator[ClientSession]:
-    """The README's desktop configuration (``ragstream mcp --data-dir DIR``) on ``data``, plus
+    """The desktop configuration of docs/mcp.md (``ragstream mcp --data-dir DIR``) on ``data``, plus
     ``args``, started as a subprocess, and a client session over its stdio."""
-    entry = _readme_entry("command")
+    entry = _docs_entry("mcp over stdio")
     command = Path(sys.executable).parent / entry["command"]  # the console script of this install
     given = list(entry["args"])
     given[given.index("--data-dir") + 1] = str(data)
@@ -449,7 +449,7 @@ async def _passages_found(agent: Agent[None, str]) -> list[dict[str, Any]]:
 
 async def test_a_pydantic_ai_agent_uses_ragstream_only_through_mcp(data: Path, tmp_path: Path) -> None:
     """An agent whose only tools are ragstream's over streamable HTTP, as ``MCPToolset`` and as the
-    README's URL configuration loaded by ``load_mcp_toolsets``, gets the passages its token may read."""
+    URL configuration of docs/mcp.md loaded by ``load_mcp_toolsets``, gets the passages its token may read."""
     async with serve(create_mcp_app(_config(data))) as url:
         for token, sees_payroll in (("alice-secret", True), ("bob-secret", False)):
             toolset = MCPToolset(f"{url}/mcp", headers={"Authorization": f"Bearer {token}"})
@@ -458,7 +458,7 @@ async def test_a_pydantic_ai_agent_uses_ragstream_only_through_mcp(data: Path, t
             assert (passages[0]["title"] == "Payroll") is sees_payroll
             assert any("25th" in p["text"] for p in passages) is sees_payroll
 
-        entry = _readme_entry("url")  # the README's block, pointed at this server with alice's token
+        entry = _docs_entry("mcp over http")  # the page's block, pointed at this server with alice's token
         assert entry["url"].endswith("/mcp")
         entry["url"] = f"{url}/mcp"
         entry["headers"]["Authorization"] = "Bearer alice-secret"

@@ -1,7 +1,7 @@
 """Seed 001 and 004 tool features through the real server and @ag-ui/client: streaming tools,
 ``lock=True`` (in one process and across two workers sharing Redis), ``ToolResult`` with an
 attachment, as an error and truncated, ``race`` and ``ask``, the chat page showing them, and the
-README's tool snippets. The tools are tests/seed_tools."""
+tool snippets of docs/tools.md. The tools are tests/seed_tools."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from rag_tools.tools.locks import OnWait
 from tests.agui_client import drive
 from tests.conftest import ROOT, scenario_app
 from tests.protocol import parse_sse, run_body
-from tests.readme import readme_snippet
 from tests.redis_helpers import Worker, worker_env
 from tests.servers import serve
+from tests.snippets import snippet
 
 SEED_TOOLS = ROOT / "tests" / "seed_tools"
 
@@ -448,10 +448,10 @@ async def test_the_chat_page_gives_sizes_in_bytes_kb_and_mb(scenario_config: Any
         chat.assert_clean_console()
 
 
-# -- the README's snippets, run verbatim --------------------------------------------------------
+# -- the snippets of docs/tools.md, run verbatim -----------------------------------------------
 
 
-async def test_the_readme_tool_snippets_work_as_written(scenario_config: Any, tmp_path: Path) -> None:
+async def test_the_docs_tool_snippets_work_as_written(scenario_config: Any, tmp_path: Path) -> None:
     tools_dir = tmp_path / "readme_tools"
     tools_dir.mkdir()
     for marker, file in (
@@ -459,7 +459,7 @@ async def test_the_readme_tool_snippets_work_as_written(scenario_config: Any, tm
         ("a locked tool", "locked.py"),
         ("a ToolResult with an attachment", "result.py"),
     ):
-        (tools_dir / file).write_text(readme_snippet(marker))
+        (tools_dir / file).write_text(snippet(marker))
     scenario_config.tool_dirs = [tools_dir]
     app = scenario_app(scenario_config)
     async with serve(app) as url:

@@ -30,7 +30,7 @@ SERVER_KIND = 2  # OTLP SpanKind SERVER
 
 
 def otel_env(receiver: OTLPReceiver) -> dict[str, str]:
-    """The settings the README's "Traces" section gives, pointed at the test's receiver."""
+    """The settings docs/operating.md's "Traces" section gives, pointed at the test's receiver."""
     return {
         "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
         "OTEL_SERVICE_NAME": "ragstream-test",

@@ -1,6 +1,6 @@
 """Two hosts behind a load balancer: two ``ragstream serve`` processes on separate ports, sharing the
 knowledge base on S3 (moto's server), threads in PostgreSQL and run locks, event logs and the job
-queue in Redis, exactly as the README's deployment section configures them.
+queue in Redis, exactly as docs/deployment.md configures them.
 
 One conversation alternates between the hosts through the real ``@ag-ui/client``; an editor's upload
 on one host is ingested by whichever host takes the job and searchable from the other; a reader may
@@ -37,7 +37,7 @@ FACTS = (
 
 
 def deployment_env(s3: S3Location, database_url: str, redis_url: str, prefix: str) -> dict[str, str]:
-    """The settings of the README's deployment section, for these test services."""
+    """The settings of docs/deployment.md, for these test services."""
     return {
         **s3.env,  # RAGSTREAM_KB_URI=s3://..., AWS_ENDPOINT_URL, AWS_* credentials, AWS_ALLOW_HTTP
         "RAGSTREAM_DATABASE_URL": database_url,

@@ -89,7 +89,7 @@ export class RagstreamAgent extends HttpAgent {
 /**
  * A run ragstream refused or could not be reached for, in words a user can read: the runtime ends
  * the run with a RUN_ERROR carrying this error's message, which the page shows. `HttpAgent` says
- * `HTTP 429: {"error":{...}}` (ragstream's JSON error, README "The protocol") or `fetch failed`;
+ * `HTTP 429: {"error":{...}}` (ragstream's JSON error, docs/protocol.md) or `fetch failed`;
  * this keeps the status and ragstream's own message (`'alice' started 10 runs this minute, ...`,
  * `thread '...' is busy with another run; ...`), or names the address it could not reach.
  */

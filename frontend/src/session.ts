@@ -306,7 +306,7 @@ export class ChatSession {
    * the replaced question and everything after it as a branch beside the new one, and the model
    * sees only the conversation shown. The new question gets a new id, except when nothing comes
    * before it: a history with no answer and no id the thread knows would read as a new turn of the
-   * branch shown, so the first question keeps its id (see the README, "Edit, regenerate, branches").
+   * branch shown, so the first question keeps its id (see docs/protocol.md, "Edit, regenerate, branches").
    */
   async edit(messageId: string, text: string): Promise<RunResult> {
     const at = this.messages.findIndex((m) => m.id === messageId);

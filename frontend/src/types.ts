@@ -5,7 +5,7 @@ import type { Interrupt, Message } from "@ag-ui/client";
 /**
  * One source the answers can cite, keyed by its number in `RagState.citations`: the same card in a
  * run's state, in `GET /threads/{id}` and in `GET /threads/{id}/state/citations/{n}`. Every key is
- * always present (README, "The protocol, as ragstream speaks it").
+ * always present (docs/protocol.md, "On the wire").
  */
 export interface Citation {
   index: number;

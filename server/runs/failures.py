@@ -1,7 +1,7 @@
 """Why a run can fail: the one list of failure codes, each with the message a client sees.
 
 A run that fails ends with a terminal error event carrying one of these codes (AG-UI's RUN_ERROR
-``code``; the README's protocol section lists them). The engine raises and reports failures by
+``code``; docs/protocol.md lists them). The engine raises and reports failures by
 code; the protocol binding classifies its own exceptions (model, knowledge base, store) into the
 same codes, so a client sees one vocabulary whatever failed. Messages never carry internal detail:
 unexpected errors get a log reference instead.

@@ -4,7 +4,7 @@
 (``href``, ``title``, ``aria-label``, ``alt``) and returns every line holding ``undefined``,
 ``null``, ``NaN`` or ``[object Object]``: the trace of a field the page read and the server did not
 send, or sent in another shape. ``check_source_card`` checks a card against the card the server
-keeps (README, "The protocol"): where the passage sits, and a link to the document's original.
+keeps (docs/protocol.md): where the passage sits, and a link to the document's original.
 """
 
 from __future__ import annotations

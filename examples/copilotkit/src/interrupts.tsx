@@ -1,5 +1,5 @@
 // Human in the loop: ragstream ends a run with an AG-UI interrupt when a tool needs the user's
-// approval or asks the user a question (its README, "Human in the loop and your own tools").
+// approval or asks the user a question (its docs/tools.md, "Human in the loop and your own tools").
 // CopilotKit's `useInterrupt` shows this card in the chat; Approve, Deny or an answer resumes the
 // run with `resume: [{interruptId, status: "resolved", payload}]`, the payload ragstream reads.
 import { useInterrupt, type InterruptRenderProps } from "@copilotkit/react-core/v2";

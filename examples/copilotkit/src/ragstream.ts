@@ -5,7 +5,7 @@ import type { Message } from "@copilotkit/react-core/v2";
 
 /**
  * A source card: what `[n]` in an answer points at. ragstream sends every key, the same in the
- * state and in `GET /threads/{id}[/state/citations/{n}]` (its README, "The protocol").
+ * state and in `GET /threads/{id}[/state/citations/{n}]` (its docs/protocol.md).
  */
 export interface Citation {
   index: number;
@@ -92,7 +92,7 @@ export function documentLink(citation: Citation): string {
   return citation.page !== null ? `${path}#page=${citation.page}` : path;
 }
 
-/** A refused request in words: ragstream's message (its JSON error, README "The protocol") or the
+/** A refused request in words: ragstream's message (its JSON error, docs/protocol.md) or the
  * example's server's (`{"error": "..."}`), and the status. */
 export async function answerError(response: Response): Promise<Error> {
   const body = (await response.json().catch(() => null)) as { error?: string | { message?: string } } | null;

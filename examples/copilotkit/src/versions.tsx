@@ -85,7 +85,7 @@ export function editedConversation(messages: readonly Message[], messageId: stri
   if (at < 0) return null;
   const before = messages.slice(0, at);
   // A history with no answer and no id the thread stores reads as a new turn of the branch shown,
-  // so the first question keeps its id when edited (ragstream's README, "Edit, regenerate, branches").
+  // so the first question keeps its id when edited (ragstream's docs/protocol.md, "Edit, regenerate, branches").
   const first = !before.some((m) => m.role === "user" || m.role === "assistant");
   return [...before, { id: first ? messageId : newId, role: "user", content: text }];
 }

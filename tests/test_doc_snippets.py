@@ -1,4 +1,4 @@
-"""The README's library snippets run as they stand, as a user who copies them would run them."""
+"""The library snippets of the docs pages run as they stand, as a user who copies them would run them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from tests.readme import readme_snippet
+from tests.snippets import snippet
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,7 +18,7 @@ async def test_the_toolsets_only_snippet_answers_with_citation_cards(
 ) -> None:
     shutil.copytree(corpus_kb_template, tmp_path / ".ragstream" / "data" / "kb")
     script = tmp_path / "snippet.py"
-    script.write_text(readme_snippet("toolsets-only composition"))
+    script.write_text(snippet("toolsets-only composition"))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
