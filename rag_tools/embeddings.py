@@ -32,6 +32,7 @@ from pydantic_ai.embeddings import (
 )
 from pydantic_ai.embeddings.result import EmbedInputType
 
+from .extras import extra_imports
 from .minilm_onnx import HIDDEN, Precision, build_minilm_graph
 
 __all__ = [
@@ -185,11 +186,9 @@ class WordLlamaEmbeddingModel(_LocalEmbeddingModel):
         return "wordllama-256"
 
     def _load(self) -> None:
-        try:
+        with extra_imports("wordllama"):
             import wordllama
             from wordllama import WordLlama
-        except ImportError as exc:  # pragma: no cover - depends on the optional extra
-            raise RuntimeError("local:wordllama needs the extra: pip install 'ragstream[wordllama]'") from exc
         package_dir = Path(wordllama.__file__).parent
         self._wl = WordLlama.load(cache_dir=package_dir, disable_download=True, dim=256)
 

@@ -6,10 +6,13 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from typing import Any
 
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
+
+from rag_tools.extras import MissingExtra
 
 from .config import AppConfig, invalid_settings, unreadable_setting
 
@@ -31,6 +34,14 @@ def _groups(value: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _version() -> str:
+    """The installed distribution's version (a source tree not installed says so)."""
+    try:
+        return metadata.version("ragstream")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", dest="data_dir", help="data directory (RAGSTREAM_DATA_DIR)")
     parser.add_argument("--embedder", help="embedding model (RAGSTREAM_EMBEDDER)")
@@ -38,6 +49,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragstream", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"ragstream {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run the AG-UI server")
@@ -138,6 +150,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ragstream`` console script; returns the exit status."""
     args = _build_parser().parse_args(argv)
     try:
+        return _run(args)
+    except MissingExtra as exc:  # an optional part configured or used without its extra
+        print(f"ragstream: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
         config = _config(args)
     except ValidationError as exc:
         print(f"ragstream: invalid configuration: {invalid_settings(exc, _overrides(args))}", file=sys.stderr)
@@ -148,11 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from . import commands
 
     handler = getattr(commands, f"cmd_{args.command}")
-    try:
-        result = handler(config, args)
-        return asyncio.run(result) if asyncio.iscoroutine(result) else int(result or 0)
-    except KeyboardInterrupt:
-        return 130
+    result = handler(config, args)
+    return asyncio.run(result) if asyncio.iscoroutine(result) else int(result or 0)
 
 
 if __name__ == "__main__":

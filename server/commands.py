@@ -20,6 +20,7 @@ from pydantic_ai.models import infer_model
 from starlette.authentication import AuthenticationError
 from tqdm import tqdm
 
+from rag_tools.extras import require_extra
 from rag_tools.kb import (
     DocumentFilter,
     IngestProgress,
@@ -235,7 +236,24 @@ def model_problem(model: str | None) -> str | None:
     return None
 
 
+def _require_configured_extras(config: AppConfig) -> None:
+    """``MissingExtra`` (one line naming the extra) for the first configured part whose extra is not
+    installed: checked before any worker starts, where it would be a traceback per worker."""
+    needed: list[tuple[str, str]] = []
+    if config.database_url:
+        needed += [("postgres", "asyncpg"), ("postgres", "saq"), ("postgres", "psycopg")]
+    if config.redis_url:
+        needed += [("redis", "redis"), ("redis", "saq")]
+    if tracing.tracing_requested():
+        needed += [("otel", "opentelemetry.sdk.trace"), ("otel", "opentelemetry.exporter.otlp.proto.http")]
+    if any(entry.source.startswith("s3://") for entry in config.sync):
+        needed.append(("s3", "boto3"))
+    for extra, module in needed:
+        require_extra(extra, module)
+
+
 def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
+    _require_configured_extras(config)
     if config.workers > 1 and not config.redis_url:
         print(
             "ragstream: --workers above 1 needs --redis-url (workers share threads and runs through Redis)",

@@ -30,6 +30,8 @@ from starlette.middleware.body_limit import RequestBodyLimitResponder
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from rag_tools.extras import extra_imports
+
 from .errors import error_response, too_large_message
 
 __all__ = ["BodyLimitMiddleware", "tracing_middleware"]
@@ -68,7 +70,8 @@ class BodyLimitMiddleware:
 
 def tracing_middleware(routes: Sequence[BaseRoute]) -> Middleware:
     """The request-span middleware, naming spans after ``routes``' templates."""
-    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+    with extra_imports("otel"):
+        from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 
     def span_details(scope: Scope) -> tuple[str, dict[str, Any]]:
         method = scope.get("method", "HTTP")

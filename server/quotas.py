@@ -25,13 +25,13 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .config import AppConfig
 from .runs import BackendUnavailable
+
+if TYPE_CHECKING:  # the redis extra; RedisQuotas is made only with a client of it
+    from redis.asyncio import Redis
 
 __all__ = [
     "LargerThanQuota",
@@ -119,6 +119,8 @@ def _window(now: float, window: int) -> int:
 
 async def _checking(call: Awaitable[Any]) -> Any:
     """``call``'s result; a Redis failure as ``BackendUnavailable`` (the limits cannot be checked)."""
+    from redis.exceptions import RedisError
+
     try:
         return await call
     except RedisError as exc:
@@ -413,12 +415,16 @@ class RedisQuotas(Quotas):
         await _checking(self.redis.zrem(self._key("active", principal), *run_keys))
 
     async def _zrem(self, principal: str, run_key: str) -> None:
+        from redis.exceptions import RedisError
+
         try:
             await self.redis.zrem(self._key("active", principal), run_key)
         except RedisError:  # the slot expires by itself
             logger.warning("could not free the run slot of %s for %s", run_key, principal, exc_info=True)
 
     async def _spend(self, principal: str, tokens: int, now: float) -> int:
+        from redis.exceptions import RedisError
+
         key = self._key("tokens", principal, _window(now, DAY))
         try:
             async with self.redis.pipeline(transaction=True) as pipe:

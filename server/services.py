@@ -15,17 +15,14 @@ import contextlib
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic_ai import Agent
-from redis.asyncio import Redis
 
 from rag_tools import Toolkit, build_chat_toolkit, create_chat_agent
 from rag_tools.kb import KnowledgeBase, KnowledgeBaseUnavailable
-from rag_tools.state import SQLiteThreadStore, StoreError, ThreadStore, ToolContextCache
-from rag_tools.state.postgres_store import PostgresThreadStore, SchemaVersionError
-from rag_tools.state.redis_store import RedisThreadStore
+from rag_tools.state import SchemaVersionError, SQLiteThreadStore, StoreError, ThreadStore, ToolContextCache
 from rag_tools.tools import ToolSystem
 
 from .agui.branch_state import checkpoint_on_save
@@ -42,14 +39,17 @@ from .runs import (
     FailureCode,
     MemoryEventLog,
     MemoryRunLocks,
+    QuestionBus,
     RunFailure,
     RunLocks,
     RunManager,
     StopBus,
     lease_name,
 )
-from .runs.redis import RedisEventLog, RedisQuestionBus, RedisRunLocks, RedisStopBus, redis_client
 from .tool_locks import LeasedToolLocks
+
+if TYPE_CHECKING:  # the redis extra, imported when RAGSTREAM_REDIS_URL is set
+    from redis.asyncio import Redis
 
 __all__ = ["Services"]
 
@@ -64,8 +64,12 @@ def _thread_store(config: AppConfig, redis: Redis | None) -> ThreadStore:
     """Where threads live: PostgreSQL when configured (the durable record; Redis then holds only
     locks and event logs), else Redis when configured, else the SQLite file in the data directory."""
     if config.database_url:
+        from rag_tools.state.postgres_store import PostgresThreadStore
+
         return PostgresThreadStore(config.database_url)
     if redis is not None:
+        from rag_tools.state.redis_store import RedisThreadStore
+
         return RedisThreadStore(redis, prefix=config.redis_prefix)
     return SQLiteThreadStore(config.data_dir / "threads.sqlite3")
 
@@ -139,7 +143,12 @@ class Services:
         toolkit.namespaces.update(tools.namespaces)
 
         stop_bus: StopBus | None = None
-        client = redis_client(config.redis_url) if config.redis_url else None
+        questions: QuestionBus | None = None
+        client: Redis | None = None
+        if config.redis_url:
+            from .runs.redis import RedisEventLog, RedisQuestionBus, RedisRunLocks, RedisStopBus, redis_client
+
+            client = redis_client(config.redis_url)
         store = store or _thread_store(config, client)
         await _open_store(store)
         if client is not None:
@@ -155,6 +164,7 @@ class Services:
                 worker_lost_event=encode_failure(RunFailure(FailureCode.WORKER_LOST)),
             )
             stop_bus = RedisStopBus(client, config.redis_prefix)
+            questions = RedisQuestionBus(client, config.redis_prefix)
             # locked tools (``tool_options(lock=True)``) run alone across every worker
             tools.locks = LeasedToolLocks(redis_locks, ttl_seconds=config.run_lock_ttl_seconds)
         if observed:  # every use of the store (the cache's, the listing's, a fork's, readiness) is counted
@@ -176,7 +186,7 @@ class Services:
             disconnect_grace=config.disconnect_grace_seconds,
             stop_bus=stop_bus,
             count_metrics=config.metrics,
-            questions=RedisQuestionBus(client, config.redis_prefix) if client is not None else None,
+            questions=questions,
         )
         agent = agent or create_chat_agent(config, toolkit)
         quotas = quotas or open_quotas(config, client)

@@ -50,6 +50,7 @@ RAG_TOOLS_LAYERS: list[tuple[str, ...]] = [
         "rag_tools.sandbox",
         "rag_tools.minilm_onnx",
         "rag_tools.embeddings",
+        "rag_tools.extras",
         "rag_tools.config",
         "rag_tools.extractive",
         "rag_tools.follow_ups",

@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ..extras import extra_imports
 from . import ocr
 from .containers import check_container
 from .html import parse_html
@@ -136,8 +137,9 @@ class _Pictures:
 
 
 def _parse_docx(data: bytes, fallback_title: str) -> ParsedDocument:
-    from docx import Document
-    from docx.table import Table
+    with extra_imports("office"):
+        from docx import Document
+        from docx.table import Table
 
     document = Document(io.BytesIO(data))
     pictures = _Pictures()
@@ -199,7 +201,8 @@ def _heading_level(style: str) -> int | None:
 
 
 def _parse_pptx(data: bytes, fallback_title: str) -> ParsedDocument:
-    from pptx import Presentation
+    with extra_imports("office"):
+        from pptx import Presentation
 
     deck = Presentation(io.BytesIO(data))
     pictures = _Pictures()
@@ -258,7 +261,8 @@ def _shapes(shapes: Iterable[Any]) -> Iterator[Any]:
 
 
 def _parse_xlsx(data: bytes, fallback_title: str) -> ParsedDocument:
-    from openpyxl import load_workbook
+    with extra_imports("office"):
+        from openpyxl import load_workbook
 
     workbook = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     try:
@@ -353,8 +357,9 @@ def _cell_text(value: Any) -> str:
 def _parse_epub(data: bytes, fallback_title: str) -> ParsedDocument:
     import warnings
 
-    import ebooklib
-    from ebooklib import epub
+    with extra_imports("office"):
+        import ebooklib
+        from ebooklib import epub
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # EbookLib warns about its own option defaults

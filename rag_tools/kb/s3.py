@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
-
+from ..extras import extra_imports
 from .sources import SyncFile, SyncSource, SyncSourceError, is_ingestible
+
+with extra_imports("s3"):
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
 
 __all__ = ["S3Prefix", "s3_client"]
 

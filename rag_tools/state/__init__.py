@@ -24,6 +24,7 @@ from .models import (
 from .store import (
     ListPosition,
     MemoryThreadStore,
+    SchemaVersionError,
     SQLiteThreadStore,
     StoreError,
     ThreadInfo,
@@ -45,6 +46,7 @@ __all__ = [
     "QAEntry",
     "QASessionState",
     "SQLiteThreadStore",
+    "SchemaVersionError",
     "SearchHitSummary",
     "SearchRecord",
     "SearchState",

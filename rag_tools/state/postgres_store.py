@@ -26,11 +26,12 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, TypeVar
 
-import asyncpg
 import orjson
 
+from ..extras import extra_imports
 from .store import (
     ListPosition,
+    SchemaVersionError,
     StoreError,
     ThreadInfo,
     ThreadRecord,
@@ -38,6 +39,9 @@ from .store import (
     VersionConflictError,
     listing_start,
 )
+
+with extra_imports("postgres"):
+    import asyncpg
 
 __all__ = ["PostgresThreadStore", "SchemaVersionError"]
 
@@ -89,10 +93,6 @@ _LIST_UNOWNED = f"{_LIST_COLUMNS} WHERE owner IS NULL AND $1::text IS NULL AND {
 
 #: What a lost connection, a refused connection, a timeout or a server error looks like.
 _FAILURES = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
-
-
-class SchemaVersionError(StoreError):
-    """The database's ragstream schema is newer than this code knows (refused, left untouched)."""
 
 
 class PostgresThreadStore(ThreadStore):

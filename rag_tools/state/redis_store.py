@@ -13,13 +13,16 @@ import time
 from typing import Any
 
 import orjson
-import redis.asyncio as redis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
-from redis.exceptions import ConnectionError, RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from ..extras import extra_imports
 from .store import ListPosition, StoreError, ThreadInfo, ThreadRecord, ThreadStore, VersionConflictError
+
+with extra_imports("redis"):
+    import redis.asyncio as redis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialBackoff
+    from redis.exceptions import ConnectionError, RedisError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
 
 __all__ = ["RedisThreadStore"]
 

@@ -27,6 +27,7 @@ __all__ = [
     "ListPosition",
     "MemoryThreadStore",
     "SQLiteThreadStore",
+    "SchemaVersionError",
     "StoreError",
     "ThreadInfo",
     "ThreadRecord",
@@ -37,6 +38,10 @@ __all__ = [
 
 class StoreError(RuntimeError):
     """The store cannot read or write (unreachable, read-only, corrupt)."""
+
+
+class SchemaVersionError(StoreError):
+    """The store's ragstream schema is newer than this code knows (refused, left untouched)."""
 
 
 class VersionConflictError(StoreError):

@@ -15,14 +15,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from saq import Job, Queue, Status, Worker
+from saq import Job, Queue, Status, Worker  # the postgres and the redis extras bring SAQ
 
+from rag_tools.extras import extra_imports
 from rag_tools.kb import KnowledgeBase
 
 from ..observe.logs import RepeatedLines
 from .base import KEEP_SECONDS, MAX_ATTEMPTS, IngestJobs, JobPage, JobQueueUnavailable, check_cursor
 from .models import FINISHED, WORKER_LOST, IngestFailed, IngestJob, JobContext, JobState, run_job
-from .saq_redis import RagstreamRedisQueue
 from .stores import JobStore, PostgresJobStore, RedisJobStore
 
 __all__ = ["SaqIngestJobs"]
@@ -103,7 +103,8 @@ class SaqIngestJobs(IngestJobs):
     @classmethod
     def for_postgres(cls, kb: KnowledgeBase, url: str, *, name: str, heartbeat: float) -> SaqIngestJobs:
         """A PostgreSQL queue (SAQ's tables in that database) with its store's tables beside them."""
-        queue = Queue.from_url(url, name=name, min_size=1, max_size=4)
+        with extra_imports("postgres"):  # SAQ's PostgreSQL queue imports psycopg here
+            queue = Queue.from_url(url, name=name, min_size=1, max_size=4)
         return cls(kb, queue, PostgresJobStore(url), heartbeat=heartbeat)
 
     @classmethod
@@ -111,6 +112,8 @@ class SaqIngestJobs(IngestJobs):
         cls, kb: KnowledgeBase, url: str, *, name: str, prefix: str, heartbeat: float
     ) -> SaqIngestJobs:
         """A Redis queue with its store's keys under ``prefix``."""
+        with extra_imports("redis"):
+            from .saq_redis import RagstreamRedisQueue
         queue = RagstreamRedisQueue.from_url(url, name=name)
         queue.sweep_every = max(1, round(heartbeat))
         return cls(kb, queue, RedisJobStore(queue, prefix), heartbeat=heartbeat)

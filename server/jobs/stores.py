@@ -14,15 +14,17 @@ Entries follow the jobs' retention (``KEEP_SECONDS``).
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import asyncpg
-from saq.queue.redis import RedisQueue
+from rag_tools.extras import require_extra
 
 from ..runs import RunLocks
-from ..runs.redis import RedisRunLocks
 from .base import KEEP_SECONDS
 from .models import IngestFailed, IngestJob
+
+if TYPE_CHECKING:  # each store's driver comes with its extra (postgres, redis), imported when used
+    import asyncpg
+    from saq.queue.redis import RedisQueue
 
 __all__ = ["JobStore", "PostgresJobStore", "RedisJobStore"]
 
@@ -63,6 +65,8 @@ class RedisJobStore:
     cancel requests as keys, all under the configured prefix."""
 
     def __init__(self, queue: RedisQueue, prefix: str) -> None:
+        from ..runs.redis import RedisRunLocks
+
         self.queue = queue
         self.prefix = prefix
         self.leases: RunLocks = RedisRunLocks(queue.redis, prefix=f"{prefix}sync-")
@@ -202,6 +206,7 @@ class PostgresJobStore:
         self.leases: RunLocks = PostgresLeases(self)
 
     async def open(self) -> None:
+        asyncpg = require_extra("postgres", "asyncpg")
         self.pool = await asyncpg.create_pool(self.url, min_size=1, max_size=2, timeout=10)
         async with self.pool.acquire() as conn:
             await conn.execute(_TABLES)

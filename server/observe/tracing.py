@@ -21,6 +21,8 @@ from typing import Any
 
 from opentelemetry import trace
 
+from rag_tools.extras import extra_imports
+
 __all__ = [
     "TRACER_NAME",
     "configure_tracing",
@@ -79,9 +81,10 @@ def configure_tracing(env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
     if _provider is not None or not tracing_requested(env):
         return _provider is not None
-    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+    with extra_imports("otel"):
+        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
     named = "OTEL_SERVICE_NAME" in env or "service.name=" in env.get("OTEL_RESOURCE_ATTRIBUTES", "")
     provider = TracerProvider(resource=Resource.create({} if named else {SERVICE_NAME: TRACER_NAME}))
@@ -89,7 +92,8 @@ def configure_tracing(env: Mapping[str, str] | None = None) -> bool:
     if (_flag(env, "OTEL_TRACES_EXPORTER") or "otlp") == "console":
         exporter = ConsoleSpanExporter()
     else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        with extra_imports("otel"):
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         exporter = OTLPSpanExporter()
     provider.add_span_processor(BatchSpanProcessor(exporter))

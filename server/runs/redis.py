@@ -34,10 +34,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import redis.asyncio as redis
-from redis.exceptions import RedisError
-
+from rag_tools.extras import extra_imports
 from rag_tools.state.redis_store import client_for
+
+with extra_imports("redis"):
+    import redis.asyncio as redis
+    from redis.exceptions import RedisError
 
 from ..observe import metrics
 from .errors import BackendUnavailable
