@@ -1140,6 +1140,7 @@ async def test_the_server_explains_a_page_that_is_not_built(tmp_path: Path) -> N
         assert missing.headers["content-type"].startswith("text/html")
         assert "not built" in missing.text
         assert "cd frontend &amp;&amp; npm ci &amp;&amp; npm run build" in missing.text
+        assert str(tmp_path) not in missing.text  # no server path, for anyone
         for path in ("/assets/app-1234.js", "/assets/"):
             assert (await client.get(path)).status_code == 404  # no assets yet: not found, not a 500
 

@@ -35,11 +35,18 @@ CASES = [
     ("otel", "opentelemetry.sdk", ["serve"], {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}),
     ("s3", "boto3", ["sync", "s3://team-kb/handbook", "--no-progress"], {}),
     ("office", "docx", ["ingest", "{dir}/handbook.docx", "--no-progress"], {}),
-    ("wordllama", "wordllama", ["ingest", "{dir}/notes.md", "--no-progress", "--embedder", "local:wordllama"], {}),
+    (
+        "wordllama",
+        "wordllama",
+        ["ingest", "{dir}/notes.md", "--no-progress", "--embedder", "local:wordllama"],
+        {},
+    ),
 ]
 
 
-def _ragstream(blocked: str, argv: list[str], env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _ragstream(
+    blocked: str, argv: list[str], env: dict[str, str], tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
     (tmp_path / "notes.md").write_text("# Notes\n\nBackups are kept for thirty days.\n")
     (tmp_path / "handbook.docx").write_bytes(sample("support-onboarding.docx"))
     full_env = {**os.environ, "RAGSTREAM_DATA_DIR": str(tmp_path / "data"), **env}

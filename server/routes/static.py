@@ -1,8 +1,9 @@
 """The chat page: ``server/static`` (built from ``frontend/``) at ``/`` and its assets at ``/assets``.
 
 Only ``/``, ``/index.html`` and ``/assets/...`` are claimed, so every other path keeps the API's own
-404 and 405 answers. When the page has not been built, ``/`` answers with a short page that says
-how to build it: the server runs without Node, only the page needs it.
+404 and 405 answers. When the page has not been built (a source checkout: the wheel and the sdist
+always carry it), ``/`` answers with a short page that says how to build it, naming no server path:
+the server runs without Node, only the page needs it.
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ NOT_BUILT = """<!doctype html>
 <body style="font-family: system-ui, sans-serif; max-width: 40rem; margin: 3rem auto; padding: 0 1rem">
 <h1>The chat page is not built</h1>
 <p>The ragstream server is running and its API works (<code>POST /agui</code>, <code>GET /threads</code>,
-<code>GET /documents</code>), but the web page has not been built into <code>{directory}</code>.</p>
-<p>Build it (needs Node.js 20.19 or newer) from the repository root, then reload this page:</p>
+<code>GET /documents</code>), but this copy of ragstream has no web page: it runs from a source
+checkout where the page has not been built. (An installed ragstream carries the page: its wheel
+and its source archive are built with it.)</p>
+<p>Build it (needs Node.js 20.19 or newer) from the checkout's root, then reload this page:</p>
 <pre><code>{command}</code></pre>
 <p>or run <code>bash scripts/build-frontend.sh</code>.</p>
 </body>
@@ -80,7 +83,7 @@ def static_routes(directory: Path = STATIC_DIR) -> list[BaseRoute]:
     async def page(request: Request) -> Response:
         # Checked per request: building the page does not need a server restart.
         if not index.is_file():
-            body = NOT_BUILT.format(directory=html.escape(str(directory)), command=html.escape(BUILD_COMMAND))
+            body = NOT_BUILT.format(command=html.escape(BUILD_COMMAND))  # no server path for anyone
             return HTMLResponse(body, headers={"Cache-Control": "no-store"})
         return FileResponse(index, media_type="text/html", headers=PAGE_HEADERS)
 
