@@ -33,6 +33,7 @@ from rag_tools.kb import (
 from .auth import Principal, load_scheme, sign_in
 from .config import WORKER_CONFIG_ENV, AppConfig
 from .observe import logs, metrics, tracing
+from .services import store_problem
 
 __all__ = [
     "cmd_documents",
@@ -137,6 +138,33 @@ async def knowledge_base_problem(config: AppConfig) -> str | None:
         return str(exc)
 
 
+def data_dir_problem(config: AppConfig) -> str | None:
+    """Why the data directory cannot hold what this configuration keeps there (the SQLite thread store
+    and job records, a local knowledge base), in one line: it cannot be created or is not writable.
+    ``None`` when it can, or when nothing is kept there (PostgreSQL or Redis, and an s3:// knowledge
+    base). A missing directory that can be created is created."""
+    kb = config.resolved_kb_uri
+    places = [] if config.database_url or config.redis_url else [config.data_dir]
+    if "://" not in kb:
+        places.append(Path(kb).parent if Path(kb).is_relative_to(config.data_dir) else Path(kb))
+    for place in dict.fromkeys(places):
+        try:
+            place.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=place):
+                pass
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            return (
+                f"the data directory {place} cannot be written ({reason}): point RAGSTREAM_DATA_DIR "
+                "(or --data-dir) at a writable directory"
+            )
+    return None
+
+
+async def _storage_problem(config: AppConfig) -> str | None:
+    return await knowledge_base_problem(config) or await store_problem(config)
+
+
 #: How long a worker may leave uvicorn's supervisor without an answer before it is replaced.
 WORKER_HEALTHCHECK_SECONDS = 60
 
@@ -163,6 +191,9 @@ async def ingest_with_progress(
 
 async def cmd_sync(config: AppConfig, args: argparse.Namespace) -> int:
     """Mirror a folder or an S3 prefix: one line per file (added, updated, unchanged, deleted, error)."""
+    if (problem := data_dir_problem(config)) is not None:
+        print(f"ragstream: {problem}", file=sys.stderr)
+        return 1
     bar = _Progress(enabled=not args.no_progress, every_outcome=True)
     try:
         async with open_knowledge_base(config) as kb:
@@ -175,6 +206,9 @@ async def cmd_sync(config: AppConfig, args: argparse.Namespace) -> int:
 
 
 async def cmd_ingest(config: AppConfig, args: argparse.Namespace) -> int:
+    if (problem := data_dir_problem(config)) is not None:
+        print(f"ragstream: {problem}", file=sys.stderr)
+        return 1
     try:
         async with open_knowledge_base(config) as kb:
             return await ingest_with_progress(
@@ -270,9 +304,9 @@ def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"ragstream: {exc}", file=sys.stderr)
             return 2
-    # before any worker starts: a worker that cannot open the knowledge base stops with a traceback,
-    # and with several workers the server exits 0 a minute later
-    if (problem := asyncio.run(knowledge_base_problem(config))) is not None:
+    # before any worker starts: a worker that cannot open the knowledge base or the thread store stops
+    # with a traceback, and with several workers the server exits 0 a minute later
+    if (problem := data_dir_problem(config) or asyncio.run(_storage_problem(config))) is not None:
         print(f"ragstream: {problem}", file=sys.stderr)
         return 2
     if args.ingest:

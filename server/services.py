@@ -22,7 +22,13 @@ from pydantic_ai import Agent
 
 from rag_tools import Toolkit, build_chat_toolkit, create_chat_agent
 from rag_tools.kb import KnowledgeBase, KnowledgeBaseUnavailable
-from rag_tools.state import SchemaVersionError, SQLiteThreadStore, StoreError, ThreadStore, ToolContextCache
+from rag_tools.state import (
+    SQLiteThreadStore,
+    StoreError,
+    StoreUnusable,
+    ThreadStore,
+    ToolContextCache,
+)
 from rag_tools.tools import ToolSystem
 
 from .agui.branch_state import checkpoint_on_save
@@ -51,7 +57,7 @@ from .tool_locks import LeasedToolLocks
 if TYPE_CHECKING:  # the redis extra, imported when RAGSTREAM_REDIS_URL is set
     from redis.asyncio import Redis
 
-__all__ = ["Services"]
+__all__ = ["Services", "store_problem"]
 
 logger = logging.getLogger("ragstream.server")
 
@@ -76,13 +82,38 @@ def _thread_store(config: AppConfig, redis: Redis | None) -> ThreadStore:
 
 async def _open_store(store: ThreadStore) -> None:
     """Prepare the store at start. An unreachable database is not fatal: the server starts, answers
-    503 until it is back, and the store prepares itself on first use. A newer schema is fatal."""
+    503 until it is back, and the store prepares itself on first use. A store that cannot be used as
+    configured (``StoreUnusable``: a missing database, a newer schema) is fatal."""
     try:
         await store.open()
-    except SchemaVersionError:
+    except StoreUnusable:
         raise
     except StoreError as exc:
         logger.warning("the thread store is unavailable at start (retrying on use): %s", exc)
+
+
+async def store_problem(config: AppConfig) -> str | None:
+    """Why ``serve`` cannot use the configured thread store (a database that does not exist, a schema
+    newer than this code), in one line; else ``None``. A store that is down is no problem here: the
+    server starts, answers 503 and recovers when it is back."""
+    client = None
+    if config.redis_url:
+        from .runs.redis import redis_client
+
+        client = redis_client(config.redis_url)
+    store = _thread_store(config, client)
+    try:
+        await store.open()
+    except StoreUnusable as exc:
+        return str(exc)
+    except StoreError:
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            await store.close()
+        if client is not None:
+            await client.aclose()
+    return None
 
 
 @dataclass

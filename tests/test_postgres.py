@@ -75,7 +75,7 @@ async def test_an_older_schema_is_migrated_and_a_newer_one_refused(postgres_url:
     await upgraded.close()
 
     older = PostgresThreadStore(postgres_url)  # this code meets the version-2 database: refuses it
-    with pytest.raises(SchemaVersionError, match=r"version 2, newer than this ragstream \(version 1\)"):
+    with pytest.raises(SchemaVersionError, match=r"schema version 2, newer than this ragstream writes \(1\)"):
         await older.open()
     with pytest.raises(SchemaVersionError):
         await older.load("t")  # every use refuses, nothing is read or written

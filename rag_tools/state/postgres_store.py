@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, TypeVar
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -33,10 +34,12 @@ from .store import (
     ListPosition,
     SchemaVersionError,
     StoreError,
+    StoreUnusable,
     ThreadInfo,
     ThreadRecord,
     ThreadStore,
     VersionConflictError,
+    check_schema,
     listing_start,
 )
 
@@ -149,11 +152,7 @@ class PostgresThreadStore(ThreadStore):
             await conn.execute("CREATE TABLE IF NOT EXISTS ragstream_schema (version integer NOT NULL)")
             found = await conn.fetchval("SELECT max(version) FROM ragstream_schema")
             current = found or 0
-            if current > self.schema_version:
-                raise SchemaVersionError(
-                    f"the database's ragstream schema is version {current}, newer than this ragstream "
-                    f"(version {self.schema_version}): upgrade ragstream, or point it at another database"
-                )
+            check_schema(current, self.schema_version, f"the PostgreSQL database {_where(self.url)}")
             for step in range(current, self.schema_version):
                 await conn.execute(self.migrations[step])
             if found is None:
@@ -172,6 +171,11 @@ class PostgresThreadStore(ThreadStore):
                 return await operation
         except StoreError:
             raise
+        except asyncpg.InvalidCatalogNameError as exc:  # waiting will not create it
+            raise StoreUnusable(
+                f"the PostgreSQL database {_where(self.url)} does not exist ({exc}): create it, or fix "
+                "RAGSTREAM_DATABASE_URL"
+            ) from exc
         except _FAILURES as exc:
             raise StoreError(f"PostgreSQL thread store unavailable: {_describe(exc)}") from exc
 
@@ -232,6 +236,14 @@ class PostgresThreadStore(ThreadStore):
             await asyncio.wait_for(pool.close(), self.timeout)
         except (TimeoutError, *_FAILURES):
             pool.terminate()
+
+
+def _where(url: str) -> str:
+    """``url`` without its password, for messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or "localhost"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.path.lstrip('/') or '(default)'!r} on {host}{port}"
 
 
 def _describe(exc: BaseException) -> str:

@@ -5,6 +5,10 @@ a member of the sorted set ``<prefix>owner:<owner>`` scored by update time, for 
 is one Lua script: it compares the stored version with the record's and writes only when they
 match, so two workers can never overwrite each other's changes (``VersionConflictError``).
 Connection failures and timeouts become ``StoreError``.
+
+The schema is stamped in ``<prefix>schema`` (``REDIS_SCHEMA_VERSION``; a Redis of ragstream 0.1.0
+has version 1's keys and no stamp, and is stamped on open): a stamp newer than this code is
+refused (``SchemaVersionError``), checked at ``open`` and, until it succeeds, on first use.
 """
 
 from __future__ import annotations
@@ -15,7 +19,15 @@ from typing import Any
 import orjson
 
 from ..extras import extra_imports
-from .store import ListPosition, StoreError, ThreadInfo, ThreadRecord, ThreadStore, VersionConflictError
+from .store import (
+    ListPosition,
+    StoreError,
+    ThreadInfo,
+    ThreadRecord,
+    ThreadStore,
+    VersionConflictError,
+    check_schema,
+)
 
 with extra_imports("redis"):
     import redis.asyncio as redis
@@ -24,7 +36,10 @@ with extra_imports("redis"):
     from redis.exceptions import ConnectionError, RedisError
     from redis.exceptions import TimeoutError as RedisTimeoutError
 
-__all__ = ["RedisThreadStore"]
+__all__ = ["REDIS_SCHEMA_VERSION", "RedisThreadStore"]
+
+#: The layout of thread keys this code writes (the hash and owner index above).
+REDIS_SCHEMA_VERSION = 1
 
 _SAVE = """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
@@ -72,11 +87,29 @@ class RedisThreadStore(ThreadStore):
         self.redis = client_for(url_or_client) if isinstance(url_or_client, str) else url_or_client
         self.prefix = prefix
         self._save = self.redis.register_script(_SAVE)
+        self._schema_checked = False
 
     def _key(self, thread_id: str) -> str:
         return f"{self.prefix}thread:{thread_id}"
 
+    async def open(self) -> None:
+        """Stamp the schema (a Redis without one) or check it: ``SchemaVersionError`` when newer."""
+        key = f"{self.prefix}schema"
+        try:
+            await self.redis.set(key, REDIS_SCHEMA_VERSION, nx=True)
+            found = int(await self.redis.get(key) or REDIS_SCHEMA_VERSION)
+        except RedisError as exc:
+            raise StoreError(f"Redis thread store unavailable: {exc}") from exc
+        check_schema(found, REDIS_SCHEMA_VERSION, f"the Redis thread store (keys {self.prefix}*)")
+        self._schema_checked = True
+
     async def _call(self, operation: Any) -> Any:
+        if not self._schema_checked:
+            try:
+                await self.open()
+            except BaseException:
+                operation.close()  # never awaited
+                raise
         try:
             return await operation
         except RedisError as exc:

@@ -29,6 +29,7 @@ __all__ = [
     "SQLiteThreadStore",
     "SchemaVersionError",
     "StoreError",
+    "StoreUnusable",
     "ThreadInfo",
     "ThreadRecord",
     "ThreadStore",
@@ -40,8 +41,24 @@ class StoreError(RuntimeError):
     """The store cannot read or write (unreachable, read-only, corrupt)."""
 
 
-class SchemaVersionError(StoreError):
+class StoreUnusable(StoreError):
+    """The store answers but cannot be used as configured (a database that does not exist, a
+    read-only directory, a schema newer than this code): waiting will not help, so ``serve`` stops
+    at start with this one line instead of answering 503 until someone looks."""
+
+
+class SchemaVersionError(StoreUnusable):
     """The store's ragstream schema is newer than this code knows (refused, left untouched)."""
+
+
+def check_schema(found: int, current: int, where: str) -> None:
+    """The upgrade rule of every store: a store stamped with a schema newer than ``current`` (the
+    version this code writes) is refused, untouched; an older one is migrated forward on open."""
+    if found > current:
+        raise SchemaVersionError(
+            f"{where} has ragstream schema version {found}, newer than this ragstream writes "
+            f"({current}): upgrade ragstream, or point it at another store"
+        )
 
 
 class VersionConflictError(StoreError):
@@ -174,6 +191,10 @@ class MemoryThreadStore(ThreadStore):
         return rows[:limit]
 
 
+#: The schema this code writes in a SQLite thread store, stamped as the file's ``user_version``. A file
+#: without a stamp (ragstream 0.1.0) has version 1's tables and is stamped on open.
+SQLITE_SCHEMA_VERSION = 1
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS threads (
     thread_id TEXT PRIMARY KEY,
@@ -212,15 +233,27 @@ class SQLiteThreadStore(ThreadStore):
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(self.path, timeout=10, check_same_thread=False, isolation_level=None)
+                (found,) = conn.execute("PRAGMA user_version").fetchone()
+                check_schema(found, SQLITE_SCHEMA_VERSION, f"the thread store {self.path}")
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.executescript(_SCHEMA)
+                if found < SQLITE_SCHEMA_VERSION:
+                    conn.execute(f"PRAGMA user_version = {SQLITE_SCHEMA_VERSION}")
+            except SchemaVersionError:
+                if conn is not None:
+                    conn.close()
+                raise
             except (sqlite3.Error, OSError) as exc:
                 if conn is not None:  # a half-opened connection holds the file: close it, do not leak it
                     conn.close()
                 raise StoreError(f"cannot open the thread store at {self.path}: {exc}") from exc
             self._conn = conn
         return self._conn
+
+    async def open(self) -> None:
+        """Open the file and check its schema stamp (``SchemaVersionError`` when it is newer)."""
+        await self._run(lambda conn: None, inline=True)
 
     async def _run(self, fn: Any, *args: Any, inline: bool = False) -> Any:
         async with self._lock:
