@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 from typing import Any
 
 from pydantic import ValidationError
@@ -14,7 +13,7 @@ from pydantic_settings import SettingsError
 
 from rag_tools.extras import MissingExtra
 
-from .config import AppConfig, invalid_settings, unreadable_setting
+from .config import AppConfig, installed_version, invalid_settings, unreadable_setting
 
 __all__ = ["main"]
 
@@ -34,14 +33,6 @@ def _groups(value: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _version() -> str:
-    """The installed distribution's version (a source tree not installed says so)."""
-    try:
-        return metadata.version("ragstream")
-    except metadata.PackageNotFoundError:
-        return "(not installed)"
-
-
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", dest="data_dir", help="data directory (RAGSTREAM_DATA_DIR)")
     parser.add_argument("--embedder", help="embedding model (RAGSTREAM_EMBEDDER)")
@@ -49,7 +40,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragstream", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"ragstream {_version()}")
+    parser.add_argument("--version", action="version", version=f"ragstream {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run the AG-UI server")

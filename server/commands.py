@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
+import logging.config
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import uvicorn
@@ -20,7 +20,7 @@ from pydantic_ai.models import infer_model
 from starlette.authentication import AuthenticationError
 from tqdm import tqdm
 
-from rag_tools.extras import require_extra
+from rag_tools.extras import MissingExtra, require_extra
 from rag_tools.kb import (
     DocumentFilter,
     IngestProgress,
@@ -31,7 +31,7 @@ from rag_tools.kb import (
 )
 
 from .auth import Principal, load_scheme, sign_in
-from .config import WORKER_CONFIG_ENV, AppConfig
+from .config import WORKER_CONFIG_ENV, AppConfig, installed_version
 from .observe import logs, metrics, tracing
 from .services import store_problem
 
@@ -49,25 +49,26 @@ __all__ = [
 
 
 _ingest_log = logging.getLogger("ragstream.ingest")
+_serve_log = logging.getLogger("ragstream.server")
 
 
 class _Progress:
     """A progress bar moving per embedded chunk, and a line per file outcome as it happens.
 
     Failures are printed as ``error: <path>: <reason>`` on stderr; with ``every_outcome`` the other
-    outcomes too, as ``<status>: <path>`` on stdout. With ``json_lines`` (a server logging JSON)
-    there is no bar, and each line is a JSON log record on stderr instead.
+    outcomes too, as ``<status>: <path>`` on stdout. With ``log_lines`` (``serve --ingest``:
+    a server's log) there is no bar, and each line is a log record instead (text or JSON).
     """
 
-    def __init__(self, *, enabled: bool, every_outcome: bool, json_lines: bool = False) -> None:
+    def __init__(self, *, enabled: bool, every_outcome: bool, log_lines: bool = False) -> None:
         self.every_outcome = every_outcome
-        self.json_lines = json_lines
+        self.log_lines = log_lines
         self.bar: tqdm[None] = tqdm(
-            total=0, unit="chunk", desc="ingesting", disable=not enabled or json_lines, file=sys.stderr
+            total=0, unit="chunk", desc="ingesting", disable=not enabled or log_lines, file=sys.stderr
         )
 
     def _say(self, line: str, *, error: bool) -> None:
-        if self.json_lines:
+        if self.log_lines:
             _ingest_log.log(logging.ERROR if error else logging.INFO, line)
         else:
             tqdm.write(line, file=sys.stderr if error else sys.stdout)
@@ -90,29 +91,11 @@ class _Progress:
     def finish(self, report: IngestReport) -> int:
         """Close the bar, print the summary; the exit status."""
         self.bar.close()
-        if self.json_lines:
+        if self.log_lines:
             _ingest_log.info(report.summary())
         else:
             print(report.summary())
         return 1 if report.errors else 0
-
-
-@contextlib.contextmanager
-def _json_logs() -> Iterator[None]:
-    """Every log record as a JSON line on stderr for a while (before uvicorn configures logging), the
-    ingest's own lines at INFO: ``serve --ingest`` with ``RAGSTREAM_LOG_FORMAT=json``, where a
-    library warning (a PDF reader's) would otherwise be a plain line among JSON ones."""
-    root = logging.getLogger()
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logs.JsonFormatter())
-    root.addHandler(handler)
-    level = _ingest_log.level
-    _ingest_log.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        root.removeHandler(handler)
-        _ingest_log.setLevel(level)
 
 
 def open_knowledge_base(config: AppConfig) -> KnowledgeBase:
@@ -175,7 +158,7 @@ async def ingest_with_progress(
     *,
     progress: bool = True,
     groups: Sequence[str] | None = None,
-    json_lines: bool = False,
+    log_lines: bool = False,
 ) -> int:
     """Ingest ``paths`` with a progress bar moving per embedded chunk and one line per failed source.
 
@@ -184,7 +167,7 @@ async def ingest_with_progress(
     Each failure is printed as it happens (sources that do not exist before any work starts) as
     ``error: <path>: <reason>``; the summary goes to stdout. Returns the exit status.
     """
-    bar = _Progress(enabled=progress, every_outcome=False, json_lines=json_lines)
+    bar = _Progress(enabled=progress, every_outcome=False, log_lines=log_lines)
     report = await kb.ingest_paths(paths, on_progress=bar.advance, groups=groups)
     return bar.finish(report)
 
@@ -287,41 +270,52 @@ def _require_configured_extras(config: AppConfig) -> None:
 
 
 def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
-    _require_configured_extras(config)
+    # the log format applies from the first line: with JSON, every line on stdout and stderr is JSON
+    # (a refusal, the ingest's lines, "serving on"), not only what uvicorn logs once it runs
+    log_config = logs.log_config(config.log_format, uvicorn.config.LOGGING_CONFIG)
+    logging.config.dictConfig(log_config)
+    if config.log_format == "json":
+        logging.captureWarnings(True)
+
+    def refuse(problem: str, status: int = 2) -> int:
+        """Stop before any worker starts, in one line (a JSON record with JSON logs)."""
+        if config.log_format == "json":
+            _serve_log.error(problem)
+        else:
+            print(f"ragstream: {problem}", file=sys.stderr)
+        return status
+
+    try:
+        _require_configured_extras(config)
+    except MissingExtra as exc:
+        return refuse(str(exc))
     if config.workers > 1 and not config.redis_url:
-        print(
-            "ragstream: --workers above 1 needs --redis-url (workers share threads and runs through Redis)",
-            file=sys.stderr,
-        )
-        return 2
+        return refuse("--workers above 1 needs --redis-url (workers share threads and runs through Redis)")
     for problem in (model_problem(config.model), tracing.tracing_problem()):  # before any work
         if problem is not None:
-            print(f"ragstream: {problem}", file=sys.stderr)
-            return 2
+            return refuse(problem)
     if config.auth:
         try:
             load_scheme(config.auth)
         except ValueError as exc:
-            print(f"ragstream: {exc}", file=sys.stderr)
-            return 2
+            return refuse(str(exc))
     # before any worker starts: a worker that cannot open the knowledge base or the thread store stops
     # with a traceback, and with several workers the server exits 0 a minute later
     if (problem := data_dir_problem(config) or asyncio.run(_storage_problem(config))) is not None:
-        print(f"ragstream: {problem}", file=sys.stderr)
-        return 2
+        return refuse(problem)
     if args.ingest:
-        json_lines = config.log_format == "json"
+        # a server's log, not a terminal: one log line per failed file and the summary, no bar (a
+        # person at a terminal still gets the bar, with text logs)
+        log_lines = config.log_format == "json" or not sys.stderr.isatty()
 
         async def ingest() -> int:
             async with open_knowledge_base(config) as kb:
-                return await ingest_with_progress(kb, args.ingest, json_lines=json_lines)
+                return await ingest_with_progress(kb, args.ingest, log_lines=log_lines)
 
         try:
-            with _json_logs() if json_lines else contextlib.nullcontext():
-                asyncio.run(ingest())
+            asyncio.run(ingest())
         except KnowledgeBaseError as exc:
-            print(f"ragstream: {exc}", file=sys.stderr)
-            return 1
+            return refuse(str(exc), status=1)
     # Workers are separate processes: hand them the whole validated configuration.
     os.environ[WORKER_CONFIG_ENV] = config.to_worker_payload()
     own_metrics_dir = _prepare_metrics(config)
@@ -330,11 +324,14 @@ def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
             try:  # one listener for the whole server, in this process: it reads every worker's values
                 start_http_server(listen[1], listen[0], registry=metrics.registry())
             except OSError as exc:
-                print(f"ragstream: cannot serve metrics on {config.metrics_address}: {exc}", file=sys.stderr)
-                return 2
-            print(f"ragstream metrics on http://{config.metrics_address}/metrics")
-        print(
-            f"ragstream serving on http://{config.host}:{config.port} (model: {config.model or 'offline extractive'})"
+                return refuse(f"cannot serve metrics on {config.metrics_address}: {exc}")
+            _serve_log.info("ragstream metrics on http://%s/metrics", config.metrics_address)
+        _serve_log.info(
+            "ragstream serving on http://%s:%s (model: %s; ragstream %s)",
+            config.host,
+            config.port,
+            config.model or "offline extractive",
+            installed_version(),
         )
         uvicorn.run(
             "server.app:create_served_app",
@@ -343,7 +340,7 @@ def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
             port=config.port,
             workers=config.workers,
             log_level="info",
-            log_config=logs.log_config(config.log_format, uvicorn.config.LOGGING_CONFIG),
+            log_config=log_config,
             timeout_graceful_shutdown=10,
             # a worker answers the supervisor's pings from a thread, which a long model or index load
             # holding the GIL can starve for more than uvicorn's 5 s: the worker was killed, restarted

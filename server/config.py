@@ -11,6 +11,7 @@ import json
 import os
 import re
 from collections.abc import Collection
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -36,6 +37,7 @@ __all__ = [
     "AppConfig",
     "StaticToken",
     "SyncEntry",
+    "installed_version",
     "invalid_settings",
     "unreadable_setting",
 ]
@@ -418,6 +420,15 @@ class AppConfig(RagConfig, BaseSettings):
         if payload is None:
             return cls()
         return cls.model_validate_json(payload)
+
+
+def installed_version() -> str:
+    """The installed distribution's version (``ragstream --version``); a source tree never installed
+    says so."""
+    try:
+        return metadata.version("ragstream")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
 
 
 def unreadable_setting(error: SettingsError) -> str:

@@ -3,11 +3,17 @@ principal, thread, run and trace ids where known; plain text stays the default."
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import logging
+import os
+import re
 import secrets
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -17,7 +23,7 @@ import uvicorn
 from server.observe.logs import JsonFormatter, RedactTokens, bind, log_config
 from tests.otlp_receiver import OTLPReceiver
 from tests.protocol import parse_sse, run_body
-from tests.servers import served
+from tests.servers import RAGSTREAM, ROOT, free_port, served
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -95,14 +101,17 @@ def test_an_exception_stays_on_its_line() -> None:
     assert "trace_id" not in parsed  # no span here
 
 
-def test_plain_text_is_the_default() -> None:
+def test_plain_text_is_the_default_and_every_line_has_its_time() -> None:
     from server.config import AppConfig
 
     assert AppConfig(data_dir=Path("x")).log_format == "text"
-    assert (
-        log_config("text", uvicorn.config.LOGGING_CONFIG)["formatters"]
-        == uvicorn.config.LOGGING_CONFIG["formatters"]
-    )
+    config = log_config("text", uvicorn.config.LOGGING_CONFIG)
+    for name, formatter in config["formatters"].items():
+        assert (formatter.get("fmt") or formatter["format"]).startswith("%(asctime)s "), name
+    assert config["root"]["handlers"] == ["ragstream"]
+    assert config["loggers"]["ragstream"]["level"] == "INFO"
+    default = uvicorn.config.LOGGING_CONFIG["formatters"]["default"]["fmt"]
+    assert "asctime" not in default  # a copy was changed
     assert log_config("json", uvicorn.config.LOGGING_CONFIG)["formatters"]["json"]["()"].endswith(
         "JsonFormatter"
     )
@@ -128,3 +137,59 @@ def test_access_lines_carry_no_token() -> None:
         assert config["loggers"]["uvicorn.access"]["filters"] == ["redact_tokens"]
         assert config["filters"]["redact_tokens"]["()"].endswith(".RedactTokens")
     assert "filters" not in uvicorn.config.LOGGING_CONFIG["loggers"]["uvicorn.access"]  # a copy was changed
+
+
+TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} ")
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_every_line_a_server_writes_has_its_format_from_the_first(tmp_path: Path, log_format: str) -> None:
+    """stdout and stderr together, as a container's log shows them, from the first line (the ingest
+    at start, "serving on", uvicorn's start-up) to the last (its shutdown after SIGTERM): in text each
+    line starts with its time, in JSON each line is a JSON object with one."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "tides.md").write_text("# Tides\n\nThe harbour's high tide comes twice a day.\n")
+    (corpus / "broken.pdf").write_bytes(b"%PDF-1.4 this is not a PDF")
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "RAGSTREAM_TOOL_DIRS": "[]",
+        "RAGSTREAM_LOG_FORMAT": log_format,
+    }
+    log = tmp_path / "serve.log"
+    data = tmp_path / "data"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [*RAGSTREAM, "serve", "--port", str(port), "--data-dir", str(data), "--ingest", str(corpus)],
+            env=env,
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        with httpx.Client(timeout=60) as http:
+            deadline = time.monotonic() + 180  # a hang guard
+            while True:
+                assert process.poll() is None, log.read_text()
+                with contextlib.suppress(httpx.HTTPError):
+                    if http.get(f"{url}/ready").status_code == 200:
+                        break
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            answer = http.post(f"{url}/agui", json=run_body("t", "r", "tides?"))
+            assert parse_sse(answer.text)[-1][1]["type"] == "RUN_FINISHED"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+    lines = [line for line in log.read_text().splitlines() if line.strip()]
+    said = " ".join(lines)
+    for expected in ("broken.pdf", "serving on", "Application startup complete", "Shutting down"):
+        assert expected in said, said
+    if log_format == "text":
+        assert [line for line in lines if not TIMESTAMP.match(line)] == []
+    else:
+        for line in lines:
+            assert {"time", "level", "logger", "message"} <= set(json.loads(line)), line

@@ -111,15 +111,31 @@ class RepeatedLines(logging.Filter):
         return True
 
 
+#: A plain-text line: when, how bad, whose, what (uvicorn's own lines get the time in front too).
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
 def log_config(log_format: LogFormat, base: dict[str, Any]) -> dict[str, Any]:
-    """uvicorn's ``log_config`` for ``log_format``: ``base`` (uvicorn's own, plain text) for ``text``;
-    for ``json`` every logger's lines (ragstream's at INFO, uvicorn's, other libraries' warnings) go
-    to stderr as JSON lines. Either way access lines carry no token (``RedactTokens``)."""
+    """uvicorn's ``log_config`` for ``log_format``. ``text``: ``base`` (uvicorn's own) with a
+    timestamp in front of each line, and every other logger's lines (ragstream's at INFO, other
+    libraries' warnings) on stderr as ``TEXT_FORMAT``. ``json``: every logger's lines go to stderr as
+    JSON lines. Either way access lines carry no token (``RedactTokens``)."""
     redact = {"redact_tokens": {"()": f"{__name__}.RedactTokens"}}
     if log_format != "json":
         config = copy.deepcopy(base)
         config["filters"] = {**config.get("filters", {}), **redact}
         config["loggers"].setdefault("uvicorn.access", {})["filters"] = ["redact_tokens"]
+        for formatter in config["formatters"].values():
+            if "fmt" in formatter and "%(asctime)s" not in formatter["fmt"]:
+                formatter["fmt"] = "%(asctime)s " + formatter["fmt"]
+        config["formatters"]["ragstream"] = {"format": TEXT_FORMAT}
+        config["handlers"]["ragstream"] = {
+            "class": "logging.StreamHandler",
+            "formatter": "ragstream",
+            "stream": "ext://sys.stderr",
+        }
+        config["root"] = {"handlers": ["ragstream"], "level": "WARNING"}
+        config["loggers"]["ragstream"] = {"level": "INFO"}
         return config
     handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
     return {
