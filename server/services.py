@@ -39,8 +39,10 @@ from .config import AppConfig
 from .jobs import IngestJobs, SyncScheduler, open_ingest_jobs
 from .observe import tracing
 from .observe.backends import ObservedKnowledgeBase, ObservedThreadStore
+from .observe.outages import outage
 from .quotas import Quotas, open_quotas
 from .runs import (
+    BackendUnavailable,
     EventLog,
     FailureCode,
     MemoryEventLog,
@@ -88,8 +90,8 @@ async def _open_store(store: ThreadStore) -> None:
         await store.open()
     except StoreUnusable:
         raise
-    except StoreError as exc:
-        logger.warning("the thread store is unavailable at start (retrying on use): %s", exc)
+    except StoreError as exc:  # one line now, one when it is back (observe.outages)
+        outage("the thread store").failed(exc)
 
 
 async def store_problem(config: AppConfig) -> str | None:
@@ -273,6 +275,8 @@ class Services:
                     swept = await self.kb.sweep_orphans(self.config.orphan_min_age_seconds)
                     if swept:
                         logger.info("swept %d unpublished documents' originals and chunks", len(swept))
+            except (BackendUnavailable, KnowledgeBaseUnavailable) as exc:  # an outage, logged as one
+                outage("Redis" if isinstance(exc, BackendUnavailable) else "the knowledge base").failed(exc)
             except Exception:
                 logger.warning("sweeping unpublished documents failed", exc_info=True)
             await asyncio.sleep(ORPHAN_SWEEP_INTERVAL)

@@ -21,6 +21,7 @@ from rag_tools.extras import extra_imports
 from rag_tools.kb import KnowledgeBase
 
 from ..observe.logs import RepeatedLines
+from ..observe.outages import Outage, OutageFilter, outage
 from .base import KEEP_SECONDS, MAX_ATTEMPTS, IngestJobs, JobPage, JobQueueUnavailable, check_cursor
 from .models import FINISHED, WORKER_LOST, IngestFailed, IngestJob, JobContext, JobState, run_job
 from .stores import JobStore, PostgresJobStore, RedisJobStore
@@ -30,9 +31,14 @@ __all__ = ["SaqIngestJobs"]
 logger = logging.getLogger("ragstream.jobs")
 
 
-def _limit_repeats(saq_logger: logging.Logger) -> None:
-    """SAQ's upkeep loops log a traceback every second while Redis is down: once a minute is enough
+def _limit_repeats(
+    saq_logger: logging.Logger, target: Outage, errors: tuple[type[BaseException], ...]
+) -> None:
+    """SAQ's upkeep loops log a traceback every second while their server is down: a connection
+    failure is the outage's one line (``observe.outages``), anything else once a minute at most
     (this backend logs each job's own failure under ``ragstream.jobs``)."""
+    if not any(isinstance(f, OutageFilter) for f in saq_logger.filters):
+        saq_logger.addFilter(OutageFilter(target, errors))
     if not any(isinstance(f, RepeatedLines) for f in saq_logger.filters):
         saq_logger.addFilter(RepeatedLines())
 
@@ -83,6 +89,10 @@ class _Worker(Worker[Any]):
 class SaqIngestJobs(IngestJobs):
     """Jobs in a SAQ queue shared by every process and host that uses the same URL and name."""
 
+    #: The dependency whose outage a connection failure of the queue is, and what such a failure is.
+    server: Outage = outage("the ingestion queue")
+    connection_errors: tuple[type[BaseException], ...] = (OSError,)
+
     def __init__(self, kb: KnowledgeBase, queue: Queue, store: JobStore, *, heartbeat: float) -> None:
         self.kb = kb
         self.queue = queue
@@ -105,7 +115,11 @@ class SaqIngestJobs(IngestJobs):
         """A PostgreSQL queue (SAQ's tables in that database) with its store's tables beside them."""
         with extra_imports("postgres"):  # SAQ's PostgreSQL queue imports psycopg here
             queue = Queue.from_url(url, name=name, min_size=1, max_size=4)
-        return cls(kb, queue, PostgresJobStore(url), heartbeat=heartbeat)
+            from psycopg import OperationalError
+            from psycopg_pool import PoolTimeout
+        jobs = cls(kb, queue, PostgresJobStore(url), heartbeat=heartbeat)
+        jobs.server, jobs.connection_errors = outage("PostgreSQL"), (OSError, OperationalError, PoolTimeout)
+        return jobs
 
     @classmethod
     def for_redis(
@@ -116,12 +130,16 @@ class SaqIngestJobs(IngestJobs):
             from .saq_redis import RagstreamRedisQueue
         queue = RagstreamRedisQueue.from_url(url, name=name)
         queue.sweep_every = max(1, round(heartbeat))
-        return cls(kb, queue, RedisJobStore(queue, prefix), heartbeat=heartbeat)
+        from redis.exceptions import ConnectionError, TimeoutError
+
+        jobs = cls(kb, queue, RedisJobStore(queue, prefix), heartbeat=heartbeat)
+        jobs.server, jobs.connection_errors = outage("Redis"), (OSError, ConnectionError, TimeoutError)
+        return jobs
 
     async def start(self) -> None:
         """Connect and work in the background: a queue that is down at start is retried, and the
         routes answer 503 until it is up (the server itself starts either way)."""
-        _limit_repeats(logging.getLogger("saq"))
+        _limit_repeats(logging.getLogger("saq"), self.server, self.connection_errors)
         self._task = asyncio.create_task(self._serve())
 
     async def _serve(self) -> None:
@@ -130,10 +148,11 @@ class SaqIngestJobs(IngestJobs):
             try:
                 await self.connect()
                 break
-            except Exception as exc:
-                logger.warning("the ingestion queue is unavailable (retrying): %s", exc)
+            except Exception as exc:  # one line for the outage, one when it is back
+                self.server.failed(f"the ingestion queue cannot connect: {exc}")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
+        self.server.recovered()
         await self.worker.start()
 
     async def connect(self) -> None:

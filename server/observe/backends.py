@@ -14,9 +14,19 @@ from typing import Any, TypeVar
 
 from rag_tools.config import SearchMode
 from rag_tools.kb import IngestOutcome, KnowledgeBase, SearchHit
-from rag_tools.state import ListPosition, ThreadInfo, ThreadRecord, ThreadStore
+from rag_tools.state import (
+    ListPosition,
+    StoreError,
+    ThreadInfo,
+    ThreadRecord,
+    ThreadStore,
+    VersionConflictError,
+)
 
 from . import metrics, tracing
+from .outages import outage
+
+THREAD_STORE = outage("the thread store")
 
 __all__ = ["ObservedKnowledgeBase", "ObservedThreadStore"]
 
@@ -71,11 +81,15 @@ class ObservedThreadStore(ThreadStore):
 
     async def _call(self, operation: str, call: Awaitable[T]) -> T:
         try:
-            return await call
-        except Exception:
+            result = await call
+        except Exception as exc:
             if self.count_metrics:
                 metrics.STORE_ERRORS.labels(operation).inc()
+            if isinstance(exc, StoreError) and not isinstance(exc, VersionConflictError):
+                THREAD_STORE.failed(exc)
             raise
+        THREAD_STORE.recovered()
+        return result
 
     async def load(self, thread_id: str) -> ThreadRecord | None:
         with tracing.span("thread_store.load", **{"ragstream.thread_id": thread_id}):

@@ -42,6 +42,7 @@ with extra_imports("redis"):
     from redis.exceptions import RedisError
 
 from ..observe import metrics
+from ..observe.outages import outage
 from .errors import BackendUnavailable
 from .eventlog import EventLog, MemoryEventLog, RunInfo, RunStatus
 from .failures import FailureCode
@@ -52,6 +53,9 @@ from .stopbus import StopBus
 __all__ = ["RedisEventLog", "RedisQuestionBus", "RedisRunLocks", "RedisStopBus", "redis_client"]
 
 logger = logging.getLogger("ragstream.redis")
+
+#: What every Redis retry loop of this process reports to (one line when it goes, one when it is back).
+REDIS = outage("Redis")
 
 _RENEW = """
 local holder = redis.call('GET', KEYS[1])
@@ -585,15 +589,16 @@ async def _subscribe(
     """Hand every message of ``channel`` to ``on_message``, for ever; a lost connection is counted
     and the channel subscribed again a second later. ``on_back`` is called whenever the channel is
     subscribed again, by this loop or by redis-py's own reconnect (a short outage it rides out). An
-    outage is logged twice, when the channel is lost (with the error) and when it is back, not on
-    every failed attempt in between."""
+    outage is logged twice, when Redis is lost (with the error) and when it is back, not on every
+    failed attempt in between (``observe.outages``)."""
     failed = 0
     while True:
         try:
             async with client.pubsub() as pubsub:
                 await pubsub.subscribe(channel)
+                REDIS.recovered()
                 if failed:
-                    logger.warning("%s channel back after %d failed attempts", what, failed)
+                    logger.debug("%s channel back after %d failed attempts", what, failed)
                     failed = 0
                     if on_back is not None:
                         on_back()
@@ -613,10 +618,8 @@ async def _subscribe(
             metrics.REDIS_ERRORS.inc()
             if on_lost is not None:
                 on_lost()
-            if not failed:
-                logger.warning("%s channel lost; resubscribing every second", what, exc_info=True)
-            else:
-                logger.debug("%s channel still unavailable: %s", what, exc)
+            REDIS.failed(exc)  # the outage's one line (and the one when it is back, above)
+            logger.debug("%s channel unavailable (resubscribing every second): %s", what, exc)
             failed += 1
             await asyncio.sleep(1.0)
 
