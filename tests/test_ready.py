@@ -8,6 +8,9 @@ read-only store) are in tests/test_postgres.py, tests/test_kb_s3.py and tests/te
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,7 +18,7 @@ import pytest
 
 from tests.conftest import scenario_app
 from tests.redis_helpers import private_redis
-from tests.servers import serve, wait_ready
+from tests.servers import RAGSTREAM, ROOT, serve, wait_ready
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -71,3 +74,50 @@ def _store_errors(operation: str) -> float:
         "ragstream_thread_store_errors_total", {"operation": operation}
     )
     return found or 0.0
+
+
+@pytest.mark.timeout(600)
+async def test_a_damaged_knowledge_base_is_not_ready_and_says_why(
+    scenario_config: Any, tmp_path: Path
+) -> None:
+    """One truncated data file (the chunks table's largest): counting still works (it reads the
+    manifest only), so /ready used to say 200 while every run failed. It reads the data now."""
+    chunks = sorted((scenario_config.data_dir / "kb" / "chunks.lance" / "data").glob("*.lance"), key=_size)
+    largest = chunks[-1]
+    with largest.open("r+b") as data:
+        data.truncate(_size(largest) // 2)
+    async with (
+        serve(scenario_app(scenario_config)) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as http,
+    ):
+        for _ in range(2):  # and stays so: it is not an outage that passes
+            damaged = await http.get("/ready")
+            assert damaged.status_code == 503
+            error = damaged.json()["error"]
+            assert error["code"] == "knowledge_base_unavailable"
+            assert error["details"]["checks"]["knowledgeBase"] == "damaged"
+            assert error["message"].startswith(
+                "not ready: the knowledge base is damaged (a data file cannot be"
+            )
+            assert (
+                "failed to fill whole buffer" in error["message"]
+                and "Rebuilding a damaged" in error["message"]
+            )
+            assert str(tmp_path) not in damaged.text  # no server path for anyone
+            assert (await http.get("/health")).status_code == 200
+
+    cli = subprocess.run(
+        [*RAGSTREAM, "search", "backups", "--data-dir", str(scenario_config.data_dir)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert cli.returncode == 1
+    (line,) = cli.stderr.strip().splitlines()
+    assert "is damaged (a data file cannot be read" in line and "unavailable" not in line, line
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size

@@ -11,6 +11,7 @@ __all__ = [
     "AmbiguousDocumentError",
     "DocumentChanged",
     "EmbedderMismatchError",
+    "KnowledgeBaseDamaged",
     "KnowledgeBaseError",
     "KnowledgeBaseFormatError",
     "KnowledgeBaseUnavailable",
@@ -50,6 +51,24 @@ class KnowledgeBaseUnavailable(KnowledgeBaseError):
     """
 
 
+class KnowledgeBaseDamaged(KnowledgeBaseUnavailable):
+    """A file of the knowledge base is there but cannot be read as what it is (truncated, overwritten):
+    waiting will not bring it back, it must be rebuilt (README, "Rebuilding a damaged knowledge
+    base"). A subclass of ``KnowledgeBaseUnavailable``: every caller that handles an outage handles it.
+    ``reason`` says what is wrong without naming any path (for clients, such as ``/ready``'s)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+#: What LanceDB says of a file that is there but is not what it should be (a truncated file reads past
+#: its end: the footer, which every Lance file ends with, is gone).
+_DAMAGED = re.compile(
+    r"failed to fill whole buffer|unexpected end of file|not a lance file|invalid (?:magic|footer)|corrupt",
+    re.IGNORECASE,
+)
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[/\\][\w.\-]+){2,}")
 _RUST_LOCATION = re.compile(r",? /\S+\.rs:\d+:\d+")
 _UNREACHABLE = re.compile(r"error sending request|tcp connect error|dns error|timed out", re.IGNORECASE)
 _ENDPOINT = re.compile(r"https?://[^/\s?\"]+")
@@ -80,7 +99,15 @@ def is_commit_conflict(error: BaseException) -> bool:
 
 
 def unavailable(uri: str, error: BaseException) -> KnowledgeBaseUnavailable:
-    """The error for a knowledge base whose storage failed: names the location and the reason."""
+    """The error for a knowledge base whose storage failed: names the location and the reason, and
+    tells a damaged file (``KnowledgeBaseDamaged``) from an outage."""
+    if _DAMAGED.search(str(error)):
+        reason = f"a data file cannot be read: {storage_reason(error)}"
+        return KnowledgeBaseDamaged(
+            f'the knowledge base at {uri} is damaged ({reason}); rebuild it: README, "Rebuilding a damaged '
+            'knowledge base"',
+            _PATH.sub("…", reason),
+        )
     return KnowledgeBaseUnavailable(f"the knowledge base at {uri} is unavailable: {storage_reason(error)}")
 
 

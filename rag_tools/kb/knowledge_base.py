@@ -528,6 +528,14 @@ class KnowledgeBase:
         return await _documents.document_chunks(self._tables, document_id, self.reader)
 
     @storage_errors
+    async def check_readable(self) -> None:
+        """Read the knowledge base's data files, not only its manifests (readiness): a damaged file
+        raises ``KnowledgeBaseDamaged``, an outage ``KnowledgeBaseUnavailable``. A table is read again
+        only once it has changed (one column of every row, once per version)."""
+        await self.open()
+        await self._tables.read_data()
+
+    @storage_errors
     async def count_documents(self) -> int:
         """How many documents the knowledge base holds that the reader may read."""
         await self.open()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -66,6 +67,9 @@ WRITTEN_AT = "written_at"
 GROUPS = "groups"
 _V = TypeVar("_V")
 logger = logging.getLogger("ragstream.kb")
+#: How long a table read whole (``read_data``) is taken as readable while its version stays the same.
+READ_AGAIN_SECONDS = 60.0
+
 #: Versions of the ``documents`` table (about one per ingest or delete) a connection lives through
 #: before ``Tables`` replaces it, dropping the index files its cache holds open (``_reconnect``).
 RECONNECT_AFTER_VERSIONS = 64
@@ -220,6 +224,20 @@ class Tables:
         self._by_uri: _RowsPerVersion[frozenset[str]] = _RowsPerVersion()
         self._connected_version: int | None = None  # of ``documents``, when the connection was made
         self._reconnecting = False
+        self._read_whole: dict[str, tuple[int, float]] = {}  # each table's version read whole, and when
+
+    async def read_data(self) -> None:
+        """Read one small column of every row of every table: the data files themselves, which a
+        count (the manifest alone) never opens. A table is read again once it has a new version, or
+        ``READ_AGAIN_SECONDS`` after it was last read (a file may be damaged under the same version)."""
+        for table in (self.documents, self.chunks, self.files):
+            if table is None:
+                continue
+            version, now = await table.version(), time.monotonic()
+            last = self._read_whole.get(table.name)
+            if last is None or last[0] != version or now - last[1] > READ_AGAIN_SECONDS:
+                await table.query().select(["document_id"]).to_arrow()
+                self._read_whole[table.name] = (version, now)
 
     async def open(self) -> None:
         """Connect; check the embedder and the format, migrating a format 1 knowledge base.

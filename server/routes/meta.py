@@ -32,7 +32,7 @@ from ag_ui.core.capabilities import (
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from rag_tools.kb import SUPPORTED_SUFFIXES
+from rag_tools.kb import SUPPORTED_SUFFIXES, KnowledgeBase, KnowledgeBaseDamaged, KnowledgeBaseUnavailable
 
 from ..auth import principal_of
 from ..errors import (
@@ -43,10 +43,13 @@ from ..errors import (
     error_response,
 )
 from ..observe import metrics
+from ..observe.outages import outage
 from ..oidc import KeySet
 from ._common import reader, services_of
 
 __all__ = ["capabilities", "health", "metrics_page", "ready"]
+
+_KNOWLEDGE_BASE = outage("the knowledge base")
 
 #: Seconds each readiness check may take before its dependency counts as down.
 CHECK_SECONDS = 5.0
@@ -72,15 +75,28 @@ async def health(request: Request) -> Response:
 async def _check(probe: Callable[[], Awaitable[Any]]) -> tuple[bool, Any]:
     try:
         return True, await asyncio.wait_for(probe(), CHECK_SECONDS)
-    except Exception:  # a dependency that fails in any way, or too slowly, is down
-        return False, None
+    except Exception as exc:  # a dependency that fails in any way, or too slowly, is down
+        return False, exc
+
+
+async def _knowledge_base(kb: KnowledgeBase) -> int:
+    """The knowledge base answers and its data files read (not only its manifest: a truncated file
+    is not ready); the documents it holds. What it says goes to the log once (``observe.outages``)."""
+    try:
+        await kb.check_readable()
+        count = await kb.count_documents()
+    except KnowledgeBaseUnavailable as exc:
+        _KNOWLEDGE_BASE.failed(exc)
+        raise
+    _KNOWLEDGE_BASE.recovered()
+    return count
 
 
 async def ready(request: Request) -> Response:
     """Readiness: 200 when every dependency answers; 503 naming the ones that do not."""
     services = services_of(request)
     probes: dict[str, Callable[[], Awaitable[Any]]] = {
-        "knowledgeBase": services.kb.count_documents,
+        "knowledgeBase": lambda: _knowledge_base(services.kb),
         "threadStore": lambda: services.store.version("__ready__"),
         "jobQueue": services.jobs.ping,
     }
@@ -93,14 +109,24 @@ async def ready(request: Request) -> Response:
     results = dict(zip(names, await asyncio.gather(*(_check(probes[name]) for name in names)), strict=True))
     checks = {name: "ok" if ok else "down" for name, (ok, _) in results.items()}
     down = [name for name, (ok, _) in results.items() if not ok]
-    if down:
-        what = [_DEPENDENCIES[name][0] for name in down]
-        listed = what[0] if len(what) == 1 else f"{', '.join(what[:-1])} and {what[-1]}"
-        verb = "is" if len(what) == 1 else "are"
+    damaged = results["knowledgeBase"][1]
+    if isinstance(damaged, KnowledgeBaseDamaged):  # not an outage: waiting will not help, say why
+        checks["knowledgeBase"] = "damaged"
+        down.remove("knowledgeBase")
+    if down or isinstance(damaged, KnowledgeBaseDamaged):
+        said = []
+        if what := [_DEPENDENCIES[name][0] for name in down]:
+            listed = what[0] if len(what) == 1 else f"{', '.join(what[:-1])} and {what[-1]}"
+            said.append(f"{listed} {'is' if len(what) == 1 else 'are'} unavailable")
+        if isinstance(damaged, KnowledgeBaseDamaged):
+            said.insert(
+                0,
+                f'the knowledge base is damaged ({damaged.reason}): rebuild it (README, "Rebuilding a damaged knowledge base")',
+            )
         return error_response(
             503,
-            f"not ready: {listed} {verb} unavailable",
-            code=_DEPENDENCIES[down[0]][1],
+            f"not ready: {'; '.join(said)}",
+            code=_DEPENDENCIES["knowledgeBase" if isinstance(damaged, KnowledgeBaseDamaged) else down[0]][1],
             details={"checks": checks},
             headers={"Retry-After": str(UNAVAILABLE_RETRY_SECONDS)},
         )
