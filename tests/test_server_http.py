@@ -663,7 +663,9 @@ async def test_cors_lets_browsers_send_the_trace_context_and_configured_headers(
 
 async def test_a_server_shutting_down_ends_its_runs_with_the_shutdown_error(scenario_config: Any) -> None:
     """A deploy stopping the server mid-run is no Stop a user pressed: the run's log (what a follower
-    on another host and a reconnect read) ends with RUN_ERROR ``shutdown``, and nothing is saved."""
+    on another host and a reconnect read) ends with RUN_ERROR ``shutdown``, and nothing of the run is
+    saved: the new thread keeps the user's question only, so a reload shows it and it can be asked
+    again."""
     app = scenario_app(scenario_config)
     async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=60) as client:
         body = run_body("deploy", "deploy-r", "slow answer please")
@@ -676,7 +678,20 @@ async def test_a_server_shutting_down_ends_its_runs_with_the_shutdown_error(scen
         logged = [json.loads(data) async for batch in runs.logs.read("deploy/deploy-r") for _, data in batch]
         assert logged[-1]["type"] == "RUN_ERROR" and logged[-1]["code"] == "shutdown", logged[-1]
         assert not any(event["type"] == "RUN_FINISHED" for event in logged)  # not the cancelled outcome
-        assert (await client.get("/threads/deploy")).status_code == 404  # the new thread was not saved
+        kept = await client.get("/threads/deploy")
+        assert kept.status_code == 200, kept.text  # the question, not the answer it was getting
+        assert [(m["id"], m["role"], m["content"]) for m in kept.json()["messages"]] == [
+            ("u-deploy-r", "user", "slow answer please")
+        ]
+        assert not kept.json()["state"].get("citations") and kept.json()["activeRunId"] is None
+        again = body | {"runId": "deploy-again", "messages": kept.json()["messages"]}  # regenerate
+        answered = await client.post("/agui", json=again)
+        events = [event for _, event in parse_sse(answered.text)]
+        assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+        assert any(event["type"] == "TEXT_MESSAGE_CONTENT" for event in events)
+        messages = (await client.get("/threads/deploy")).json()["messages"]
+        assert [m["role"] for m in messages][:2] == ["user", "assistant"] and len(messages) >= 2
+        assert messages[0]["id"] == "u-deploy-r"  # the same question, answered this time
 
 
 async def test_a_client_streaming_when_the_server_is_told_to_stop_reads_the_shutdown_error(

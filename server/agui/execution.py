@@ -31,6 +31,7 @@ It is the ``RunSource`` the engine runs (``server.runs``). Its event pipeline:
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
@@ -51,8 +52,10 @@ from ag_ui.core import (
     StateSnapshotEvent,
 )
 from pydantic_ai import CancellationToken
+from pydantic_ai.conversation import Conversation
 from pydantic_ai.exceptions import RunCancelled, RunTimedOut
 from pydantic_ai.run import AgentRunResult
+from pydantic_ai.ui.ag_ui import AGUIAdapter
 
 from rag_tools import ChatDeps
 from rag_tools.state import ToolContext, Transaction
@@ -63,14 +66,17 @@ from ..runs import FailureCode, RunEvent, RunFailure, RunStatus
 from .adapter import classify
 from .branch_state import StepStates, stage_step_states
 from .encoding import encode_event
-from .history import Withhold, thread_messages, thread_title
+from .history import ThreadConversationStore, Withhold, thread_messages, thread_title
 from .interrupts import with_question_interrupts
+from .message_ids import RunIds
 from .questions import RunQuestions
 
 __all__ = ["TRACE_ID_KEY", "AGUIRun"]
 
 #: Where RUN_STARTED carries the run's trace id (AG-UI 1.0 event metadata, namespaced).
 TRACE_ID_KEY = "ragstream.traceId"
+
+logger = logging.getLogger("ragstream.runs")
 
 _OUTCOME_STATUS: dict[str, RunStatus] = {"interrupt": "interrupted", "cancelled": "cancelled"}
 
@@ -186,6 +192,8 @@ class AGUIRun:
                             f"The run took longer than {self.run_timeout:g} s and was stopped.",
                         )
                     if failure is not None:
+                        if failure.code == FailureCode.SHUTDOWN:
+                            await self._keep_first_question()
                         yield RunErrorEvent(message=failure.message, code=failure.code.value)
                         return
                 if kind == EventType.RUN_STARTED:
@@ -249,9 +257,37 @@ class AGUIRun:
         """A snapshot of the last saved state, for a client that got this run's uncommitted state."""
         if self.txn.committed:
             return []
+        return [StateSnapshotEvent(snapshot=self._last_saved_context().build_state_snapshot())]
+
+    def _last_saved_context(self) -> ToolContext:
         saved = ToolContext.from_dump(self.txn.entry.record.state, state_key=self.deps.tool_context.state_key)
         self.prepare(saved)
-        return [StateSnapshotEvent(snapshot=saved.build_state_snapshot())]
+        return saved
+
+    async def _keep_first_question(self) -> None:
+        """A new thread whose first turn a shutdown cut (a deploy): save the thread with the client's
+        question, its words only (as a client's unstored history is kept), and nothing of the run, so
+        a reload after the restart shows the question and it can be asked again. The thread of any
+        later turn keeps its last good state, as after every failed run. Best effort: the store may
+        be going away too."""
+        entry = self.txn.entry
+        questions = [message for message in self.new_turn if message.role == "user"]
+        if not entry.is_new or not questions or self.txn.committed:
+            return
+        try:
+            store = ThreadConversationStore(entry.record.extras, RunIds.for_new_turn(questions))
+            conversation = await store.load(self.thread_id, scope=self.principal)
+            conversation = conversation or Conversation(conversation_id=self.thread_id)
+            conversation.messages.extend(AGUIAdapter.load_messages(questions))
+            await store.save(conversation, scope=self.principal)
+            entry.context = self._last_saved_context()
+            entry.record.owner = entry.record.owner or self.principal
+            entry.record.title = thread_title(conversation.messages)
+            await self.txn.commit()
+        except Exception:
+            logger.warning(
+                "the question of the new thread %s could not be kept", self.thread_id, exc_info=True
+            )
 
 
 def _with_trace_id(event: BaseEvent) -> BaseEvent:
