@@ -3,7 +3,7 @@
 # (they ship inside a PyPI package), a non-root user. Starts offline: no model download at run time.
 #   docker build -t ragstream .
 #   docker run -p 8000:8000 -v ragstream-data:/data ragstream
-# What was checked of this file and what was not: README, "Images and manifests".
+# What was checked of this file and what was not: docs/deployment.md, "Images and manifests".
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 ARG NODE_IMAGE=node:20-bookworm-slim
@@ -21,7 +21,7 @@ COPY . .
 RUN python -m pip install --no-cache-dir "uv>=0.5,<1" \
     && uv build --wheel --out-dir /dist
 # the extras the image carries (pyproject.toml): every optional part a deployment may configure
-ARG RAGSTREAM_EXTRAS=postgres,redis,s3,otel,office,openai,anthropic,google
+ARG RAGSTREAM_EXTRAS=postgres,redis,s3,otel,office,openai,anthropic,google,mcp
 RUN python -m venv /opt/ragstream \
     && uv pip install --no-cache --python /opt/ragstream/bin/python "$(ls /dist/ragstream-*.whl)[${RAGSTREAM_EXTRAS}]"
 # the embedder loads from the installed package alone (no network, no cache folder written)

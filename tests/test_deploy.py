@@ -2,7 +2,7 @@
 images cannot be pulled here): the Dockerfile with hadolint and for what the issue asks of it, the
 compose file against the compose-spec schema, the Helm chart with Helm's own lint and render (its Go
 SDK, helm-python-sdk) and every rendered object against Kubernetes' schemas (kubernetes-validate).
-README, "Images and manifests", says what this leaves unexercised."""
+docs/deployment.md, "Images and manifests", says what this leaves unexercised."""
 
 from __future__ import annotations
 

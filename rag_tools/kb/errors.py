@@ -53,7 +53,7 @@ class KnowledgeBaseUnavailable(KnowledgeBaseError):
 
 class KnowledgeBaseDamaged(KnowledgeBaseUnavailable):
     """A file of the knowledge base is there but cannot be read as what it is (truncated, overwritten):
-    waiting will not bring it back, it must be rebuilt (README, "Rebuilding a damaged knowledge
+    waiting will not bring it back, it must be rebuilt (docs/knowledge-base.md, "Rebuilding a damaged knowledge
     base"). A subclass of ``KnowledgeBaseUnavailable``: every caller that handles an outage handles it.
     ``reason`` says what is wrong without naming any path (for clients, such as ``/ready``'s)."""
 
@@ -104,7 +104,7 @@ def unavailable(uri: str, error: BaseException) -> KnowledgeBaseUnavailable:
     if _DAMAGED.search(str(error)):
         reason = f"a data file cannot be read: {storage_reason(error)}"
         return KnowledgeBaseDamaged(
-            f'the knowledge base at {uri} is damaged ({reason}); rebuild it: README, "Rebuilding a damaged '
+            f'the knowledge base at {uri} is damaged ({reason}); rebuild it: docs/knowledge-base.md, "Rebuilding a damaged '
             'knowledge base"',
             _PATH.sub("…", reason),
         )

@@ -121,7 +121,7 @@ async def ready(request: Request) -> Response:
         if isinstance(damaged, KnowledgeBaseDamaged):
             said.insert(
                 0,
-                f'the knowledge base is damaged ({damaged.reason}): rebuild it (README, "Rebuilding a damaged knowledge base")',
+                f'the knowledge base is damaged ({damaged.reason}): rebuild it (docs/knowledge-base.md, "Rebuilding a damaged knowledge base")',
             )
         return error_response(
             503,
