@@ -19,6 +19,6 @@ page_log=.ragstream/build-frontend.log
     echo "run.sh: no chat page (above); the server and its API run without it" >&2
   fi
 ) &
-bash scripts/setup.sh
+bash scripts/setup.sh office  # the sample corpus has Word, PowerPoint, Excel and EPUB files
 echo "run.sh: python environment ready after $((SECONDS - start)) s"
 exec .venv/bin/ragstream serve --ingest examples/corpus "$@"

@@ -250,7 +250,17 @@ def model_problem(model: str | None) -> str | None:
                 "openai:gpt-4o-mini or anthropic:claude-sonnet-4-5, or leave it unset for the offline model"
             )
         return f"--model {model!r} cannot be used: {str(exc).split('. ')[0]}"
+    except ImportError as exc:  # the provider's SDK, which its extra installs, is not there
+        missing = exc.name or getattr(exc.__cause__, "name", None) or ""
+        extra = _PROVIDER_EXTRAS.get(missing.split(".")[0])
+        if extra is None:
+            return f"--model {model!r} cannot be used: {str(exc).splitlines()[0]}"
+        return f"--model {model!r}: {MissingExtra(extra, missing)}"
     return None
+
+
+#: The extra that installs each provider SDK pydantic-ai imports for a model string.
+_PROVIDER_EXTRAS = {"openai": "openai", "anthropic": "anthropic", "google": "google"}
 
 
 def _require_configured_extras(config: AppConfig) -> None:

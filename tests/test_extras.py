@@ -33,6 +33,13 @@ CASES = [
     ("postgres", "asyncpg", ["serve", "--database-url", "postgresql://127.0.0.1:1/db"], {}),
     ("redis", "redis", ["serve", "--redis-url", "redis://127.0.0.1:1"], {}),
     ("otel", "opentelemetry.sdk", ["serve"], {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}),
+    ("openai", "openai", ["serve", "--model", "openai:gpt-4o-mini"], {"OPENAI_API_KEY": "sk-test"}),
+    (
+        "anthropic",
+        "anthropic",
+        ["serve", "--model", "anthropic:claude-sonnet-4-5"],
+        {"ANTHROPIC_API_KEY": "k"},
+    ),
     ("s3", "boto3", ["sync", "s3://team-kb/handbook", "--no-progress"], {}),
     ("office", "docx", ["ingest", "{dir}/handbook.docx", "--no-progress"], {}),
     (
@@ -90,3 +97,27 @@ def test_require_extra_names_the_extra_and_the_module() -> None:
     assert "pip install 'ragstream[office]'" in message and "ragstream_no_such_module" in message
     assert isinstance(caught.value, ImportError)
     assert require_extra("office", "docx").__name__ == "docx"
+
+
+#: The top-level modules the extras bring (the default install has none of them).
+EXTRA_MODULES = (
+    "PIL docx pptx openpyxl ebooklib boto3 botocore asyncpg saq psycopg psycopg_pool redis "
+    "opentelemetry.sdk opentelemetry.exporter opentelemetry.instrumentation openai anthropic google.genai "
+    "mcp pytesseract pypdfium2 wordllama"
+)
+
+
+def test_the_default_install_imports_nothing_an_extra_brings(tmp_path: Path) -> None:
+    """The app is built and the commands load with every extra's modules missing (a quick guard;
+    tests/test_install.py shows it on a real default install)."""
+    code = f"""
+import sys
+for name in {EXTRA_MODULES!r}.split():
+    sys.modules[name] = None
+import server.cli, server.commands, server.app
+from server.config import AppConfig
+server.app.create_app(AppConfig(data_dir={str(tmp_path)!r}))
+print("built")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "built", done.stderr

@@ -14,9 +14,12 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from PIL import Image, UnidentifiedImageError
+from ..extras import extra_imports
+
+if TYPE_CHECKING:  # Pillow comes with the ocr extra; it is imported when an image is opened
+    from PIL import Image
 
 __all__ = [
     "MAX_PICTURES",
@@ -54,8 +57,6 @@ _LANG = os.environ.get("RAGSTREAM_OCR_LANG", "eng")
 _PDF_POINTS_PER_INCH = 72
 _HYPHENATED = re.compile(r"(\w)- ([a-z])")  # a word broken at a line end, joined again
 
-Image.MAX_IMAGE_PIXELS = None  # our own check (``open_image``) runs first and names the limit
-
 
 @dataclass(frozen=True)
 class Word:
@@ -87,6 +88,9 @@ def ocr_available() -> bool:
 
 def open_image(data: bytes) -> Image.Image:
     """The image in ``data``, its size checked before any pixel is decoded."""
+    with extra_imports("ocr"):
+        from PIL import Image, UnidentifiedImageError
+    Image.MAX_IMAGE_PIXELS = None  # our own check (``_check_size``) runs first and names the limit
     try:
         image = Image.open(io.BytesIO(data))
     except (UnidentifiedImageError, OSError, ValueError) as exc:

@@ -32,13 +32,16 @@ logger = logging.getLogger("ragstream.jobs")
 
 
 def _limit_repeats(
-    saq_logger: logging.Logger, target: Outage, errors: tuple[type[BaseException], ...]
+    saq_logger: logging.Logger,
+    target: Outage,
+    errors: tuple[type[BaseException], ...],
+    messages: tuple[str, ...] = (),
 ) -> None:
     """SAQ's upkeep loops log a traceback every second while their server is down: a connection
     failure is the outage's one line (``observe.outages``), anything else once a minute at most
     (this backend logs each job's own failure under ``ragstream.jobs``)."""
     if not any(isinstance(f, OutageFilter) for f in saq_logger.filters):
-        saq_logger.addFilter(OutageFilter(target, errors))
+        saq_logger.addFilter(OutageFilter(target, errors, messages))
     if not any(isinstance(f, RepeatedLines) for f in saq_logger.filters):
         saq_logger.addFilter(RepeatedLines())
 
@@ -119,6 +122,21 @@ class SaqIngestJobs(IngestJobs):
             from psycopg_pool import PoolTimeout
         jobs = cls(kb, queue, PostgresJobStore(url), heartbeat=heartbeat)
         jobs.server, jobs.connection_errors = outage("PostgreSQL"), (OSError, OperationalError, PoolTimeout)
+        # the drivers' pools log each attempt to reconnect: psycopg's (SAQ's queue) a warning, asyncpg's
+        # (the job store's and the thread store's) a traceback; both are the outage's line
+        import asyncpg
+
+        _limit_repeats(
+            logging.getLogger("psycopg.pool"),
+            jobs.server,
+            jobs.connection_errors,
+            messages=("error connecting", "discarding closed connection"),
+        )
+        _limit_repeats(
+            logging.getLogger("asyncpg.pool"),
+            jobs.server,
+            (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError),
+        )
         return jobs
 
     @classmethod
@@ -163,7 +181,12 @@ class SaqIngestJobs(IngestJobs):
         self._ready.set()
 
     async def _ping(self) -> None:
-        await self.store.ping()  # the store shares the queue's server
+        try:
+            await self.store.ping()  # the store shares the queue's server
+        except Exception as exc:  # the worker pings before every poll: the outage's two lines
+            self.server.failed(exc)
+            raise
+        self.server.recovered()
 
     async def close(self) -> None:
         if self._task is not None:

@@ -63,17 +63,24 @@ def outage(name: str) -> Outage:
 
 
 class OutageFilter(logging.Filter):
-    """For a library's logger whose retry loops log a traceback per attempt (SAQ's): a record whose
-    exception is one of ``errors`` reports to ``outage`` and is dropped; others pass."""
+    """For a library's logger whose retry loops log per attempt (SAQ's tracebacks, psycopg's pool
+    warnings): a record whose exception is one of ``errors``, or whose message starts with one of
+    ``messages``, reports to ``outage`` and is dropped; others pass."""
 
-    def __init__(self, target: Outage, errors: tuple[type[BaseException], ...]) -> None:
+    def __init__(
+        self, target: Outage, errors: tuple[type[BaseException], ...], messages: tuple[str, ...] = ()
+    ) -> None:
         super().__init__()
         self.target = target
         self.errors = errors
+        self.messages = messages
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
         if exc is not None and isinstance(exc, self.errors):
             self.target.failed(exc)
+            return False
+        if self.messages and (message := record.getMessage()).startswith(self.messages):
+            self.target.failed(message)
             return False
         return True
