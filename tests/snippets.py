@@ -9,8 +9,10 @@ keeps its test. Names are unique across the pages.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,3 +93,44 @@ def snippet_env(name: str) -> dict[str, str]:
                 key, _, value = word.partition("=")
                 env[key] = value
     return env
+
+
+def shell(name: str, replace: dict[str, str] | None = None) -> str:
+    """The marked shell block with each text of ``replace`` swapped for its value (a test's address
+    for ``127.0.0.1:8000``, its services for the placeholders); each must occur in the block."""
+    code = snippet(name)
+    for old, new in (replace or {}).items():
+        assert old in code, f"{old!r} is not in the block '{name}'"
+        code = code.replace(old, new)
+    return code
+
+
+def bash(code: str) -> list[str]:
+    """The command line that runs ``code`` as a user's shell would, stopping at the first failure."""
+    return ["bash", "-e", "-o", "pipefail", "-c", code]
+
+
+def shell_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment with this install's ``ragstream`` first on ``PATH``, plus ``extra``."""
+    scripts = str(Path(sys.executable).parent)
+    return {**os.environ, "PATH": f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}", **(extra or {})}
+
+
+def settings(name: str, **values: str) -> dict[str, Any]:
+    """The server settings the marked block exports (its ``RAGSTREAM_*`` variables), read as
+    ``ragstream`` reads them (``AppConfig``), by field name; ``values`` replace the block's
+    placeholders by variable name (each must be one the block sets)."""
+    from unittest import mock
+
+    from server.config import AppConfig
+
+    exported = snippet_env(name)
+    assert set(values) <= set(exported), sorted(set(values) - set(exported))
+    ours = {key: value for key, value in {**exported, **values}.items() if key.startswith("RAGSTREAM_")}
+    kept = {key: value for key, value in os.environ.items() if not key.startswith("RAGSTREAM_")}
+    with mock.patch.dict(os.environ, {**kept, **ours}, clear=True):
+        config = AppConfig()
+    return {
+        key.removeprefix("RAGSTREAM_").lower(): getattr(config, key.removeprefix("RAGSTREAM_").lower())
+        for key in ours
+    }

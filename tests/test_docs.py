@@ -63,9 +63,21 @@ def test_the_readme_is_the_front_door_with_the_two_commands() -> None:
     assert linked == pages - {"index.md"}  # a link to every page, and none to a page not there
 
 
-def test_every_code_block_on_the_pages_is_marked_once() -> None:
+#: Blocks no test runs, and why. Nothing else belongs here.
+NOT_RUN = {
+    "larger reliability runs": "the hour-long fuzz and soak runs; the suite runs their bounded versions",
+}
+
+
+def test_every_code_block_on_the_pages_is_marked_once_and_run_by_a_test() -> None:
     found = blocks()
     unmarked = [f"{b.page.relative_to(ROOT)}:{b.line}" for b in found if b.name is None]
     assert unmarked == []
     names = [b.name for b in found]
     assert sorted({n for n in names if names.count(n) > 1}) == []
+    tests = "".join(
+        path.read_text() for path in sorted((ROOT / "tests").rglob("*.py")) if path.name != "snippets.py"
+    )
+    unread = [n for n in names if n not in NOT_RUN and f'"{n}"' not in tests]
+    assert unread == []
+    assert set(NOT_RUN) <= set(names)

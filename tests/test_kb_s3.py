@@ -19,6 +19,7 @@ from tests.conftest import ROOT
 from tests.protocol import parse_sse
 from tests.s3_helpers import S3Location, StoreProxy
 from tests.servers import RAGSTREAM, free_port, served
+from tests.snippets import snippet_env
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -326,3 +327,8 @@ async def test_a_store_lost_at_any_write_of_an_ingest_leaves_whole_documents(
         assert await shown_revision(kb, "quokka.md", "quokka") == "12"
         for number in range(1, 13):
             assert await shown_revision(kb, f"new{number}.md", "numbat") == str(number)
+
+
+def test_the_object_storage_block_sets_what_a_process_needs(s3_location: S3Location) -> None:
+    """docs/knowledge-base.md's block sets exactly the variables the tests' processes run with."""
+    assert set(snippet_env("object storage")) == set(s3_location.env)

@@ -23,6 +23,7 @@ from tests.conftest import scenario_app
 from tests.oidc_provider import AUDIENCE, IdentityProvider, SigningKey, forged
 from tests.protocol import parse_sse, run_body
 from tests.servers import free_port, serve
+from tests.snippets import settings
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -276,6 +277,20 @@ async def test_editor_groups_come_from_the_groups_claim(scenario_config: Any, id
             accepted = await client.post("/documents", files=upload, headers=bearer(token))
             assert accepted.status_code == 202, accepted.text
         assert (await client.get("/documents", headers=bearer(reader))).status_code == 200
+
+
+async def test_the_documented_settings_sign_users_in_and_name_editors_by_group(
+    scenario_config: Any, idp: IdentityProvider
+) -> None:
+    """docs/operating.md's OpenID Connect block, with the test's issuer and audience."""
+    given = settings("oidc settings", RAGSTREAM_OIDC_ISSUER=idp.issuer, RAGSTREAM_OIDC_AUDIENCE=AUDIENCE)
+    upload = {"file": ("note.md", b"# Note\n\nGroups decide who edits.\n", "text/markdown")}
+    async with ragstream(scenario_config, idp.issuer, **given) as client:
+        editor = idp.token("alice", groups=["staff", "kb-editors"])
+        reader = idp.token("bob", groups=["staff"])
+        assert (await client.post("/documents", files=upload, headers=bearer(editor))).status_code == 202
+        assert (await client.post("/documents", files=upload, headers=bearer(reader))).status_code == 403
+        assert (await client.get("/threads", headers=bearer(reader))).status_code == 200
 
 
 async def test_a_token_with_fewer_groups_is_shown_only_what_they_read(

@@ -22,6 +22,7 @@ from server.observe import tracing
 from tests.agui_client import drive
 from tests.otlp_receiver import OTLPReceiver, ReceivedSpan
 from tests.servers import RAGSTREAM, ROOT, served
+from tests.snippets import snippet_env
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -30,12 +31,11 @@ SERVER_KIND = 2  # OTLP SpanKind SERVER
 
 
 def otel_env(receiver: OTLPReceiver) -> dict[str, str]:
-    """The settings docs/operating.md's "Traces" section gives, pointed at the test's receiver."""
-    return {
-        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
-        "OTEL_SERVICE_NAME": "ragstream-test",
-        "OTEL_BSP_SCHEDULE_DELAY": "200",  # export every 200 ms instead of 5 s: a short test
-    }
+    """The settings docs/operating.md's "Traces" block gives (export every 200 ms instead of 5 s: a
+    short test), pointed at the test's receiver."""
+    given = snippet_env("traces")
+    assert set(given) == {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME", "OTEL_BSP_SCHEDULE_DELAY"}
+    return {**given, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
 
 
 async def upload(http: httpx.AsyncClient, url: str, name: str, body: bytes) -> dict:

@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 from tests.agui_client import drive
 from tests.s3_helpers import S3Location
 from tests.servers import served
+from tests.snippets import snippet_env
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -37,8 +38,8 @@ FACTS = (
 
 
 def deployment_env(s3: S3Location, database_url: str, redis_url: str, prefix: str) -> dict[str, str]:
-    """The settings of docs/deployment.md, for these test services."""
-    return {
+    """The settings of docs/deployment.md's "several hosts" block, for these test services."""
+    env = {
         **s3.env,  # RAGSTREAM_KB_URI=s3://..., AWS_ENDPOINT_URL, AWS_* credentials, AWS_ALLOW_HTTP
         "RAGSTREAM_DATABASE_URL": database_url,
         "RAGSTREAM_REDIS_URL": redis_url,
@@ -46,6 +47,8 @@ def deployment_env(s3: S3Location, database_url: str, redis_url: str, prefix: st
         "RAGSTREAM_TOKENS": json.dumps(TOKENS),
         "RAGSTREAM_EDITORS": json.dumps(["alice"]),
     }
+    assert set(snippet_env("several hosts")) <= set(env)  # every variable the block sets, set here
+    return env
 
 
 async def finished_job(http: httpx.AsyncClient, url: str, job_id: str) -> dict[str, Any]:
