@@ -19,9 +19,10 @@ pytestmark = pytest.mark.timeout(600)
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The site as ``mkdocs build --strict`` writes it (into a temporary folder, not ``site/``)."""
     target = tmp_path_factory.mktemp("site")
+    config, site = str(ROOT / "mkdocs.yml"), str(target / "site")
     built = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(target)],
-        cwd=ROOT,
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", config, "--site-dir", site],
+        cwd=target,  # not the repository: the paths in mkdocs.yml hold wherever mkdocs runs from
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # the theme's end-of-life banner
         capture_output=True,
         text=True,
@@ -29,7 +30,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert built.returncode == 0, built.stderr[-5000:]
     assert "WARNING" not in built.stderr, built.stderr[-5000:]
-    return target
+    return target / "site"
 
 
 def test_the_site_builds_strict_with_the_api_reference_from_the_docstrings(site: Path) -> None:
