@@ -35,7 +35,7 @@ import numpy as np
 
 from rag_tools.embeddings import DEFAULT_EMBEDDER, MiniLMEmbeddingModel, resolve_embedding_model
 from rag_tools.kb.chunking import chunk_document
-from rag_tools.kb.knowledge_base import _search_text
+from rag_tools.kb.ingestion import search_text as _search_text
 from rag_tools.kb.readers import parse_document
 from rag_tools.minilm_onnx import HIDDEN, minilm_flops
 

@@ -58,6 +58,13 @@ class RagConfig(BaseModel):
     chunk_max_chars: int = Field(default=1200, ge=200, le=20_000, description="Upper bound of a chunk.")
     search_limit: int = Field(default=5, ge=1, le=50, description="Default number of search hits.")
     search_mode: SearchMode = Field(default="hybrid", description="Default search mode.")
+    reranker: str = Field(
+        default="none",
+        description=(
+            "Reorders each search's best 20 candidates: none, cross-encoder:<model>, cohere:<model>, "
+            "jina:<model>, voyage:<model>, or model[:<chat model>] (the chat model ranks them)."
+        ),
+    )
     context_chars: int = Field(
         default=1500, ge=0, le=20_000, description="Characters of neighbouring text added to a hit."
     )

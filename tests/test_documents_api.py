@@ -194,3 +194,34 @@ def test_editors_must_name_token_principals(tmp_path: Any) -> None:
     with pytest.raises(ValueError, match="editors without a token: carol"):
         AppConfig(data_dir=tmp_path, tokens={"alice": SecretStr("a")}, editors=["alice", "carol"])
     assert AppConfig(data_dir=tmp_path, editors=["anyone"]).editors == ["anyone"]  # no tokens: unused
+
+
+async def test_documents_are_found_by_title_or_file_name_a_page_at_a_time(scenario_config: Any) -> None:
+    async with server(scenario_config) as client:
+        everything = (await client.get("/documents", params={"page_size": 500})).json()
+        assert everything["total"] == len(everything["documents"]) > 10
+        # case-insensitive, on the title (Deploying ragstream) and on the file name (deployment.md)
+        by_title = (await client.get("/documents", params={"q": "DEPLOYING"})).json()
+        by_name = (await client.get("/documents", params={"q": "deployment.md"})).json()
+        assert [d["title"] for d in by_title["documents"]] == ["Deploying ragstream"]
+        assert [d["uri"] for d in by_name["documents"]] == ["guide/deployment.md"]
+        assert by_title["total"] == by_name["total"] == 1
+        # the filter's own rule for a name: spaces ignored, a part of the name is enough
+        guide = (await client.get("/documents", params={"q": "guide/"})).json()
+        assert guide["total"] == 7 and all(d["uri"].startswith("guide/") for d in guide["documents"])
+        # paged: the pages of a search add up to the search, in title order, without repeats
+        pages = [
+            (await client.get("/documents", params={"q": "guide/", "page": n, "page_size": 3})).json()
+            for n in (1, 2, 3)
+        ]
+        assert [p["pages"] for p in pages] == [3, 3, 3] and [len(p["documents"]) for p in pages] == [3, 3, 1]
+        assert [d["uri"] for p in pages for d in p["documents"]] == [d["uri"] for d in guide["documents"]]
+        titles = [d["title"] for d in guide["documents"]]
+        assert titles == sorted(titles, key=str.casefold)
+        none = (await client.get("/documents", params={"q": "no such document anywhere"})).json()
+        assert none == {"documents": [], "page": 1, "pageSize": 50, "pages": 1, "total": 0}
+        # a string that is SQL to a careless server is only a name here
+        assert (await client.get("/documents", params={"q": "' OR 1=1 --"})).json()["total"] == 0
+        too_long = await client.get("/documents", params={"q": "x" * 501})
+        assert too_long.status_code == 422
+        assert "q is 501 characters long" in too_long.json()["error"]["message"]

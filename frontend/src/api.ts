@@ -3,7 +3,7 @@
 // Runs themselves go through @ag-ui/client's HttpAgent (see session.ts); it gets the same headers.
 import type {
   Citation,
-  DocumentInfo,
+  DocumentPage,
   IngestJob,
   JobPage,
   LiveAnswer,
@@ -191,8 +191,14 @@ export class Api {
     await this.request<void>("DELETE", `/threads/${encodeURIComponent(threadId)}`);
   }
 
-  async listDocuments(): Promise<DocumentInfo[]> {
-    return (await this.request<{ documents: DocumentInfo[] }>("GET", "/documents?page_size=500")).documents;
+  /**
+   * A page of the documents (by title); `query` keeps those whose title or file name contains it,
+   * ignoring case and spaces, as the document filter matches a name.
+   */
+  async listDocuments(query = "", page = 1, pageSize = 50): Promise<DocumentPage> {
+    const params = new URLSearchParams({ page: String(page), page_size: String(pageSize) });
+    if (query.trim()) params.set("q", query.trim());
+    return await this.request<DocumentPage>("GET", `/documents?${params}`);
   }
 
   /**

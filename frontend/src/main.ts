@@ -51,7 +51,11 @@ const approvals = new ApprovalsView(
   byId("approvals"),
   (answers) => void session.answer(answers).then(afterRun),
 );
-const filter = new FilterView(byId("filter"), (names) => session.setFilter(names));
+const filter = new FilterView(
+  byId("filter"),
+  (names) => session.setFilter(names),
+  (query, page) => api.listDocuments(query, page),
+);
 // After an upload's job finishes, the filter lists the new documents.
 new UploadsView(byId("uploads"), api, () => void refreshDocuments());
 const SWITCH_WHILE_BUSY = "Stop the answer in progress before switching chats.";
@@ -218,12 +222,8 @@ async function deleteThread(thread: ThreadSummary): Promise<void> {
 }
 
 async function refreshDocuments(): Promise<void> {
-  try {
-    filter.setDocuments(await api.listDocuments());
-    scheduleRender();
-  } catch (error) {
-    showBanner(`Could not list the documents: ${describe(error)}`);
-  }
+  await filter.refresh(); // a failure is shown in the panel itself
+  scheduleRender();
 }
 
 function afterRun(result: RunResult): void {

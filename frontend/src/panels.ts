@@ -1,7 +1,7 @@
 // The panels around the conversation: the chat list, the document filter and the source cards.
 import { h, nodes } from "./dom";
 import type { Api } from "./api";
-import type { Citation, DocumentInfo, ThreadSummary } from "./types";
+import type { Citation, DocumentInfo, DocumentPage, ThreadSummary } from "./types";
 
 /** Why another chat does not open while an answer streams (one run at a time per page). */
 export const WAIT_FOR_THE_ANSWER = "Stop the answer in progress, or wait for it, to open another chat";
@@ -111,23 +111,77 @@ export class ThreadListView {
   }
 }
 
+/** How long typing pauses before the document search asks the server. */
+const SEARCH_DELAY_MS = 200;
+
 /**
- * The document filter: a checkbox per document plus free-text names (a name matches every
- * document whose title or uri contains it, ignoring case and spaces). `onChange` gets the new list.
+ * The document filter: a search over the knowledge base's documents (as you type, a page at a
+ * time: `GET /documents?q=`), a checkbox per document found, and free-text names (a name matches
+ * every document whose title or uri contains it, ignoring case and spaces). The names chosen that
+ * the list does not show are chips. `onChange` gets the new list.
  */
 export class FilterView {
   private documents: DocumentInfo[] = [];
+  private total = 0;
+  private page = 1;
+  private pages = 1;
+  private query = "";
+  private searched = false;
+  private failed: string | null = null;
+  private asked = 0;
+  private timer = 0;
   private names: string[] = [];
+  private applied: string[] = [];
   private shownFor = "";
+  private readonly search: HTMLInputElement;
 
   constructor(
     private readonly root: HTMLElement,
     private readonly onChange: (names: string[]) => void,
-  ) {}
+    private readonly find: (query: string, page: number) => Promise<DocumentPage>,
+  ) {
+    // one search box for the panel's life: rebuilding the panel must not lose what is typed
+    this.search = h("input", {
+      type: "search",
+      id: "filter-search",
+      placeholder: "Find a document",
+      autocomplete: "off",
+      "aria-controls": "filter-documents",
+      "aria-label": "Find a document by title or file name",
+      "data-focus-key": "search",
+      oninput: () => this.searchSoon(),
+    });
+  }
 
-  setDocuments(documents: DocumentInfo[]): void {
-    this.documents = documents;
+  /** List the documents again (after an upload), for the query in the box. */
+  async refresh(): Promise<void> {
+    await this.load(this.search.value.trim(), 1);
+  }
+
+  private searchSoon(): void {
+    window.clearTimeout(this.timer);
+    this.timer = window.setTimeout(() => void this.load(this.search.value.trim(), 1), SEARCH_DELAY_MS);
+  }
+
+  /** Page `page` of the documents matching `query`; a later search wins over an earlier one. */
+  private async load(query: string, page: number): Promise<void> {
+    const ask = ++this.asked;
+    try {
+      const found = await this.find(query, page);
+      if (ask !== this.asked) return;
+      this.documents = page === 1 ? found.documents : [...this.documents, ...found.documents];
+      this.total = found.total;
+      this.page = found.page;
+      this.pages = found.pages;
+      this.query = query;
+      this.failed = null;
+    } catch (error) {
+      if (ask !== this.asked) return;
+      this.failed = error instanceof Error ? error.message : String(error);
+    }
+    this.searched = true;
     this.shownFor = "";
+    this.render(this.names, this.applied);
   }
 
   /** `applied` is the filter in the thread's state (what the last run used). */
@@ -136,6 +190,7 @@ export class FilterView {
     if (sig === this.shownFor) return;
     this.shownFor = sig;
     this.names = names;
+    this.applied = applied;
     // The panel is rebuilt on every change: keep the keyboard focus where it was (or on the
     // name box when the focused control went away, e.g. a removed chip).
     const focused = this.root.contains(document.activeElement)
@@ -145,9 +200,11 @@ export class FilterView {
     this.root.replaceChildren(
       ...nodes(
         this.summary(names, applied),
-        this.addForm(),
         this.chips(names.filter((n) => !titles.has(key(n)))),
+        h("div", { class: "doc-search" }, this.search),
         this.documentList(new Set(names.map(key))),
+        this.more(),
+        this.addForm(),
       ),
     );
     if (focused) this.root.querySelector<HTMLElement>(`[data-focus-key="${CSS.escape(focused)}"]`)?.focus();
@@ -224,7 +281,16 @@ export class FilterView {
   }
 
   private documentList(chosen: Set<string>): HTMLElement {
-    if (!this.documents.length) return h("p", { class: "muted" }, "No documents listed.");
+    if (this.failed)
+      return h("p", { class: "muted", role: "status" }, `Could not list the documents: ${this.failed}`);
+    if (!this.searched) return h("p", { class: "muted", role: "status" }, "Listing the documents…");
+    if (!this.documents.length) {
+      return h(
+        "p",
+        { class: "muted", role: "status" },
+        this.query ? `No document’s title or file name has “${this.query}”.` : "No documents listed.",
+      );
+    }
     const toggle = (title: string) => (event: Event) => {
       const on = (event.target as HTMLInputElement).checked;
       const rest = this.names.filter((n) => key(n) !== key(title));
@@ -232,7 +298,7 @@ export class FilterView {
     };
     return h(
       "ul",
-      { class: "doc-list", "aria-label": "Documents" },
+      { class: "doc-list", id: "filter-documents", "aria-label": "Documents" },
       this.documents.map((doc) =>
         h(
           "li",
@@ -250,6 +316,28 @@ export class FilterView {
           ),
         ),
       ),
+    );
+  }
+
+  /** How many of how many are listed, and the button that lists the next page. */
+  private more(): HTMLElement | null {
+    if (!this.searched || this.failed || this.total <= this.documents.length) return null;
+    return h(
+      "p",
+      { class: "doc-more muted" },
+      `${this.documents.length.toLocaleString()} of ${this.total.toLocaleString()} `,
+      this.page < this.pages
+        ? h(
+            "button",
+            {
+              type: "button",
+              class: "link",
+              "data-focus-key": "more",
+              onclick: () => void this.load(this.query, this.page + 1),
+            },
+            "Show more",
+          )
+        : null,
     );
   }
 }

@@ -140,6 +140,15 @@ export interface DocumentInfo {
   chunk_count: number;
 }
 
+/** `GET /documents`: one page of the documents, by title. */
+export interface DocumentPage {
+  documents: DocumentInfo[];
+  page: number;
+  pageSize: number;
+  pages: number;
+  total: number;
+}
+
 /** One file of a job: `pending` until done, then what the server did with it. */
 export interface JobFile {
   name: string;

@@ -18,12 +18,14 @@ from .search import hit_from_row
 from .tables import DOC_COLUMNS, GROUPS, HIT_COLUMNS, WRITTEN_AT, Tables, version_prefix
 
 __all__ = [
+    "count_documents",
     "delete_document",
     "document_chunks",
     "document_file",
     "documents_where",
     "find_document",
     "list_documents",
+    "readability",
     "regroup",
     "set_groups",
 ]
@@ -62,19 +64,49 @@ async def document_by_id(
     return docs[0] if docs else None
 
 
+async def count_documents(tables: Tables, reader: Reader = ALL) -> int:
+    """How many documents ``reader`` may read."""
+    documents = tables.documents
+    return 0 if documents is None else await documents.count_rows(reader.to_sql())
+
+
+async def readability(tables: Tables, document_ids: set[str], reader: Reader) -> dict[str, bool]:
+    """For each of ``document_ids`` that exists, whether ``reader`` may read its published version."""
+    if not document_ids:
+        return {}
+    published = await tables.published_access(document_ids)
+    return {i: reader.may_read(groups) for i, (_, groups) in published.items()}
+
+
 async def list_documents(
     tables: Tables, page: int, page_size: int, filter: FilterLike | None, reader: Reader = ALL
 ) -> DocumentPage:
-    """One page of the documents ``reader`` may read, ordered by title (case-insensitive), then uri."""
+    """One page of the documents ``reader`` may read, ordered by title (case-insensitive), then uri.
+
+    The order is found over the matching documents' ids, titles and uris only; the page's rows are
+    read whole afterwards, so a page of a knowledge base of many thousands costs one narrow scan.
+    """
     if page < 1 or page_size < 1:
         raise ValueError("page and page_size must be at least 1")
+    if tables.documents is None:
+        return DocumentPage(documents=[], page=page, page_size=page_size, total=0)
     restriction = as_filter(filter)
-    docs = await documents_where(tables, restriction.to_sql() if restriction else None, reader=reader)
-    docs.sort(key=lambda d: (d.title.casefold(), d.uri))
-    start = (page - 1) * page_size
-    return DocumentPage(
-        documents=docs[start : start + page_size], page=page, page_size=page_size, total=len(docs)
+    predicate = all_of(restriction.to_sql() if restriction else None, reader.to_sql())
+    query = tables.documents.query().select(["document_id", "title", "uri"])
+    if predicate:
+        query = query.where(predicate)
+    keys = sorted(
+        ((row["title"].casefold(), row["uri"], row["document_id"]) for row in await query.to_list()),
     )
+    start = (page - 1) * page_size
+    wanted = [document_id for _, _, document_id in keys[start : start + page_size]]
+    rows = (
+        {d.document_id: d for d in await documents_where(tables, in_list("document_id", wanted))}
+        if wanted
+        else {}
+    )
+    documents = [rows[i] for i in wanted if i in rows]  # one deleted in between is left out
+    return DocumentPage(documents=documents, page=page, page_size=page_size, total=len(keys))
 
 
 async def find_document(

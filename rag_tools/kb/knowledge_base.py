@@ -9,15 +9,12 @@ failures into ``KnowledgeBaseUnavailable``.
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import dataclasses
-import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
 
-import lancedb
+from lancedb.rerankers import Reranker
 from pydantic_ai.embeddings import EmbeddingModel
 
 from ..config import RagConfig, SearchMode
@@ -31,14 +28,9 @@ from .errors import (
     KnowledgeBaseUnavailable,
     storage_errors,
 )
-from .filters import FilterLike
-from .indexing import (
-    DEFAULT_ANN_INDEX_THRESHOLD,
-    VectorSearchParameters,
-    refresh_indexes,
-    vector_search_parameters,
-)
-from .ingestion import PreparedDocument, known_documents, write_batch
+from .filters import DocumentFilter, FilterLike, combine_filters
+from .fusion import DEFAULT_FUSION, Fusion
+from .indexing import DEFAULT_ANN_INDEX_THRESHOLD, VectorSearchParameters, refresh_indexes
 from .models import (
     Document,
     DocumentFile,
@@ -48,20 +40,14 @@ from .models import (
     IngestReport,
     SearchHit,
 )
-from .pipeline import Stop, run_pipeline
+from .pipeline import Stop, ingest_sources
+from .reranking import resolve_reranker
 from .search import search_chunks, searchable_query
+from .sizing import ChunkCounts, VectorSearchOverrides
 from .sources import Source, bytes_source, document_id_for, expand_sources
 from .sweep import sweep_orphans
-from .sync import SyncPlan, SyncSource, open_sync_source, plan_sync
+from .sync import SyncPlan, SyncSource, open_sync_source, run_sync
 from .tables import Tables
-
-# How long a search trusts the cached chunk count that picks the vector query settings.
-_ROWS_TTL_SECONDS = 30.0
-# A reader of at most this many chunks gets an exact scan of its own rows instead of the vector
-# index: at 100,000 chunks a reader of 10,000 searched in 8.6 ms exactly against 12.2 ms through
-# the filtered graph, exact either way (bench/RESULTS.md, ``bench/kb.py --restricted``).
-RESTRICTED_EXACT_ROWS = 15_000
-_READER_COUNTS_KEPT = 1024
 
 __all__ = [
     "EmbedderMismatchError",
@@ -81,7 +67,8 @@ class KnowledgeBase:
 
     The vector index and its query settings follow the number of chunks (``indexing``);
     ``ann_ef``, ``ann_nprobes`` and ``ann_refine_factor`` override the settings chosen by size, and
-    ``exact_vector_search`` makes every vector search an exact scan.
+    ``exact_vector_search`` makes every vector search an exact scan. ``fusion`` tunes hybrid search
+    (``fusion.Fusion``); ``reranker`` reorders each search's best candidates (``reranking``).
 
     ``reader`` is who reads through this object (``access.Reader``; every document by default):
     searches, listings and lookups show only the documents it may read, filtered inside each
@@ -106,6 +93,7 @@ class KnowledgeBase:
         ann_refine_factor: int | None = None,
         read_consistency_interval: timedelta | None = timedelta(0),
         storage_options: dict[str, str] | None = None,
+        reranker: str | Reranker | None = None,
     ) -> None:
         self.uri = str(uri)
         self.embedding_model = resolve_embedding_model(embedder)
@@ -116,10 +104,10 @@ class KnowledgeBase:
         self.ann_nprobes = ann_nprobes
         self.ann_refine_factor = ann_refine_factor
         self.exact_vector_search = False
+        self.fusion: Fusion = DEFAULT_FUSION
+        self.reranker: Reranker | None = resolve_reranker(reranker)
         self.reader: Reader = ALL
-        # chunks in all (key None) and chunks each reader may read (key: its groups), with when they
-        # were counted; the views share the dict, so a view made per request finds the counts made
-        self._counts: dict[frozenset[str] | None, tuple[float, int]] = {}
+        self._counts = ChunkCounts()  # the views share it: a view made per request finds the counts
         self._tables = Tables(
             self.uri,
             embedder=self.embedder,
@@ -137,6 +125,7 @@ class KnowledgeBase:
             ann_index_threshold=config.ann_index_threshold,
             read_consistency_interval=timedelta(seconds=config.kb_read_consistency_seconds),
             storage_options=config.kb_storage_options,
+            reranker=resolve_reranker(config.reranker, chat_model=config.model),
         )
 
     def restricted(self, reader: Reader) -> KnowledgeBase:
@@ -264,31 +253,15 @@ class KnowledgeBase:
         await self.open()
         checked = None if groups is None else check_groups(groups)
         src = open_sync_source(source) if isinstance(source, str) else source
-        plan = await plan_sync(self._tables, src, await asyncio.to_thread(src.list))
-        if on_plan:
-            on_plan(plan)
-        last = IngestProgress(files_total=len(plan.names))
 
-        def progress(state: IngestProgress) -> None:
-            nonlocal last
-            last = state.model_copy(update={"files_total": last.files_total})
-            if on_progress:
-                on_progress(last)
+        async def ingest(
+            files: list[Source], progress: Callable[[IngestProgress], None], stop: Stop | None
+        ) -> list[IngestOutcome]:
+            return await self._ingest(files, progress, stop, groups=checked)
 
-        outcomes = await self._ingest(plan.files, progress, stop, groups=checked)
-        for document in plan.removed:
-            if stop is not None and stop():
-                outcome = IngestOutcome(source=document.uri, status="cancelled")
-            else:
-                await _documents.delete_document(self._tables, document.document_id)
-                outcome = IngestOutcome(
-                    source=document.uri,
-                    status="deleted",
-                    document_id=document.document_id,
-                    title=document.title,
-                )
-            outcomes.append(outcome)
-            progress(last.model_copy(update={"files_done": len(outcomes), "outcome": outcome}))
+        outcomes = await run_sync(
+            self._tables, src, ingest, on_plan=on_plan, on_progress=on_progress, stop=stop
+        )
         await self.refresh_indexes()
         return IngestReport(outcomes=outcomes)
 
@@ -307,45 +280,22 @@ class KnowledgeBase:
         *,
         groups: tuple[str, ...] | None = None,
     ) -> list[IngestOutcome]:
-        if groups is not None:
-            sources = [dataclasses.replace(s, groups=groups) if isinstance(s, Source) else s for s in sources]
-        ids = [s.document_id for s in sources if isinstance(s, Source)]
-        outcomes = await run_pipeline(
+        return await ingest_sources(
+            self._tables,
+            self.embedding_model,
             sources,
-            known=await known_documents(self._tables, ids),
             max_chars=self.chunk_max_chars,
-            embed=self._embed_documents,
-            write=self._write,
+            embed_query=self.embed_query,
             on_progress=on_progress,
             stop=stop,
+            groups=groups,
         )
-        if groups is not None:  # unchanged documents are not rewritten: only their groups change
-            unchanged = [o.document_id for o in outcomes if o.status == "unchanged" and o.document_id]
-            await _documents.regroup(self._tables, unchanged, groups)
-        return outcomes
-
-    async def _embed_documents(self, texts: list[str]) -> list[list[float]]:
-        result = await self.embedding_model.embed(texts, input_type="document")
-        if len(result.embeddings) != len(texts):
-            raise ValueError(f"the embedder returned {len(result.embeddings)} vectors for {len(texts)} texts")
-        return [list(v) for v in result.embeddings]
-
-    async def _write(self, batch: list[PreparedDocument]) -> None:
-        async def probe() -> int:
-            return len(await self.embed_query("dimension probe"))
-
-        await write_batch(self._tables, batch, probe)
 
     async def embed_query(self, query: str) -> list[float]:
         """The query vector, checked against the knowledge base's dimension."""
         result = await self.embedding_model.embed(query, input_type="query")
         vector = list(result.embeddings[0])
-        dimensions = self._tables.dimensions
-        if dimensions is not None and len(vector) != dimensions:
-            raise EmbedderMismatchError(
-                f"the knowledge base holds {dimensions}-dimensional vectors but {self.embedder!r} "
-                f"produced {len(vector)}"
-            )
+        self._tables.check_dimensions(len(vector))
         return vector
 
     @storage_errors
@@ -353,41 +303,16 @@ class KnowledgeBase:
         """Keep indexes current: full-text and id indexes always, the vector index past the threshold."""
         rows = await refresh_indexes(self._tables, ann_index_threshold=self.ann_index_threshold)
         if rows is not None:
-            self._counts[None] = (time.monotonic(), rows)
+            self._counts.record(rows)
+
+    def _overrides(self) -> VectorSearchOverrides:
+        return VectorSearchOverrides(
+            self.ann_ef, self.ann_nprobes, self.ann_refine_factor, exact=self.exact_vector_search
+        )
 
     def vector_search_parameters(self) -> VectorSearchParameters | None:
         """The vector query settings for the current size and overrides; ``None`` for an exact scan."""
-        if self.exact_vector_search:
-            return None
-        rows = self._counts[None][1] if None in self._counts else 0
-        chosen = vector_search_parameters(rows, ann_index_threshold=self.ann_index_threshold)
-        if chosen is None:
-            return None
-        return VectorSearchParameters(
-            ef=self.ann_ef or chosen.ef,
-            nprobes=self.ann_nprobes or chosen.nprobes,
-            refine_factor=self.ann_refine_factor or chosen.refine_factor,
-        )
-
-    async def _count_for_search(self, chunks: lancedb.AsyncTable) -> None:
-        """Refresh the cached chunk count that picks the query settings (another worker may write)."""
-        cached = self._counts.get(None)
-        if cached is None or time.monotonic() - cached[0] > _ROWS_TTL_SECONDS:
-            self._counts[None] = (time.monotonic(), await chunks.count_rows())
-
-    async def _reader_count(self, chunks: lancedb.AsyncTable) -> int:
-        """How many chunks a restricted reader may read (counted at most every 30 s per reader)."""
-        groups = self.reader.groups
-        assert groups is not None, "only restricted readers are counted"
-        cached = self._counts.get(groups)
-        if cached is None or time.monotonic() - cached[0] > _ROWS_TTL_SECONDS:
-            if len(self._counts) > _READER_COUNTS_KEPT:
-                self._counts.clear()
-            cached = self._counts[groups] = (
-                time.monotonic(),
-                await chunks.count_rows(self.reader.to_sql()),
-            )
-        return cached[1]
+        return self._counts.parameters(self._overrides(), ann_index_threshold=self.ann_index_threshold)
 
     @storage_errors
     async def delete_document(self, document_id_or_uri: str, *, expected: Document | None = None) -> bool:
@@ -433,24 +358,14 @@ class KnowledgeBase:
         ``text`` use one of them. With ``context_chars`` each hit's ``context`` holds the hit
         surrounded by neighbouring chunks of its section, up to that many characters.
         """
-        if not isinstance(query, str):
-            raise TypeError(f"query must be a string, not {type(query).__name__}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be a whole number of at least 1, not {limit!r}")
-        query = searchable_query(query)
+        query = searchable_query(query, limit)
         await self.open()
         chunks = self._tables.chunks
         if chunks is None or not query.strip():
             return []
-        await self._count_for_search(chunks)
-        vector_search = self.vector_search_parameters()
-        restricted = not self.reader.reads_all
-        if (
-            vector_search is not None
-            and restricted
-            and await self._reader_count(chunks) <= RESTRICTED_EXACT_ROWS
-        ):
-            vector_search = None  # few rows of its own: scanning them exactly is faster than the graph
+        vector_search = await self._counts.for_search(
+            chunks, self.reader, self._overrides(), ann_index_threshold=self.ann_index_threshold
+        )
         return await search_chunks(
             self._tables,
             chunks,
@@ -462,16 +377,29 @@ class KnowledgeBase:
             context_chars=context_chars,
             vector_search=vector_search,
             reader=self.reader,
+            fusion=self.fusion,
+            reranker=self.reranker,
         )
 
     # -- documents ---------------------------------------------------------------------------
 
     @storage_errors
     async def list_documents(
-        self, page: int = 1, page_size: int = 50, *, filter: FilterLike | None = None
+        self,
+        page: int = 1,
+        page_size: int = 50,
+        *,
+        filter: FilterLike | None = None,
+        query: str | None = None,
     ) -> DocumentPage:
-        """Documents ordered by title (case-insensitive), then uri; ``page`` counts from 1."""
+        """Documents ordered by title (case-insensitive), then uri; ``page`` counts from 1.
+
+        ``query`` keeps those whose title or uri contains it, ignoring case and spaces: the
+        document filter's own rule for a name (``DocumentFilter(names=...)``).
+        """
         await self.open()
+        if query is not None and query.strip():
+            filter = combine_filters(filter, DocumentFilter(names=(query.strip(),)))
         return await _documents.list_documents(self._tables, page, page_size, filter, self.reader)
 
     @storage_errors
@@ -497,18 +425,13 @@ class KnowledgeBase:
     @storage_errors
     async def document_readability(self, document_ids: set[str]) -> dict[str, bool]:
         """For each of ``document_ids`` that exists, whether the reader may read it (others left out)."""
-        if not document_ids:
-            return {}
         await self.open()
-        published = await self._tables.published_access(document_ids)
-        return {i: self.reader.may_read(groups) for i, (_, groups) in published.items()}
+        return await _documents.readability(self._tables, document_ids, self.reader)
 
     @storage_errors
     async def document_ids_for_uris(self, uris: set[str]) -> dict[str, frozenset[str]]:
         """The ids of the documents shown as each of ``uris`` (display sources; those that show one),
         whoever may read them: pair with ``document_readability``."""
-        if not uris:
-            return {}
         await self.open()
         return await self._tables.ids_by_uri(uris)
 
@@ -539,10 +462,7 @@ class KnowledgeBase:
     async def count_documents(self) -> int:
         """How many documents the knowledge base holds that the reader may read."""
         await self.open()
-        documents = self._tables.documents
-        if documents is None:
-            return 0
-        return await documents.count_rows(self.reader.to_sql())
+        return await _documents.count_documents(self._tables, self.reader)
 
     @storage_errors
     async def count_chunks(self) -> int:

@@ -24,14 +24,34 @@ that has started finishes, so every document is written whole or not at all.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from .ingestion import FILE_ERRORS, Known, PreparedDocument, file_failure, prepare
+from pydantic_ai.embeddings import EmbeddingModel
+
+from .documents import regroup
+from .ingestion import (
+    FILE_ERRORS,
+    Known,
+    PreparedDocument,
+    file_failure,
+    known_documents,
+    prepare,
+    write_batch,
+)
 from .models import IngestOutcome, IngestProgress
 from .sources import Source
+from .tables import Tables
 
-__all__ = ["EMBED_BATCH", "FLUSH_SECONDS", "PREPARED_AHEAD_CHUNKS", "WRITE_BATCH_CHUNKS", "run_pipeline"]
+__all__ = [
+    "EMBED_BATCH",
+    "FLUSH_SECONDS",
+    "PREPARED_AHEAD_CHUNKS",
+    "WRITE_BATCH_CHUNKS",
+    "ingest_sources",
+    "run_pipeline",
+]
 
 EMBED_BATCH = 32
 PREPARED_AHEAD_CHUNKS = 256
@@ -120,6 +140,53 @@ async def run_pipeline(
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
     return [outcome for outcome in run.outcomes if outcome is not None]
+
+
+async def ingest_sources(
+    tables: Tables,
+    embedding_model: EmbeddingModel,
+    sources: Sequence[Source | IngestOutcome],
+    *,
+    max_chars: int,
+    embed_query: Callable[[str], Awaitable[list[float]]],
+    on_progress: Callable[[IngestProgress], None] | None = None,
+    stop: Stop | None = None,
+    groups: tuple[str, ...] | None = None,
+) -> list[IngestOutcome]:
+    """``run_pipeline`` over a knowledge base's tables with its embedder; outcomes in order.
+
+    ``groups`` replaces every source's groups; an unchanged document is not rewritten, only its
+    groups change. ``embed_query`` gives the first write of a new knowledge base its dimension.
+    """
+    if groups is not None:
+        sources = [dataclasses.replace(s, groups=groups) if isinstance(s, Source) else s for s in sources]
+
+    async def embed(texts: list[str]) -> list[list[float]]:
+        result = await embedding_model.embed(texts, input_type="document")
+        if len(result.embeddings) != len(texts):
+            raise ValueError(f"the embedder returned {len(result.embeddings)} vectors for {len(texts)} texts")
+        return [list(v) for v in result.embeddings]
+
+    async def write(batch: list[PreparedDocument]) -> None:
+        async def probe() -> int:
+            return len(await embed_query("dimension probe"))
+
+        await write_batch(tables, batch, probe)
+
+    outcomes = await run_pipeline(
+        sources,
+        known=await known_documents(tables, [s.document_id for s in sources if isinstance(s, Source)]),
+        max_chars=max_chars,
+        embed=embed,
+        write=write,
+        on_progress=on_progress,
+        stop=stop,
+    )
+    if groups is not None:
+        await regroup(
+            tables, [o.document_id for o in outcomes if o.status == "unchanged" and o.document_id], groups
+        )
+    return outcomes
 
 
 def _never() -> bool:

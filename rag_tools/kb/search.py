@@ -16,13 +16,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import lancedb
-from lancedb.rerankers import RRFReranker
+from lancedb.rerankers import Reranker
 
 from ..config import SearchMode
 from .access import ALL, Reader
 from .filters import FilterLike, all_of, as_filter, sql_literal
+from .fusion import DEFAULT_FUSION, Fusion
 from .indexing import VectorSearchParameters
+from .ingestion import search_text
 from .models import SearchHit
+from .reranking import DEFAULT_RERANK_DEPTH, rerank_hits
 from .tables import FTS_COLUMN, HIT_COLUMNS, Tables
 
 __all__ = ["QUERY_CHARS", "hit_from_row", "search_chunks", "searchable_query"]
@@ -33,8 +36,15 @@ anyway; full-text search over thousands of terms is only slower; and a tool's re
 its query back stays short enough to reach the model whole."""
 
 
-def searchable_query(query: str) -> str:
-    """``query``, or its first ``QUERY_CHARS`` characters cut at a word boundary when it is longer."""
+def searchable_query(query: str, limit: int = 1) -> str:
+    """``query``, or its first ``QUERY_CHARS`` characters cut at a word boundary when it is longer.
+
+    A query that is not a string, or a ``limit`` that is not a whole number of at least 1, is an error.
+    """
+    if not isinstance(query, str):
+        raise TypeError(f"query must be a string, not {type(query).__name__}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit must be a whole number of at least 1, not {limit!r}")
     if len(query) <= QUERY_CHARS:
         return query
     return textwrap.shorten(query, QUERY_CHARS, placeholder="") or query[:QUERY_CHARS]
@@ -58,11 +68,17 @@ async def search_chunks(
     context_chars: int,
     vector_search: VectorSearchParameters | None,
     reader: Reader = ALL,
+    fusion: Fusion = DEFAULT_FUSION,
+    reranker: Reranker | None = None,
+    rerank_depth: int = DEFAULT_RERANK_DEPTH,
 ) -> list[SearchHit]:
     """The ``limit`` best chunks for ``query`` in ``mode`` that ``reader`` may read, expanded when
     ``context_chars`` > 0.
 
-    ``vector_search`` tunes the vector index's search; ``None`` scans every vector exactly.
+    ``vector_search`` tunes the vector index's search; ``None`` scans every vector exactly. In
+    ``hybrid`` mode each half ranks ``fusion.candidates`` chunks (at least ``limit``) and ``fusion``
+    fuses them. A ``reranker`` reorders the best ``rerank_depth`` (at least ``limit``) before the
+    ``limit`` best are kept.
     """
     restriction = as_filter(filter)
     predicate = all_of(restriction.to_sql() if restriction is not None else None, reader.to_sql())
@@ -74,22 +90,26 @@ async def search_chunks(
         if vector is None:
             builder: Any = chunks.query().nearest_to_text(query, columns=FTS_COLUMN)
         else:
-            builder = _vector_query(chunks, vector, vector_search)
+            builder = _vector_query(chunks, vector, vector_search, fetch)
             if mode == "hybrid":
-                builder = builder.nearest_to_text(query, columns=FTS_COLUMN).rerank(RRFReranker())
+                builder = builder.nearest_to_text(query, columns=FTS_COLUMN).rerank(fusion.reranker())
         if predicate:
             builder = builder.where(predicate)
         return builder.select([*HIT_COLUMNS, *_SCORE_COLUMNS[mode]]).limit(fetch)
 
-    fetch = limit
+    wanted = max(limit, rerank_depth) if reranker is not None else limit
+    fetch = max(wanted, fusion.candidates) if mode == "hybrid" else wanted
     for _ in range(_ROUNDS):  # unpublished chunks are rare: fetch more only when some were passed over
         rows = await build(fetch).to_list()
         published = await tables.published_access({row["document_id"] for row in rows})
         kept = [r for r in rows if _visible(r, published.get(r["document_id"]), reader)]
-        if len(kept) >= limit or len(rows) < fetch:
+        if len(kept) >= wanted or len(rows) < fetch:
             break
         fetch = fetch * 2 + len(rows) - len(kept)
-    hits = [hit_from_row(row, mode) for row in kept[:limit]]
+    hits = [hit_from_row(row, mode) for row in kept[:wanted]]
+    if reranker is not None:
+        texts = [search_text(h.title, h.headings, h.text) for h in hits]
+        hits = (await rerank_hits(reranker, query, hits, texts))[:limit]
     if context_chars > 0 and hits:
         await _expand(chunks, hits, context_chars)
     return hits
@@ -103,13 +123,13 @@ def _visible(row: dict[str, Any], published: tuple[str, list[str] | None] | None
 
 
 def _vector_query(
-    chunks: lancedb.AsyncTable, vector: list[float], settings: VectorSearchParameters | None
+    chunks: lancedb.AsyncTable, vector: list[float], settings: VectorSearchParameters | None, fetch: int
 ) -> Any:
     builder = chunks.query().nearest_to(vector).distance_type("cosine")
     if settings is None:
         return builder.bypass_vector_index()
-    if settings.ef:
-        builder = builder.ef(settings.ef)
+    if settings.ef:  # the graph walk keeps at least the rows asked for (refine_factor times those)
+        builder = builder.ef(max(settings.ef, fetch * (settings.refine_factor or 1)))
     if settings.nprobes:
         builder = builder.nprobes(settings.nprobes)
     if settings.refine_factor:

@@ -11,10 +11,14 @@ Clients see the relative path as the document's ``uri``, as for a folder ingeste
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from .documents import delete_document
 from .filters import sql_literal
-from .models import Document
+from .models import Document, IngestOutcome, IngestProgress
+from .pipeline import Stop
 from .sources import LocalFolder, Source, SyncFile, SyncSource, SyncSourceError
 from .tables import DOC_COLUMNS, Tables
 
@@ -25,7 +29,12 @@ __all__ = [
     "SyncSource",
     "SyncSourceError",
     "open_sync_source",
+    "run_sync",
     "synced_documents",
+]
+
+Ingest = Callable[
+    [list[Source], Callable[[IngestProgress], None], "Stop | None"], Awaitable[list[IngestOutcome]]
 ]
 
 
@@ -82,3 +91,43 @@ async def plan_sync(tables: Tables, source: SyncSource, files: list[SyncFile]) -
     known = await synced_documents(tables, source)
     removed = sorted((d for origin, d in known.items() if origin not in current), key=lambda d: d.uri)
     return SyncPlan(source, sources, removed)
+
+
+async def run_sync(
+    tables: Tables,
+    source: SyncSource,
+    ingest: Ingest,
+    *,
+    on_plan: Callable[[SyncPlan], None] | None = None,
+    on_progress: Callable[[IngestProgress], None] | None = None,
+    stop: Stop | None = None,
+) -> list[IngestOutcome]:
+    """List ``source``, ``ingest`` its files, then delete the documents whose file is gone.
+
+    The deletions come after the ingest, so a renamed file is never missing from search in
+    between; ``on_progress`` counts every outcome against the plan (deletions last), and once
+    ``stop()`` is true the deletions not made yet come out ``cancelled``.
+    """
+    plan = await plan_sync(tables, source, await asyncio.to_thread(source.list))
+    if on_plan:
+        on_plan(plan)
+    last = IngestProgress(files_total=len(plan.names))
+
+    def progress(state: IngestProgress) -> None:
+        nonlocal last
+        last = state.model_copy(update={"files_total": last.files_total})
+        if on_progress:
+            on_progress(last)
+
+    outcomes = await ingest(plan.files, progress, stop)
+    for document in plan.removed:
+        if stop is not None and stop():
+            outcome = IngestOutcome(source=document.uri, status="cancelled")
+        else:
+            await delete_document(tables, document.document_id)
+            outcome = IngestOutcome(
+                source=document.uri, status="deleted", document_id=document.document_id, title=document.title
+            )
+        outcomes.append(outcome)
+        progress(last.model_copy(update={"files_done": len(outcomes), "outcome": outcome}))
+    return outcomes

@@ -422,16 +422,20 @@ class Tables:
         rows = [{"key": key, "value": value} for key, value in meta.items()]
         await self.require_open().create_table(META, data=rows, mode="overwrite")
 
-    async def ensure(
-        self, dimensions: int
-    ) -> tuple[lancedb.AsyncTable, lancedb.AsyncTable, lancedb.AsyncTable]:
-        """The chunks, documents and files tables, created for ``dimensions`` if missing."""
-        self.require_open()
+    def check_dimensions(self, dimensions: int) -> None:
+        """``EmbedderMismatchError`` when vectors of ``dimensions`` floats cannot be stored or searched here."""
         if self.dimensions is not None and self.dimensions != dimensions:
             raise EmbedderMismatchError(
                 f"the knowledge base at {self.uri} holds {self.dimensions}-dimensional vectors but "
                 f"{self.embedder!r} produced {dimensions}; re-ingest into a new data directory."
             )
+
+    async def ensure(
+        self, dimensions: int
+    ) -> tuple[lancedb.AsyncTable, lancedb.AsyncTable, lancedb.AsyncTable]:
+        """The chunks, documents and files tables, created for ``dimensions`` if missing."""
+        self.require_open()
+        self.check_dimensions(dimensions)
         if self.dimensions is None:
             meta = {
                 "embedder": self.embedder,

@@ -20,6 +20,7 @@ from pydantic_ai.models import Model
 from ..config import RagConfig
 from ..filters import build_document_filter, combine_filters, get_session_filter
 from ..kb import Document, FilterLike, SearchHit, as_filter
+from ..kb.reranking import counting_usage
 from ..offline_model import is_extractive_model
 from ..progress import report_progress
 from ..sandbox import SANDBOX_MODULES, SandboxLimits, SandboxResult, run_sandboxed
@@ -119,7 +120,10 @@ def create_analysis_toolset(
             )
 
         async def search(query: str, limit: int = 5) -> list[dict[str, Any]]:
-            hits = await deps.client.search(str(query), limit=max(1, min(int(limit), 20)), filter=restriction)
+            with counting_usage(ctx.usage):  # a model that reranks counts in this run
+                hits = await deps.client.search(
+                    str(query), limit=max(1, min(int(limit), 20)), filter=restriction
+                )
             for h in hits:
                 note(h)
             return [{"title": h.title, "uri": h.uri, "text": h.text, "score": h.score} for h in hits]

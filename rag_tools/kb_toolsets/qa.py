@@ -17,6 +17,7 @@ from ..deps import apply_later, emit_state_update, spawn
 from ..extractive import Passage, extractive_answer
 from ..filters import build_document_filter, combine_filters, get_session_filter
 from ..kb import Filter, FilterLike, KnowledgeBase, as_filter
+from ..kb.reranking import counting_usage
 from ..progress import report_progress
 from ..state import (
     QA_NAMESPACE,
@@ -294,17 +295,18 @@ def create_qa_toolset(
         document_name = document_name_argument(document_name)
         await report_progress(ctx, f"Answering “{question}”")
         qa = deps.tool_context.get_or_create(QA_NAMESPACE, QASessionState)
-        result = await run_qa_core(
-            client=deps.client,
-            config=config,
-            question=question,
-            document_name=document_name,
-            context=deps.tool_context,
-            session_context=qa.session_context.summary if qa.session_context else None,
-            on_qa_complete=on_ask_complete,
-            base_filter=base_filter,
-            model=answer_model,
-        )
+        with counting_usage(ctx.usage):  # a model that reranks the search counts in this run
+            result = await run_qa_core(
+                client=deps.client,
+                config=config,
+                question=question,
+                document_name=document_name,
+                context=deps.tool_context,
+                session_context=qa.session_context.summary if qa.session_context else None,
+                on_qa_complete=on_ask_complete,
+                base_filter=base_filter,
+                model=answer_model,
+            )
         if answer_model is None:  # listing the questions is instant: part of this answer's state change
             of = _summarised(deps.tool_context, qa)
             _keep_summary(await summarize_session(qa, None), of)(deps.tool_context)

@@ -11,6 +11,7 @@ from ..config import RagConfig
 from ..deps import emit_state_update
 from ..filters import build_multi_document_filter, combine_filters, get_session_filter
 from ..kb import FilterLike, as_filter, searchable_query
+from ..kb.reranking import counting_usage
 from ..progress import report_progress
 from ..state import SEARCH_NAMESPACE, SESSION_NAMESPACE, SearchHitSummary, SearchState, SessionState
 from ._common import SearchResult, cite_hits, deps_of, shows_cards_at_once
@@ -68,13 +69,14 @@ def create_search_toolset(
         )
         count = max(1, min(limit or config.search_limit, 20))
         await report_progress(ctx, f"Searching for “{query}”", done=0, total=1, data={"query": query})
-        hits = await deps.client.search(
-            query,
-            limit=count,
-            mode=config.search_mode,
-            filter=restriction,
-            context_chars=config.context_chars if expand_context else 0,
-        )
+        with counting_usage(ctx.usage):  # a model that reranks counts in this run
+            hits = await deps.client.search(
+                query,
+                limit=count,
+                mode=config.search_mode,
+                filter=restriction,
+                context_chars=config.context_chars if expand_context else 0,
+            )
         results = cite_hits(deps.tool_context, hits, config, show=shows_cards_at_once(ctx))
         searches = deps.tool_context.get_or_create(SEARCH_NAMESPACE, SearchState)
         searches.add_search(

@@ -19,6 +19,7 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from rag_tools.arguments import NAME_CHARS
 from rag_tools.kb import (
     Document,
     KnowledgeBase,
@@ -133,9 +134,15 @@ def _supported(name: str) -> bool:
 
 
 async def list_documents(request: Request) -> Response:
+    """A page of the caller's documents by title; ``q`` keeps those whose title or file name has it."""
     page = int_param(request, "page", 1, low=1, high=10**6)
     page_size = int_param(request, "page_size", 50, low=1, high=500)
-    listing = await readable_kb(request).list_documents(page=page, page_size=page_size)
+    query = request.query_params.get("q", "")
+    if len(query) > NAME_CHARS:
+        raise ApiError(
+            422, f"q is {len(query)} characters long; at most {NAME_CHARS}", details=[{"loc": ["query", "q"]}]
+        )
+    listing = await readable_kb(request).list_documents(page=page, page_size=page_size, query=query or None)
     return JSONResponse(
         {
             "documents": [d.model_dump(mode="json", exclude={"content"}) for d in listing.documents],
