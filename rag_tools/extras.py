@@ -34,6 +34,7 @@ EXTRAS: dict[str, str] = {
     "mcp": "the knowledge base as an MCP server (ragstream mcp, RAGSTREAM_MCP)",
     "ocr": "reading scans by OCR (PDF pages without text, PNG/JPEG/TIFF)",
     "docs": "building the docs site (mkdocs.yml)",
+    "eval": "ragstream eval (recall, MRR and nDCG by ir-measures)",
 }
 
 

@@ -1,4 +1,4 @@
-"""The ``ragstream`` command: ``serve``, ``mcp``, ``ingest``, ``sync``, ``search`` and ``documents``."""
+"""The ``ragstream`` command: ``serve``, ``mcp``, ``ingest``, ``sync``, ``search``, ``documents`` and ``eval``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from .config import AppConfig, installed_version, invalid_settings, unreadable_s
 
 __all__ = ["main"]
 
+_SEARCH_MODES = ("hybrid", "vector", "text")
 _GROUPS_HELP = (
     "only members of these groups (comma-separated) may read the documents; '' makes them everyone's; "
     "without it a known document keeps its groups and a new one is everyone's"
@@ -31,6 +32,17 @@ def _groups(value: str) -> tuple[str, ...]:
         return check_groups([name.strip() for name in value.split(",") if name.strip()])
     except InvalidGroups as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _modes(value: str) -> tuple[str, ...]:
+    """``--modes hybrid,text``: known search modes, at least one."""
+    modes = tuple(dict.fromkeys(m.strip() for m in value.split(",") if m.strip()))
+    unknown = [m for m in modes if m not in _SEARCH_MODES]
+    if unknown or not modes:
+        raise argparse.ArgumentTypeError(
+            f"unknown search mode {', '.join(map(repr, unknown)) or repr(value)}; use {', '.join(_SEARCH_MODES)}"
+        )
+    return modes
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -106,11 +118,27 @@ def _build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--document", action="append", default=[], metavar="NAME", help="restrict to a document"
     )
-    search.add_argument("--mode", choices=["hybrid", "vector", "text"], default=None)
+    search.add_argument("--mode", choices=_SEARCH_MODES, default=None)
 
     documents = commands.add_parser("documents", help="list the documents in the knowledge base")
     _common(documents)
     documents.add_argument("--page", type=int, default=1)
+
+    evaluate = commands.add_parser(
+        "eval", help="measure search (and answers) on labelled questions: recall, MRR, nDCG, facts"
+    )
+    _common(evaluate)
+    evaluate.add_argument("questions", metavar="QUESTIONS.jsonl", help="one labelled question per line")
+    evaluate.add_argument(
+        "--modes", type=_modes, default=_SEARCH_MODES, metavar="A,B", help="search modes (hybrid,vector,text)"
+    )
+    evaluate.add_argument(
+        "--answers", action="store_true", help="also ask the chat agent each question (a fresh thread each)"
+    )
+    evaluate.add_argument("--model", help="chat model for --answers (RAGSTREAM_MODEL); default: offline")
+    evaluate.add_argument("--report", metavar="FILE.html", help="write an HTML report with the plots")
+    evaluate.add_argument("--json", dest="json_out", metavar="FILE.json", help="write the figures as JSON")
+    evaluate.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
 

@@ -37,6 +37,7 @@ from .services import store_problem
 
 __all__ = [
     "cmd_documents",
+    "cmd_eval",
     "cmd_ingest",
     "cmd_mcp",
     "cmd_search",
@@ -234,6 +235,56 @@ async def cmd_documents(config: AppConfig, args: argparse.Namespace) -> int:
     for doc in page.documents:
         print(f"{doc.title}\t{doc.uri}\t{doc.chunk_count} chunks")
     print(f"page {page.page} of {page.pages} ({page.total} documents)")
+    return 0
+
+
+async def cmd_eval(config: AppConfig, args: argparse.Namespace) -> int:
+    """Labelled questions against the knowledge base: figures per search mode (and answers), misses."""
+    from rag_tools.evaluation import (
+        MissingExtra,
+        QuestionsFileError,
+        evaluate,
+        evaluation_steps,
+        load_questions,
+        render_html,
+        require_metrics,
+    )
+
+    try:
+        require_metrics()
+        questions = load_questions(args.questions)
+    except (MissingExtra, QuestionsFileError) as exc:
+        print(f"ragstream: {exc}", file=sys.stderr)
+        return 2
+    if args.answers and (problem := model_problem(config.model)) is not None:
+        print(f"ragstream: {problem}", file=sys.stderr)
+        return 2
+    try:
+        async with open_knowledge_base(config) as kb:
+            if not await kb.count_documents():
+                print(
+                    f"ragstream: the knowledge base at {config.resolved_kb_uri} holds no documents; "
+                    "ingest some first (ragstream ingest PATH)",
+                    file=sys.stderr,
+                )
+                return 2
+            total = evaluation_steps(questions, args.modes, args.answers)
+            with tqdm(
+                total=total, unit="step", desc="evaluating", disable=args.no_progress, file=sys.stderr
+            ) as bar:
+                report = await evaluate(
+                    kb, questions, modes=args.modes, answers=args.answers, config=config, on_step=bar.update
+                )
+    except KnowledgeBaseError as exc:
+        print(f"ragstream: {exc}", file=sys.stderr)
+        return 1
+    print(report.text())
+    if args.json_out:
+        Path(args.json_out).write_text(report.model_dump_json(indent=1))
+    if args.report:
+        Path(args.report).write_text(
+            render_html(report, title=f"ragstream eval: {Path(args.questions).name}")
+        )
     return 0
 
 

@@ -68,6 +68,7 @@ RAG_TOOLS_LAYERS: list[tuple[str, ...]] = [
     ),
     ("rag_tools.tools", "rag_tools.kb_toolsets"),  # the tool system; the RAG toolsets
     ("rag_tools.toolkit", "rag_tools.agent"),  # assembly
+    ("rag_tools.evaluation",),  # labelled questions against a knowledge base and the chat agent
 ]
 
 PACKAGES = {"server": SERVER_LAYERS, "rag_tools": RAG_TOOLS_LAYERS}
