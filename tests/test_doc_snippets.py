@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import CORPUS, scenario_app
-from tests.protocol import run_body
+from tests.protocol import parse_sse, run_body
 from tests.servers import free_port, serve, served
 from tests.snippets import bash, settings, shell, shell_env, snippet
 
@@ -223,11 +223,19 @@ async def test_the_several_workers_command_serves_on_redis(
     block = code.strip() + f" --port {port} --data-dir {data}"
     url = f"http://127.0.0.1:{port}"
     env = {"RAGSTREAM_REDIS_PREFIX": redis_prefix}
-    async with running(block, tmp_path, url, env), httpx.AsyncClient(base_url=url, timeout=60) as http:
+    async with running(block, tmp_path, url, env), httpx.AsyncClient(base_url=url, timeout=120) as http:
         ready = (await http.get("/ready")).json()
-        workers = {(await http.get("/health")).json()["worker"] for _ in range(40)}
+        answer = await http.post("/agui", json=run_body("workers-t", "workers-r"))
+        # each request a new connection: whichever of the four workers takes it reads the thread
+        views = [(await http.get("/threads/workers-t", headers={"Connection": "close"})) for _ in range(8)]
     assert ready["checks"]["redis"] == "ok"
-    assert len(workers) >= 1
+    assert [event["type"] for _, event in parse_sse(answer.text)][-1] == "RUN_FINISHED"
+    assert {view.status_code for view in views} == {200}
+    (messages,) = {json.dumps(view.json()["messages"]) for view in views}  # the same thread each time
+    assert [m["role"] for m in json.loads(messages)][:: len(json.loads(messages)) - 1] == [
+        "user",
+        "assistant",
+    ]
 
 
 def test_the_limits_block_sets_the_four_limits() -> None:
