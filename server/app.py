@@ -38,6 +38,7 @@ from .routes.documents import (
     delete_document,
     get_document,
     get_job,
+    get_page_image,
     list_documents,
     list_jobs,
     patch_document,
@@ -148,6 +149,7 @@ def create_app(
         Route("/documents/jobs/{job_id}", get_job, methods=["GET"]),
         Route("/documents/jobs/{job_id}", cancel_job, methods=["DELETE"]),
         Route("/documents/{document_id}", get_document, methods=["GET"]),
+        Route("/documents/{document_id}/page", get_page_image, methods=["GET"]),
         Route("/documents/{document_id}", delete_document, methods=["DELETE"]),
         regroup,
         *([Route("/mcp", mcp)] if mcp is not None else []),  # the knowledge base over MCP (server/mcp/)

@@ -26,6 +26,7 @@ from server.config import AppConfig
 from tests.embedders import HashingEmbeddingModel
 from tests.scans import SANS, cer, image_bytes, page_text, render_page, scanned_pdf
 from tests.servers import serve
+from tests.test_document_access import _as, _server, _upload
 from tests.test_office import _ask
 
 pytestmark = pytest.mark.skipif(not ocr.ocr_available(), reason=ocr.MISSING_OCR)
@@ -75,9 +76,16 @@ async def test_a_scanned_image_is_ingested_and_found_by_search(tmp_path: Path) -
 
 def mixed_pdf(path: Path) -> Path:
     """Page 1 typed (a text layer), page 2 a scan of the warehouse rules, page 3 typed."""
+    path.write_bytes(mixed_pdf_bytes())
+    return path
+
+
+def mixed_pdf_bytes() -> bytes:
+    """The mixed PDF's bytes (``mixed_pdf``)."""
     scan = io.BytesIO()
     _scan(WAREHOUSE, seed=5).convert("RGB").save(scan, "JPEG", quality=80)
     pdf = FPDF()
+    pdf.set_title("Site manual")
     pdf.set_font("Helvetica", size=11)
     pdf.add_page()
     pdf.multi_cell(0, 6, "Backups. Nightly database backups are retained for thirty-five days in the vault.")
@@ -85,8 +93,7 @@ def mixed_pdf(path: Path) -> Path:
     pdf.image(io.BytesIO(scan.getvalue()), x=0, y=0, w=210)
     pdf.add_page()
     pdf.multi_cell(0, 6, "Access. Badges for the server room are issued by the facilities desk only.")
-    pdf.output(str(path))
-    return path
+    return bytes(pdf.output())
 
 
 async def test_a_mixed_pdf_is_answered_from_both_kinds_of_page_with_the_right_page_cited(
@@ -218,3 +225,64 @@ def test_without_the_ocr_extra_a_scan_fails_naming_it(monkeypatch: pytest.Monkey
     scanned_pdf([_scan(WAREHOUSE, seed=10)], scan)
     with pytest.raises(ValueError, match=re.escape(f"no text layer (scanned document?): {ocr.MISSING_OCR}")):
         parse_document(scan.getvalue(), name="scan.pdf")
+
+
+async def test_a_cited_page_comes_as_a_picture_with_the_passage_marked_for_its_readers_only(
+    scenario_config: Any,
+) -> None:
+    """``GET /documents/{id}/page``: the typed page and the scanned page, each with the passage's
+    region where its text is; another group's reader gets 404, as for the document itself."""
+    async with _server(scenario_config, scenario=False) as client:
+        manual = await _upload(client, "root", "site-manual.pdf", mixed_pdf_bytes(), "hr")
+        alice, bob = _as("alice"), _as("bob")
+        typed = await client.get(
+            f"/documents/{manual}/page",
+            params={"page": 1, "mark": "Nightly database backups are retained for thirty-five days"},
+            headers=alice,
+        )
+        assert typed.status_code == 200 and typed.headers["content-type"] == "image/png"
+        image = Image.open(io.BytesIO(typed.content))
+        left, top, right, bottom = map(int, typed.headers["x-passage-region"].split(","))
+        assert top < image.height / 8 and right - left > image.width / 3  # the first lines of the page
+        scanned = await client.get(
+            f"/documents/{manual}/page", params={"page": 2, "mark": WAREHOUSE[60:220]}, headers=alice
+        )
+        assert scanned.status_code == 200
+        left, top, right, bottom = map(int, scanned.headers["x-passage-region"].split(","))
+        assert top < image.height / 6 and bottom - top > image.height / 60  # the scan's lines, by OCR
+        unmarked = await client.get(f"/documents/{manual}/page", params={"page": 3}, headers=alice)
+        assert unmarked.status_code == 200 and "x-passage-region" not in unmarked.headers
+        beyond = await client.get(f"/documents/{manual}/page", params={"page": 4}, headers=alice)
+        assert beyond.status_code == 404
+        assert beyond.json()["error"]["message"] == "the document has 3 pages, not a page 4"
+        hidden = await client.get(f"/documents/{manual}/page", params={"page": 1}, headers=bob)
+        assert hidden.status_code == 404
+        assert (
+            hidden.json()["error"]["message"]
+            == f"document {manual!r} not found, or kept without its original file"
+        )
+        notes = await _upload(client, "root", "notes.md", b"# Notes\n\nNo pages here.", None)
+        flat = await client.get(f"/documents/{notes}/page", params={"page": 1}, headers=alice)
+        assert flat.status_code == 404 and "has no pages" in flat.json()["error"]["message"]
+
+
+async def test_the_chat_page_shows_the_cited_scanned_page_with_the_passage_marked(tmp_path: Path) -> None:
+    """In Chromium: the card of a citation of the scanned page shows that page as a picture
+    (tests/browser/page_card_screenshot.py takes docs/page-card.png the same way)."""
+    from tests.browser.chat import launch_browser, require_built_page
+    from tests.browser.page_card_screenshot import ingest_mixed_pdf, shown_page_card
+
+    require_built_page()
+    await ingest_mixed_pdf(tmp_path)
+    async with serve(create_app(AppConfig(data_dir=tmp_path))) as url, launch_browser() as browser:
+        page = await browser.new_page(viewport={"width": 1280, "height": 900})
+        chat = await shown_page_card(page, url)
+        card = page.locator("#sources .source.is-active")
+        assert re.fullmatch(r"page 2, OCR \d+%", await card.locator(".source-where").inner_text())
+        image = card.locator("img.source-page-image")
+        src = await image.get_attribute("src") or ""
+        assert "/page?page=2&mark=The+warehouse+in+Rotterdam" in src, src
+        assert await image.get_attribute("alt") == "Page 2 of Site manual, the cited passage marked"
+        region = (await page.request.get(url + src)).headers["x-passage-region"]
+        assert region.count(",") == 3
+        chat.assert_clean_console()

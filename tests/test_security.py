@@ -398,6 +398,7 @@ PROTECTED = [
     ("GET", "/documents/jobs/{r}"),
     ("GET", "/documents/{r}"),
     ("GET", "/documents/{r}?format=file"),
+    ("GET", "/documents/{r}/page?page=1"),
     ("DELETE", "/documents/{r}"),
 ]
 BAD_AUTHORIZATION = [

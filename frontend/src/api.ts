@@ -231,6 +231,20 @@ export class Api {
     return page !== null ? `${path}#page=${page}` : path;
   }
 
+  /** The address of a cited page as a picture, the passage marked on it (PDF and image documents). */
+  pageImageUrl(documentId: string, page: number, passage: string): string {
+    const query = new URLSearchParams({ page: String(page), mark: passage.slice(0, 600) });
+    return `/documents/${encodeURIComponent(documentId)}/page?${query.toString()}`;
+  }
+
+  /** A `blob:` address of what `path` answers, fetched with this client's headers (an `<img>`
+   * cannot send the Authorization header); the caller revokes it. */
+  async objectUrl(path: string): Promise<string> {
+    const response = await fetch(path, { headers: this.headers });
+    if (!response.ok) throw new ApiError(response.status, `${response.status} ${response.statusText}`);
+    return URL.createObjectURL(await response.blob());
+  }
+
   /**
    * Open a document's original in a new tab. Without a token a plain link does it; with one, a
    * link cannot carry the Authorization header, so the file is fetched here and opened as a blob

@@ -408,7 +408,33 @@ export class SourcesView {
       where.length ? h("p", { class: "source-where" }, where.join(" · ")) : null,
       h("p", { class: "source-uri" }, uriLink(citation.uri), " ", this.openLink(citation)),
       h("blockquote", { class: "source-passage" }, citation.passage),
+      citation.page !== null ? this.pageImage(citation, citation.page) : null,
     );
+  }
+
+  /** The cited page as a picture with the passage's region marked; gone when it cannot be had
+   * (a format without pages, the server without the ocr extra). */
+  private pageImage(citation: Citation, page: number): HTMLElement {
+    const image = h("img", {
+      class: "source-page-image",
+      alt: `Page ${page} of ${citation.title}, the cited passage marked`,
+      loading: "lazy",
+    });
+    const figure = h("figure", { class: "source-page" }, image);
+    image.addEventListener("error", () => figure.remove());
+    const url = this.api.pageImageUrl(citation.document_id, page, citation.passage);
+    if (!this.api.hasToken) {
+      image.src = url;
+    } else {
+      this.api
+        .objectUrl(url)
+        .then((blob) => {
+          image.addEventListener("load", () => URL.revokeObjectURL(blob), { once: true });
+          image.src = blob;
+        })
+        .catch(() => figure.remove());
+    }
+    return figure;
   }
 
   /** A link to the cited document's original, at the cited page (`GET /documents/{id}`). */

@@ -10,6 +10,7 @@ caller may not read is a 404, exactly as a missing one.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from urllib.parse import quote
@@ -29,6 +30,7 @@ from rag_tools.kb import (
     upload_origin,
 )
 from rag_tools.kb.access import InvalidGroups, check_groups
+from rag_tools.kb.page_images import PageNotFound, page_image
 
 from ..access import (
     DocumentNotFound,
@@ -49,6 +51,7 @@ __all__ = [
     "delete_document",
     "get_document",
     "get_job",
+    "get_page_image",
     "list_documents",
     "list_jobs",
     "patch_document",
@@ -299,6 +302,30 @@ async def get_document(request: Request) -> Response:
     if document is None:
         raise ApiError(404, f"document {document_id!r} not found")
     return JSONResponse(document.model_dump(mode="json"))
+
+
+_MARK_CHARS = 2000
+
+
+async def get_page_image(request: Request) -> Response:
+    """Page ``n`` of a PDF or image document as a PNG, the passage ``?mark=`` marked on it (a
+    citation card's picture of where its passage is); ``X-Passage-Region`` is the marked box."""
+    document_id = path_id(request, "document_id", "document id")
+    page = int_param(request, "page", 1, low=1, high=100_000)
+    mark = request.query_params.get("mark", "")[:_MARK_CHARS]
+    original = await readable_kb(request).get_document_file(document_id)
+    if original is None:
+        raise ApiError(404, f"document {document_id!r} not found, or kept without its original file")
+    try:
+        shown = await asyncio.to_thread(page_image, original, page, mark or None)
+    except PageNotFound as exc:
+        raise ApiError(404, str(exc)) from None
+    except ValueError as exc:  # unreadable file, or the ocr extra missing here
+        raise ApiError(503 if "ragstream[ocr]" in str(exc) else 422, str(exc)) from None
+    headers = {"Cache-Control": "private, max-age=300", "X-Content-Type-Options": "nosniff"}
+    if shown.region is not None:
+        headers["X-Passage-Region"] = ",".join(map(str, shown.region))
+    return Response(shown.png, media_type="image/png", headers=headers)
 
 
 async def delete_document(request: Request) -> Response:
