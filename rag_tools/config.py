@@ -56,6 +56,11 @@ class RagConfig(BaseModel):
         description="Chat model (any pydantic-ai model string); unset means the offline extractive model.",
     )
     chunk_max_chars: int = Field(default=1200, ge=200, le=20_000, description="Upper bound of a chunk.")
+    max_file_mb: float = Field(
+        default=512.0,
+        gt=0,
+        description="Largest file ingested, in MB (MiB); a bigger one fails alone with its size and this limit.",
+    )
     search_limit: int = Field(default=5, ge=1, le=50, description="Default number of search hits.")
     search_mode: SearchMode = Field(default="hybrid", description="Default search mode.")
     reranker: str = Field(

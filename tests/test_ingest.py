@@ -364,7 +364,7 @@ def test_cli_names_each_failed_path_with_its_reason(
 ) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    (empty / "image.png").write_bytes(b"\x89PNG")
+    (empty / "image.gif").write_bytes(b"GIF89a")
     binary = tmp_path / "notes.md"
     binary.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" * 50)
     status = _cli(["ingest", "--no-progress", "/nope/x.md", str(binary), str(empty)], tmp_path / "data")
@@ -372,7 +372,7 @@ def test_cli_names_each_failed_path_with_its_reason(
     assert status == 1
     assert err.splitlines() == [
         "error: /nope/x.md: no such file or directory",
-        f"error: {empty}: no files to ingest in this folder (supported: .csv, .docx, .epub, .htm, .html, .markdown, .md, .pdf, .pptx, .text, .txt, .xlsx)",
+        f"error: {empty}: no files to ingest in this folder (supported: .csv, .docx, .epub, .htm, .html, .jpeg, .jpg, .markdown, .md, .pdf, .png, .pptx, .text, .tif, .tiff, .txt, .xlsx)",
         f"error: {binary}: this is a binary file (it contains NUL bytes), not markdown text",
     ]
     assert out.strip() == "0 added, 0 updated, 0 unchanged, 3 failed; 0 chunks written"

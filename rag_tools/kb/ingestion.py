@@ -27,8 +27,10 @@ from .filters import in_list, sql_literal
 from .models import IngestOutcome
 from .readers import (
     MEDIA_TYPES,
+    NO_TEXT,
     PdfPages,
     Section,
+    decode_text,
     detect_format,
     parse_document,
     pdf_content,
@@ -49,16 +51,26 @@ from .tables import (
 __all__ = [
     "FILE_ERRORS",
     "PDF_PAGES_PER_STEP",
+    "RESUMABLE_BYTES",
+    "STREAMED_TEXT_BYTES",
     "Known",
     "PreparedDocument",
     "file_failure",
     "known_documents",
     "prepare",
     "search_text",
+    "stored_positions",
     "write_batch",
 ]
 
 PDF_PAGES_PER_STEP = 16
+#: A text file this big is chunked a piece at a time (``TEXT_PIECE_CHARS``), so that its first
+#: chunks are embedded and committed while the rest waits, and its chunks are never all in memory.
+STREAMED_TEXT_BYTES = 1 << 20
+TEXT_PIECE_CHARS = 256 * 1024
+#: A file this big may have chunks committed by an earlier, interrupted ingest: they are looked up
+#: (``stored_positions``) and not embedded again.
+RESUMABLE_BYTES = 512 * 1024
 _LOOKUP_BATCH = 500
 
 
@@ -77,8 +89,12 @@ class Known:
 class PreparedDocument:
     """A parsed and chunked source waiting for its vectors, then for its write.
 
-    A PDF arrives with its first pages' chunks only: ``rest`` yields the chunks of the following
-    pages (the pipeline calls ``next_rows`` in a worker thread) until the document is complete.
+    A PDF or a big text file arrives with its first chunks only: ``rest`` yields the chunks that
+    follow (the pipeline calls ``next_rows`` in a worker thread) until the document is complete.
+
+    A big document's chunks are committed as they are embedded, unpublished (``partial`` writes):
+    ``written`` counts the chunks stored so far, by this run or an interrupted one before it
+    (``stored``: their positions), which ``chunk_rows`` and ``vectors`` no longer hold.
     """
 
     source: Source
@@ -91,6 +107,25 @@ class PreparedDocument:
     error: str | None = None
     cancelled: bool = False
     warnings: list[str] = field(default_factory=list)
+    resumable: bool = False
+    stored: frozenset[int] = frozenset()
+    written: int = 0
+    partial: bool = False
+    file_written: bool = False
+
+    def skip_stored(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``rows`` without the chunks an earlier ingest already committed (they count as written)."""
+        if not self.stored:
+            return rows
+        kept = [row for row in rows if row["position"] not in self.stored]
+        self.written += len(rows) - len(kept)
+        return kept
+
+    def committed(self, count: int) -> None:
+        """The first ``count`` chunks held were committed by a partial write: let them go."""
+        del self.chunk_rows[:count]
+        del self.vectors[:count]
+        self.written += count
 
     @property
     def texts(self) -> list[str]:
@@ -126,7 +161,7 @@ class PreparedDocument:
             status="updated" if self.updated else "added",
             document_id=self.doc_row["document_id"],
             title=self.doc_row["title"],
-            chunks=len(self.chunk_rows),
+            chunks=self.written + len(self.chunk_rows),
             warnings=self.warnings,
         )
 
@@ -174,16 +209,23 @@ async def known_documents(tables: Tables, document_ids: Sequence[str]) -> dict[s
     return known
 
 
-def prepare(source: Source, known: Known | None, *, max_chars: int) -> IngestOutcome | PreparedDocument:
+def prepare(
+    source: Source, known: Known | None, *, max_chars: int, max_bytes: int | None = None
+) -> IngestOutcome | PreparedDocument:
     """Read, check, parse and chunk ``source`` (blocking: run it in a worker thread).
 
     Returns an outcome when there is nothing to embed: the source is unchanged, or it cannot be
-    ingested (missing, unreadable, unsupported, binary, broken), with the reason. A PDF comes back
-    with no chunks yet and its pages to parse in ``rest``.
+    ingested (missing, unreadable, unsupported, binary, broken, over ``max_bytes``), with the
+    reason. A PDF comes back with no chunks yet and its pages to parse in ``rest``, a big text file
+    with its first piece's chunks.
     """
     try:
         fmt = detect_format(source.name)
+        if max_bytes is not None and source.size is not None:
+            _check_size(source.size(), max_bytes)
         data = source.read()
+        if max_bytes is not None:
+            _check_size(len(data), max_bytes)
         content_hash = hashlib.sha256(
             data + f"|{fmt}|{max_chars}|{chunking_version(fmt)}".encode()
         ).hexdigest()
@@ -202,6 +244,8 @@ def prepare(source: Source, known: Known | None, *, max_chars: int) -> IngestOut
             )
         if fmt == "pdf":
             pages = PdfPages(data)
+        elif fmt == "text" and len(data) > STREAMED_TEXT_BYTES:
+            text = decode_text(data, fmt)
         else:
             parsed = parse_document(data, name=source.name, format=fmt)
     except FILE_ERRORS as exc:
@@ -225,9 +269,14 @@ def prepare(source: Source, known: Known | None, *, max_chars: int) -> IngestOut
         "data": data,
     }
     doc = PreparedDocument(source, known is not None, doc_row, file_row, [])
+    doc.resumable = len(data) >= RESUMABLE_BYTES
+    fallback = Path(source.name).stem.replace("_", " ").replace("-", " ").strip() or source.name
     if fmt == "pdf":
-        fallback = Path(source.name).stem.replace("_", " ").replace("-", " ").strip() or source.name
         doc.rest = _pdf_rows(pages, doc_row, max_chars, fallback, doc.warnings)
+        return doc
+    if fmt == "text" and len(data) > STREAMED_TEXT_BYTES:
+        doc_row.update(title=source.title or fallback, content=text, size_chars=len(text))
+        doc.rest = _text_rows(text, doc_row, max_chars)
         return doc
     if source.title:
         parsed.title = source.title
@@ -236,6 +285,48 @@ def prepare(source: Source, known: Known | None, *, max_chars: int) -> IngestOut
     doc_row["content"] = parsed.content
     doc.warnings = parsed.warnings
     return doc
+
+
+def _check_size(size: int, max_bytes: int) -> None:
+    if size > max_bytes:
+        raise ValueError(
+            f"the file is {size / 2**20:,.1f} MB, over the limit of {max_bytes / 2**20:g} MB per file "
+            "(RAGSTREAM_MAX_FILE_MB)"
+        )
+
+
+def _text_rows(text: str, doc_row: dict[str, Any], max_chars: int) -> Iterator[list[dict[str, Any]]]:
+    """The chunk rows of a big text, ``TEXT_PIECE_CHARS`` at a time, each piece ending at a
+    paragraph (else a line) break; sets ``doc_row``'s chunk count at the end."""
+    if not text.strip():
+        raise ValueError(NO_TEXT)
+    start = position = 0
+    while start < len(text):
+        stop = min(len(text), start + TEXT_PIECE_CHARS)
+        if stop < len(text):
+            cut = text.rfind("\n\n", start + TEXT_PIECE_CHARS // 2, stop)
+            if cut < 0:
+                cut = text.rfind("\n", start + TEXT_PIECE_CHARS // 2, stop)
+            stop = cut + 1 if cut >= 0 else stop
+        drafts = chunk_sections(
+            [Section(text[start:stop])], markdown=False, max_chars=max_chars, position=position
+        )
+        start, position = stop, position + len(drafts)
+        if drafts:
+            yield _rows(doc_row, doc_row["title"], drafts)
+    doc_row["chunk_count"] = position
+
+
+async def stored_positions(tables: Tables, document_id: str, content_hash: str) -> frozenset[int]:
+    """The positions of the chunks of this version of a document already in the knowledge base
+    (committed by an ingest that stopped before publishing it)."""
+    if tables.chunks is None:
+        return frozenset()
+    prefix = sql_literal(version_prefix(document_id, content_hash))
+    query = tables.chunks.query().where(
+        f"document_id = {sql_literal(document_id)} AND starts_with(chunk_id, {prefix})"
+    )
+    return frozenset(row["position"] for row in await query.select(["position"]).to_list())
 
 
 def _rows(doc_row: dict[str, Any], title: str, drafts: Sequence[ChunkDraft]) -> list[dict[str, Any]]:
@@ -311,6 +402,10 @@ async def write_batch(
 ) -> None:
     """Store embedded documents and their files; one ``documents`` commit publishes the new versions.
 
+    A ``partial`` document (a big one, committed as it is embedded) has its original and the
+    chunks it holds stored, and is not published: its chunks stay invisible until the write of
+    its last chunks publishes it, so a search never sees part of a version.
+
     A source without ``groups`` keeps the stored document's (read under the write lock, so a
     change of groups made while the document was being embedded is kept); a new one is everyone's.
 
@@ -335,26 +430,35 @@ async def write_batch(
         rows = [
             {**row, "vector": vector, GROUPS: groups[doc.doc_row["document_id"]]}
             for doc in unique.values()
-            for row, vector in zip(doc.chunk_rows, doc.vectors, strict=True)
+            for row, vector in zip(
+                doc.chunk_rows[: len(doc.vectors)] if doc.partial else doc.chunk_rows,
+                doc.vectors,
+                strict=True,
+            )
         ]
         dimensions = len(rows[0]["vector"]) if rows else tables.dimensions
         if dimensions is None:  # only empty documents so far: anything can be recorded later
             dimensions = await probe_dimensions()
         chunks, documents, files = await tables.ensure(dimensions)
-        replacing = await _published_hashes(documents, list(unique))
+        publish = {i: d for i, d in unique.items() if not d.partial}
+        replacing = await _published_hashes(documents, list(publish)) if publish else {}
         written_at = datetime.now(UTC)  # after the read: a writer that read our version stamps later
         for row in rows:
             row[WRITTEN_AT] = written_at
-        await (
-            files.merge_insert("document_id")
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute(
-                pa.Table.from_pylist(
-                    [{**d.file_row, WRITTEN_AT: written_at} for d in unique.values()], schema=files_schema()
+        originals = [d for d in unique.values() if not d.file_written]
+        if originals:
+            await (
+                files.merge_insert("document_id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(
+                    pa.Table.from_pylist(
+                        [{**d.file_row, WRITTEN_AT: written_at} for d in originals], schema=files_schema()
+                    )
                 )
             )
-        )
+            for doc in originals:
+                doc.file_written = True
         if rows:
             await (
                 chunks.merge_insert("chunk_id")
@@ -362,6 +466,8 @@ async def write_batch(
                 .when_not_matched_insert_all()
                 .execute(pa.Table.from_pylist(rows, schema=chunks_schema(dimensions)))
             )
+        if not publish:
+            return  # a big document's chunks so far, invisible until its ``documents`` row comes
         still_replacing = " OR ".join(
             f"(target.document_id = {sql_literal(i)} AND target.content_hash = {sql_literal(h)})"
             for i, h in replacing.items()
@@ -370,14 +476,14 @@ async def write_batch(
             documents.merge_insert("document_id")
             .when_matched_update_all(where=still_replacing or "false")
             .when_not_matched_insert_all()
-            .execute(pa.Table.from_pylist([d.doc_row for d in unique.values()], schema=documents_schema()))
+            .execute(pa.Table.from_pylist([d.doc_row for d in publish.values()], schema=documents_schema()))
         )
-        published = await _published_hashes(documents, list(unique))
+        published = await _published_hashes(documents, list(publish))
         before = f"({WRITTEN_AT} IS NULL OR {WRITTEN_AT} < TIMESTAMP {sql_literal(_sql_time(written_at))})"
         stale = " OR ".join(
             f"(document_id = {sql_literal(i)} AND NOT starts_with(chunk_id, "
             f"{sql_literal(version_prefix(i, d.doc_row['content_hash']))}) AND {before})"
-            for i, d in unique.items()
+            for i, d in publish.items()
             if published.get(i) == d.doc_row["content_hash"]
         )
         if stale:

@@ -94,8 +94,10 @@ class KnowledgeBase:
         read_consistency_interval: timedelta | None = timedelta(0),
         storage_options: dict[str, str] | None = None,
         reranker: str | Reranker | None = None,
+        max_file_mb: float = 512.0,
     ) -> None:
         self.uri = str(uri)
+        self.max_file_bytes = int(max_file_mb * 2**20)
         self.embedding_model = resolve_embedding_model(embedder)
         self.embedder = embedder_name(self.embedding_model)
         self.chunk_max_chars = chunk_max_chars
@@ -126,6 +128,7 @@ class KnowledgeBase:
             read_consistency_interval=timedelta(seconds=config.kb_read_consistency_seconds),
             storage_options=config.kb_storage_options,
             reranker=resolve_reranker(config.reranker, chat_model=config.model),
+            max_file_mb=config.max_file_mb,
         )
 
     def restricted(self, reader: Reader) -> KnowledgeBase:
@@ -289,6 +292,7 @@ class KnowledgeBase:
             on_progress=on_progress,
             stop=stop,
             groups=groups,
+            max_bytes=self.max_file_bytes,
         )
 
     async def embed_query(self, query: str) -> list[float]:

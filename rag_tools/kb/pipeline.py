@@ -11,8 +11,10 @@ Three asyncio stages run at once:
    the embedder would idle. A failed batch is retried document by document, so one bad document
    fails alone.
 3. write: embedded documents are committed together once ``WRITE_BATCH_CHUNKS`` chunks wait, or
-   ``FLUSH_SECONDS`` after the oldest of them arrived, or at the end; a document is never split
-   across two commits.
+   ``FLUSH_SECONDS`` after the oldest of them arrived, or at the end; a document is published by
+   one commit. A big document's chunks are committed ``PART_CHUNKS`` at a time as they are
+   embedded, unpublished (invisible), so that memory is bounded by that, not by the file, and an
+   interrupted ingest keeps them: the next one looks them up (``resume``) and embeds only the rest.
 
 Progress is reported per embedded batch and per file outcome, from the event loop.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -38,6 +41,7 @@ from .ingestion import (
     file_failure,
     known_documents,
     prepare,
+    stored_positions,
     write_batch,
 )
 from .models import IngestOutcome, IngestProgress
@@ -47,6 +51,7 @@ from .tables import Tables
 __all__ = [
     "EMBED_BATCH",
     "FLUSH_SECONDS",
+    "PART_CHUNKS",
     "PREPARED_AHEAD_CHUNKS",
     "WRITE_BATCH_CHUNKS",
     "ingest_sources",
@@ -54,6 +59,7 @@ __all__ = [
 ]
 
 EMBED_BATCH = 32
+PART_CHUNKS = 1000
 PREPARED_AHEAD_CHUNKS = 256
 WRITE_BATCH_CHUNKS = 2000
 FLUSH_SECONDS = 2.0
@@ -62,6 +68,7 @@ _EMBEDDED_AHEAD = 256
 Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
 Write = Callable[[list[PreparedDocument]], Awaitable[None]]
 Stop = Callable[[], bool]
+Resume = Callable[[str, str], Awaitable[frozenset[int]]]
 _Item = tuple[int, PreparedDocument]
 
 
@@ -111,10 +118,14 @@ async def run_pipeline(
     write: Write,
     on_progress: Callable[[IngestProgress], None] | None = None,
     stop: Stop | None = None,
+    resume: Resume | None = None,
+    max_bytes: int | None = None,
 ) -> list[IngestOutcome]:
     """Ingest ``sources`` (outcomes in place are problems found while planning); outcomes in order.
 
-    Once ``stop()`` is true, sources not written yet end ``cancelled``.
+    Once ``stop()`` is true, sources not written yet end ``cancelled``. ``resume(document_id,
+    content_hash)`` gives the positions of a big document's chunks already committed; a file over
+    ``max_bytes`` fails alone.
     """
     stopped = stop or _never
     run = _Run(len(sources), on_progress)
@@ -128,8 +139,10 @@ async def run_pipeline(
     embedded: asyncio.Queue[_Item | None] = asyncio.Queue(_EMBEDDED_AHEAD)
     ahead = _Ahead(PREPARED_AHEAD_CHUNKS)
     tasks = [
-        asyncio.create_task(_prepare_stage(todo, known, max_chars, prepared, ahead, run, stopped)),
-        asyncio.create_task(_embed_stage(prepared, embedded, ahead, embed, run, stopped)),
+        asyncio.create_task(
+            _prepare_stage(todo, known, (max_chars, max_bytes), prepared, ahead, run, stopped, resume)
+        ),
+        asyncio.create_task(_embed_stage(prepared, embedded, ahead, embed, write, run, stopped)),
         asyncio.create_task(_write_stage(embedded, write, run, stopped)),
     ]
     try:
@@ -152,11 +165,14 @@ async def ingest_sources(
     on_progress: Callable[[IngestProgress], None] | None = None,
     stop: Stop | None = None,
     groups: tuple[str, ...] | None = None,
+    max_bytes: int | None = None,
 ) -> list[IngestOutcome]:
     """``run_pipeline`` over a knowledge base's tables with its embedder; outcomes in order.
 
     ``groups`` replaces every source's groups; an unchanged document is not rewritten, only its
     groups change. ``embed_query`` gives the first write of a new knowledge base its dimension.
+    A big document's chunks committed by an interrupted ingest are not embedded again
+    (``stored_positions``); a file over ``max_bytes`` fails alone.
     """
     if groups is not None:
         sources = [dataclasses.replace(s, groups=groups) if isinstance(s, Source) else s for s in sources]
@@ -181,6 +197,8 @@ async def ingest_sources(
         write=write,
         on_progress=on_progress,
         stop=stop,
+        resume=functools.partial(stored_positions, tables),
+        max_bytes=max_bytes,
     )
     if groups is not None:
         await regroup(
@@ -196,25 +214,34 @@ def _never() -> bool:
 async def _prepare_stage(
     todo: list[tuple[int, Source]],
     known: dict[str, Known],
-    max_chars: int,
+    limits: tuple[int, int | None],
     out: asyncio.Queue[_Item | None],
     ahead: _Ahead,
     run: _Run,
     stopped: Stop,
+    resume: Resume | None,
 ) -> None:
     """Prepare each source; each put on ``out`` is a new document or more chunks of the last one."""
+    max_chars, max_bytes = limits
     for index, source in todo:
         if stopped():
             run.finish(index, IngestOutcome(source=source.label, status="cancelled"))
             continue
-        doc = await asyncio.to_thread(prepare, source, known.get(source.document_id), max_chars=max_chars)
+        doc = await asyncio.to_thread(
+            prepare, source, known.get(source.document_id), max_chars=max_chars, max_bytes=max_bytes
+        )
         if isinstance(doc, IngestOutcome):
             run.finish(index, doc)
             continue
+        if doc.resumable and resume is not None:
+            doc.stored = await resume(doc.doc_row["document_id"], doc.doc_row["content_hash"])
         rows = doc.chunk_rows
         doc.chunk_rows = []
         while True:
-            run.progress.chunks_total += len(rows)
+            skipped = doc.written
+            rows = doc.skip_stored(rows)
+            run.progress.chunks_total += len(rows) + doc.written - skipped
+            run.progress.chunks_done += doc.written - skipped
             run.emit()
             await ahead.admit(len(rows))
             doc.chunk_rows.extend(rows)
@@ -246,6 +273,7 @@ async def _embed_stage(
     out: asyncio.Queue[_Item | None],
     ahead: _Ahead,
     embed: Embed,
+    write: Write,
     run: _Run,
     stopped: Stop,
 ) -> None:
@@ -301,15 +329,28 @@ async def _embed_stage(
         await ahead.release(done)
         run.progress.chunks_done += done
         run.emit()
+        for _, doc in waiting:
+            if len(doc.vectors) >= PART_CHUNKS and not doc.dropped and not stopped():
+                await _commit_part(doc, write)
     await out.put(None)
+
+
+async def _commit_part(doc: PreparedDocument, write: Write) -> None:
+    """Commit the embedded chunks a big document holds, unpublished, and let them go."""
+    doc.partial = True
+    try:
+        await write([doc])  # a store lost here fails the run, as any write does
+    finally:
+        doc.partial = False
+    doc.committed(len(doc.vectors))
 
 
 async def _drop(item: _Item, ahead: _Ahead, run: _Run) -> None:
     """Report a document that failed (or was cancelled) after it was parsed; its chunks leave the counts."""
     index, doc = item
     await ahead.release(doc.pending)
-    run.progress.chunks_total -= len(doc.chunk_rows)
-    run.progress.chunks_done -= len(doc.vectors)
+    run.progress.chunks_total -= len(doc.chunk_rows) + doc.written
+    run.progress.chunks_done -= len(doc.vectors) + doc.written
     run.finish(index, doc.outcome())
 
 

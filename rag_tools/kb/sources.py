@@ -61,6 +61,8 @@ class Source:
     read: Callable[[], bytes]
     title: str | None = None
     groups: tuple[str, ...] | None = None
+    size: Callable[[], int] | None = None
+    """Its size in bytes without reading it, when that is known (a file's ``stat``)."""
 
     @property
     def document_id(self) -> str:
@@ -93,7 +95,12 @@ def _file_source(path: Path, base: Path | None) -> Source:
     except ValueError:  # a glob match outside its base (``..`` in the pattern)
         display = path.name
     return Source(
-        label=str(path), origin=path.resolve().as_uri(), display=display, name=path.name, read=path.read_bytes
+        label=str(path),
+        origin=path.resolve().as_uri(),
+        display=display,
+        name=path.name,
+        read=path.read_bytes,
+        size=lambda: path.stat().st_size,
     )
 
 
