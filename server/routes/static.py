@@ -24,11 +24,12 @@ __all__ = ["STATIC_DIR", "static_routes"]
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 BUILD_COMMAND = "cd frontend && npm ci && npm run build"
 
-# The built page loads only its own files and talks only to this server.
+# The built page loads only its own files and talks only to this server (``blob:`` images: a cited
+# page's picture fetched with the reader's token, which an ``<img src>`` cannot send).
 PAGE_HEADERS = {
     "Cache-Control": "no-cache",
     "Content-Security-Policy": (
-        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+        "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; "
         "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
