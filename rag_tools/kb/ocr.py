@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..extras import extra_imports
+from ..extras import MissingExtra, extra_imports
 
 if TYPE_CHECKING:  # Pillow comes with the ocr extra; it is imported when an image is opened
     from PIL import Image
@@ -38,7 +38,7 @@ __all__ = [
     "words_of_image",
 ]
 
-MISSING_OCR = "reading scans needs the ocr extra: pip install 'ragstream[ocr]' and Debian's tesseract-ocr tesseract-ocr-eng"
+MISSING_OCR = f"{MissingExtra('ocr')}, with Debian's tesseract-ocr and tesseract-ocr-eng"
 #: Pixels one image (or one rendered page) may have: an A4 page at 600 dpi is 35 million.
 MAX_PIXELS = 40_000_000
 #: Frames of a multi-page TIFF read at most.

@@ -13,13 +13,15 @@ import io
 import itertools
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from PIL import Image, ImageDraw
-
+from ..extras import extra_imports
 from . import ocr
 from .models import DocumentFile
 from .readers import open_pdfium
+
+if TYPE_CHECKING:  # Pillow comes with the ocr extra, imported when a page is drawn
+    from PIL import Image
 
 __all__ = ["PAGE_DPI", "PageImage", "PageNotFound", "page_image"]
 
@@ -49,9 +51,13 @@ class PageImage:
 def page_image(original: DocumentFile, page: int, mark: str | None) -> PageImage:
     """Page ``page`` (from 1) of a PDF or image document as a PNG, with ``mark`` found and marked.
 
-    Raises ``PageNotFound`` for a page that does not exist or a format without pages, and
-    ``ValueError`` (one line) when the file cannot be read or rendered (``ocr.MISSING_OCR``).
+    Raises ``PageNotFound`` for a page that does not exist or a format without pages,
+    ``ValueError`` (one line) when the file cannot be read or rendered, and ``MissingExtra``
+    without the ``ocr`` extra.
     """
+    with extra_imports("ocr"):
+        import pypdfium2  # noqa: F401  (rendering needs it; checked before any work)
+        from PIL import Image  # noqa: F401
     if original.media_type == "application/pdf":
         image, words = _pdf_page(original.data, page)
     elif original.media_type.startswith("image/"):
@@ -149,6 +155,8 @@ def _mark(image: Image.Image, words: list[ocr.Word], mark: str) -> tuple[int, in
             line[2], line[3] = max(line[2], right), max(line[3], bottom)
         else:
             lines.append([left, top, right, bottom])
+    from PIL import Image, ImageDraw
+
     overlay = Image.new("RGBA", image.size, (0, 0, 0, 0))
     draw = ImageDraw.Draw(overlay)
     pad = max(2, image.width // 400)

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from rag_tools.arguments import NAME_CHARS
+from rag_tools.extras import MissingExtra
 from rag_tools.kb import (
     Document,
     KnowledgeBase,
@@ -320,7 +321,9 @@ async def get_page_image(request: Request) -> Response:
         shown = await asyncio.to_thread(page_image, original, page, mark or None)
     except PageNotFound as exc:
         raise ApiError(404, str(exc)) from None
-    except ValueError as exc:  # unreadable file, or the ocr extra missing here
+    except MissingExtra as exc:  # this server cannot draw pages
+        raise ApiError(503, str(exc)) from None
+    except ValueError as exc:  # an unreadable file
         raise ApiError(503 if "ragstream[ocr]" in str(exc) else 422, str(exc)) from None
     headers = {"Cache-Control": "private, max-age=300", "X-Content-Type-Options": "nosniff"}
     if shown.region is not None:
