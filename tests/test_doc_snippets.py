@@ -238,6 +238,25 @@ async def test_the_several_workers_command_serves_on_redis(
     ]
 
 
+async def test_the_eval_command_runs_as_written(corpus_kb_template: Path, tmp_path: Path) -> None:
+    """The block's command with its optional flags given (the test extra has the eval extra's
+    ir-measures), on a question about the sample corpus."""
+    shutil.copytree(corpus_kb_template, tmp_path / ".ragstream" / "data" / "kb")
+    install, command = snippet("eval command").splitlines()
+    assert install.startswith("pip install 'ragstream[eval]'")
+    question = {
+        "id": "q1",
+        "question": "How long are nightly database backups retained?",
+        "pages": ["operations-handbook.pdf"],
+        "fact": "35 days",
+    }
+    (tmp_path / "questions.jsonl").write_text(json.dumps(question) + "\n")
+    out = await run(command.replace("[", "").replace("]", ""), tmp_path)
+    assert "hybrid" in out and "text" in out, out
+    assert (tmp_path / "report.html").is_file()
+    assert json.loads((tmp_path / "figures.json").read_text())
+
+
 def test_the_limits_block_sets_the_four_limits() -> None:
     assert settings("limits") == {
         "limit_runs_per_minute": 20,
