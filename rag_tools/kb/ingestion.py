@@ -381,6 +381,25 @@ def _pdf_rows(
     )
 
 
+def _stale_chunks(prefixes: list[str], before: str) -> str:
+    """The chunks of these documents (a published version's ``version_prefix`` each) that are not
+    of that version and were written ``before``. One ``IN`` over the prefixes when they have one
+    length (document ids are): an ``OR`` per document cost seconds per thousand small files."""
+    if not prefixes:
+        return ""
+    width = len(prefixes[0])
+    if all(len(prefix) == width for prefix in prefixes):
+        ids = in_list("document_id", [prefix.split(":", 1)[0] for prefix in prefixes])
+        return (
+            f"{ids} AND left(chunk_id, {width}) NOT IN ({', '.join(map(sql_literal, prefixes))}) AND {before}"
+        )
+    return " OR ".join(
+        f"(document_id = {sql_literal(prefix.split(':', 1)[0])} AND NOT starts_with(chunk_id, "
+        f"{sql_literal(prefix)}) AND {before})"
+        for prefix in prefixes
+    )
+
+
 def _sql_time(moment: datetime) -> str:
     """``moment`` as the text of a SQL ``TIMESTAMP`` literal (UTC, microseconds)."""
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
@@ -480,11 +499,13 @@ async def write_batch(
         )
         published = await _published_hashes(documents, list(publish))
         before = f"({WRITTEN_AT} IS NULL OR {WRITTEN_AT} < TIMESTAMP {sql_literal(_sql_time(written_at))})"
-        stale = " OR ".join(
-            f"(document_id = {sql_literal(i)} AND NOT starts_with(chunk_id, "
-            f"{sql_literal(version_prefix(i, d.doc_row['content_hash']))}) AND {before})"
-            for i, d in publish.items()
-            if published.get(i) == d.doc_row["content_hash"]
+        stale = _stale_chunks(
+            [
+                version_prefix(i, d.doc_row["content_hash"])
+                for i, d in publish.items()
+                if published.get(i) == d.doc_row["content_hash"]
+            ],
+            before,
         )
         if stale:
             await chunks.delete(stale)

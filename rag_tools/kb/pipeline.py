@@ -64,6 +64,7 @@ PREPARED_AHEAD_CHUNKS = 256
 WRITE_BATCH_CHUNKS = 2000
 FLUSH_SECONDS = 2.0
 _EMBEDDED_AHEAD = 256
+_PREPARE_STEP_SECONDS = 0.05
 
 Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
 Write = Callable[[list[PreparedDocument]], Awaitable[None]]
@@ -221,51 +222,87 @@ async def _prepare_stage(
     stopped: Stop,
     resume: Resume | None,
 ) -> None:
-    """Prepare each source; each put on ``out`` is a new document or more chunks of the last one."""
-    max_chars, max_bytes = limits
-    for index, source in todo:
+    """Prepare each source; each put on ``out`` is a new document or more chunks of the last one.
+
+    Small sources are prepared several to a worker-thread call (``_prepare_some``): one handoff
+    per file cost more than the file's own work when there are thousands of small ones.
+    """
+    cursor = 0
+    while cursor < len(todo):
         if stopped():
-            run.finish(index, IngestOutcome(source=source.label, status="cancelled"))
-            continue
-        doc = await asyncio.to_thread(
-            prepare, source, known.get(source.document_id), max_chars=max_chars, max_bytes=max_bytes
-        )
-        if isinstance(doc, IngestOutcome):
-            run.finish(index, doc)
-            continue
-        if doc.resumable and resume is not None:
-            doc.stored = await resume(doc.doc_row["document_id"], doc.doc_row["content_hash"])
-        rows = doc.chunk_rows
-        doc.chunk_rows = []
-        while True:
-            skipped = doc.written
-            rows = doc.skip_stored(rows)
-            run.progress.chunks_total += len(rows) + doc.written - skipped
-            run.progress.chunks_done += doc.written - skipped
-            run.emit()
-            await ahead.admit(len(rows))
-            doc.chunk_rows.extend(rows)
-            await out.put((index, doc))
-            if doc.rest is None or doc.dropped:
-                break  # complete, or its embedding failed: no use parsing further
-            if stopped():
-                doc.rest, doc.cancelled = None, True
-                await out.put((index, doc))
-                break
-            try:
-                more = await asyncio.to_thread(doc.next_rows)
-            except FILE_ERRORS as exc:
-                doc.rest, doc.error = None, file_failure(exc)
-                await out.put((index, doc))
-                break
-            if more is None or doc.dropped:
-                doc.rest = None
-                await out.put((index, doc))
-                break
-            rows = more
+            for index, source in todo[cursor:]:
+                run.finish(index, IngestOutcome(source=source.label, status="cancelled"))
+            break
+        prepared = await asyncio.to_thread(_prepare_some, todo[cursor:], known, limits)
+        cursor += len(prepared)
+        for index, doc in prepared:
+            if isinstance(doc, IngestOutcome):
+                run.finish(index, doc)
+            else:
+                await _feed(index, doc, out, ahead, run, stopped, resume)
     run.progress.chunks_total_final = True
     run.emit()
     await out.put(None)
+
+
+def _prepare_some(
+    todo: Sequence[tuple[int, Source]], known: dict[str, Known], limits: tuple[int, int | None]
+) -> list[tuple[int, IngestOutcome | PreparedDocument]]:
+    """``prepare`` the first of ``todo``, and the next ones while they are small and quick
+    (``_PREPARE_STEP_SECONDS`` in all; a document that comes in steps ends the call)."""
+    max_chars, max_bytes = limits
+    done: list[tuple[int, IngestOutcome | PreparedDocument]] = []
+    start = time.monotonic()
+    for index, source in todo:
+        doc = prepare(source, known.get(source.document_id), max_chars=max_chars, max_bytes=max_bytes)
+        done.append((index, doc))
+        if isinstance(doc, PreparedDocument) and (doc.rest is not None or doc.resumable):
+            break
+        if time.monotonic() - start >= _PREPARE_STEP_SECONDS:
+            break
+    return done
+
+
+async def _feed(
+    index: int,
+    doc: PreparedDocument,
+    out: asyncio.Queue[_Item | None],
+    ahead: _Ahead,
+    run: _Run,
+    stopped: Stop,
+    resume: Resume | None,
+) -> None:
+    """Pass one prepared document on, and the chunks of its next steps as they are parsed."""
+    if doc.resumable and resume is not None:
+        doc.stored = await resume(doc.doc_row["document_id"], doc.doc_row["content_hash"])
+    rows = doc.chunk_rows
+    doc.chunk_rows = []
+    while True:
+        skipped = doc.written
+        rows = doc.skip_stored(rows)
+        run.progress.chunks_total += len(rows) + doc.written - skipped
+        run.progress.chunks_done += doc.written - skipped
+        run.emit()
+        await ahead.admit(len(rows))
+        doc.chunk_rows.extend(rows)
+        await out.put((index, doc))
+        if doc.rest is None or doc.dropped:
+            return  # complete, or its embedding failed: no use parsing further
+        if stopped():
+            doc.rest, doc.cancelled = None, True
+            await out.put((index, doc))
+            return
+        try:
+            more = await asyncio.to_thread(doc.next_rows)
+        except FILE_ERRORS as exc:
+            doc.rest, doc.error = None, file_failure(exc)
+            await out.put((index, doc))
+            return
+        if more is None or doc.dropped:
+            doc.rest = None
+            await out.put((index, doc))
+            return
+        rows = more
 
 
 async def _embed_stage(
@@ -281,9 +318,12 @@ async def _embed_stage(
     gone: set[int] = set()  # documents passed on or dropped: later puts of them are ignored
     ended = False
     while True:
-        while not ended and sum(doc.pending for _, doc in waiting) < EMBED_BATCH:
-            idle = not any(doc.pending or doc.embedded or doc.dropped for _, doc in waiting)
-            if idle:
+        # what waits, counted once per batch and kept up to date per item (not summed per item)
+        pending = sum(doc.pending for _, doc in waiting)
+        ready = any(doc.embedded or doc.dropped for _, doc in waiting)
+        held = {index for index, _ in waiting}
+        while not ended and pending < EMBED_BATCH:
+            if not pending and not ready:
                 item = await inbox.get()  # nothing to do until a document or its next pages arrive
             else:
                 try:
@@ -292,8 +332,17 @@ async def _embed_stage(
                     break  # embed what there is rather than let the embedder idle
             if item is None:
                 ended = True
-            elif item[0] not in gone and all(doc is not item[1] for _, doc in waiting):
+                continue
+            index, doc = item
+            if index in gone:
+                continue
+            if index in held:  # more chunks (or the end) of a document already waiting
+                pending = sum(d.pending for _, d in waiting)
+            else:
                 waiting.append(item)
+                held.add(index)
+                pending += doc.pending
+            ready = ready or doc.embedded or doc.dropped
         if stopped():
             for _, doc in waiting:
                 doc.cancelled = True
