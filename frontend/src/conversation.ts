@@ -7,6 +7,7 @@ import type { Message, ToolCall } from "@ag-ui/client";
 
 type ToolMessage = Extract<Message, { role: "tool" }>;
 import { h } from "./dom";
+import { inline } from "./markdown";
 import type { ChatSession } from "./session";
 import type { Branch, Citation, ToolProgress, ToolResultShown, ToolStreamValue } from "./types";
 
@@ -663,8 +664,8 @@ function clip(text: string, length = 120): string {
 }
 
 /**
- * Plain text to paragraphs, with each citation marker as a button. Text is only ever inserted as
- * text nodes. A marker whose number is not (yet) in the state's citations stays plain text.
+ * Text to paragraphs, with each citation marker as a button and inline code, bold and emphasis
+ * shown as such (`markdown.inline`). Text is only ever inserted as text nodes. A marker whose number is not (yet) in the state's citations stays plain text.
  */
 export function renderText(text: string, citations: Record<string, Citation>): HTMLElement[] {
   return text
@@ -678,7 +679,7 @@ export function renderText(text: string, citations: Record<string, Citation>): H
         for (const match of line.matchAll(CITATION)) {
           const numbers = splitNumbers(match[1]);
           if (!numbers.every((n) => n in citations)) continue;
-          paragraph.append(line.slice(last, match.index));
+          paragraph.append(...inline(line.slice(last, match.index)));
           last = match.index + match[0].length;
           // the markers and the punctuation right after them wrap as one ("[9]." never leaves "." alone)
           const after = TRAILING_PUNCTUATION.exec(line.slice(last))?.[0] ?? "";
@@ -686,7 +687,7 @@ export function renderText(text: string, citations: Record<string, Citation>): H
           paragraph.append(group);
           last += after.length;
         }
-        paragraph.append(line.slice(last));
+        paragraph.append(...inline(line.slice(last)));
       });
       return paragraph;
     });

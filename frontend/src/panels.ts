@@ -1,5 +1,6 @@
 // The panels around the conversation: the chat list, the document filter and the source cards.
 import { h, nodes } from "./dom";
+import { passage } from "./markdown";
 import type { Api } from "./api";
 import type { Citation, DocumentInfo, DocumentPage, ThreadSummary } from "./types";
 
@@ -407,7 +408,7 @@ export class SourcesView {
       h("h3", { id: headingId }, h("span", { class: "source-number" }, `[${n}]`), " ", citation.title),
       where.length ? h("p", { class: "source-where" }, where.join(" · ")) : null,
       h("p", { class: "source-uri" }, uriLink(citation.uri), " ", this.openLink(citation)),
-      h("blockquote", { class: "source-passage" }, citation.passage),
+      h("blockquote", { class: "source-passage" }, ...passage(citation.passage)),
       citation.page !== null ? this.pageImage(citation, citation.page) : null,
     );
   }

@@ -157,8 +157,9 @@ class ChatPage:
         return [(m["id"], m["role"], squash(m["text"]), m["tools"]) for m in shown]
 
     async def shown_cards(self) -> dict[str, dict[str, str]]:
-        """The source cards on screen: number -> title and passage."""
-        return await self.page.evaluate(_SHOWN_CARDS)  # type: ignore[no-any-return]
+        """The source cards on screen: number -> title and passage (its words, squashed)."""
+        cards = await self.page.evaluate(_SHOWN_CARDS)
+        return {n: {"title": c["title"], "passage": squash(c["passage"])} for n, c in cards.items()}
 
     # ---- filter ----
 
@@ -194,7 +195,7 @@ _SHOWN_CARDS = """() => Object.fromEntries([...document.querySelectorAll('#sourc
   card.dataset.citation,
   {
     title: card.querySelector('h3').textContent.replace(/^\\[\\d+\\]\\s*/, ''),
-    passage: card.querySelector('.source-passage').textContent,
+    passage: [...card.querySelector('.source-passage').children].map((block) => block.innerText).join(' '),
   },
 ]))"""
 
@@ -204,10 +205,43 @@ def squash(text: str) -> str:
     return " ".join(text.split())
 
 
+# What the page shows of inline Markdown (frontend/src/markdown.ts, the same three rules): code,
+# bold and emphasis lose their marks; a table's pipes and a list item's marker are not text.
+_INLINE = re.compile(
+    r"(`+)([^`]|[^`].*?[^`])\1(?!`)|\*\*(?=\S)(.+?\S)\*\*|(?<![\w*])\*(?=[^\s*])([^*]*?[^\s*])\*(?![\w*])"
+)
+
+
+def as_shown(markdown: str) -> str:
+    """``markdown`` as its words read on the page once rendered, squashed (``squash``)."""
+
+    def unmark(match: re.Match[str]) -> str:
+        if match.group(1) is not None:
+            return match.group(2).strip() or match.group(2)
+        return as_inline(match.group(3) if match.group(3) is not None else match.group(4))
+
+    def as_inline(text: str) -> str:
+        return _INLINE.sub(unmark, text)
+
+    lines = []
+    for line in markdown.split("\n"):
+        if re.fullmatch(r"\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*", line) or re.fullmatch(
+            r"\s*(```|~~~).*", line
+        ):
+            continue
+        if re.fullmatch(r"\s*\|.*\|\s*", line):
+            line = " ".join(
+                c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))
+            )
+        line = re.sub(r"^(\s*)(?:[-*+]|\d+[.)])\s+", "• ", line)
+        lines.append(as_inline(line))
+    return squash(" ".join(lines))
+
+
 def thread_messages(view: dict[str, Any]) -> list[tuple[str, str, str, list[str]]]:
     """The messages of ``GET /threads/{id}`` as ``ChatPage.shown_messages`` reads them off the page."""
     return [
-        (m["id"], m["role"], squash(m.get("content") or ""), [c["id"] for c in m.get("toolCalls") or []])
+        (m["id"], m["role"], as_shown(m.get("content") or ""), [c["id"] for c in m.get("toolCalls") or []])
         for m in view["messages"]
         if m["role"] in ("user", "assistant")
     ]
@@ -216,4 +250,7 @@ def thread_messages(view: dict[str, Any]) -> list[tuple[str, str, str, list[str]
 def thread_cards(view: dict[str, Any], state_key: str | None = None) -> dict[str, dict[str, str]]:
     """The citation cards of ``GET /threads/{id}``'s state as ``ChatPage.shown_cards`` reads them."""
     state = view["state"][state_key] if state_key else view["state"]
-    return {n: {"title": c["title"], "passage": c["passage"]} for n, c in state.get("citations", {}).items()}
+    return {
+        n: {"title": c["title"], "passage": as_shown(c["passage"])}
+        for n, c in state.get("citations", {}).items()
+    }
