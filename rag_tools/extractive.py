@@ -260,8 +260,8 @@ def _says_something(statement: tuple[str, ...], whole: bool) -> bool:
 # Questions that ask for a value (a size, a number, a time, a default): a sentence that states one
 # answers them better than one that only talks about the same thing.
 _ASKS_VALUE = re.compile(
-    r"\b(how (much|many|long|big|large|often|old|far|fast|soon|wide|deep)|what (size|port|version|year|"
-    r"limit|number|percentage|is the default|default)|which (port|version|year)|when|maximum|minimum|"
+    r"\b(how (much|many|long|big|large|old|far|fast|wide|deep)|what (size|port|version|year|"
+    r"limit|number|percentage|is the default|default)|which (port|version|year)|maximum|minimum|"
     r"max|min|default|limit|largest|smallest|biggest)\b",
     re.IGNORECASE,
 )
@@ -308,7 +308,7 @@ async def extractive_answer(
     similarity = (await _cache.vectors(model, headed)) @ question_vector
     asked = _content_words(question)
     focused = {stem(w) for w in _content_words(focus or "")}
-    asks_value = bool(_ASKS_VALUE.search(question))
+    asks_value = bool(_ASKS_VALUE.search(focus or question))  # the user's own words, not a borrowed topic
     best_of: dict[int, float] = {}
     for (n, text), sim in zip(readings, similarity, strict=True):
         words = _content_words(text)

@@ -22,7 +22,7 @@ __all__ = ["DEFAULT_FUSION", "Fusion", "WeightedRRFReranker"]
 class Fusion:
     """Hybrid search's fusion: candidates per half, the RRF constant and each half's weight."""
 
-    candidates: int = 30
+    candidates: int = 10
     k: int = 60
     vector_weight: float = 1.0
     text_weight: float = 1.0
