@@ -6,6 +6,7 @@ one line; without the ``ocr`` extra the reason names it."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import re
 import struct
@@ -264,6 +265,22 @@ async def test_a_cited_page_comes_as_a_picture_with_the_passage_marked_for_its_r
         notes = await _upload(client, "root", "notes.md", b"# Notes\n\nNo pages here.", None)
         flat = await client.get(f"/documents/{notes}/page", params={"page": 1}, headers=alice)
         assert flat.status_code == 404 and "has no pages" in flat.json()["error"]["message"]
+
+
+async def test_pages_drawn_at_once_for_several_cards_all_come(scenario_config: Any) -> None:
+    """A chat page with several PDF citations asks for their pictures at once: pdfium is not
+    thread-safe, and two renders in two worker threads crashed the server (CI, exit 139)."""
+    async with _server(scenario_config, scenario=False) as client:
+        manual = await _upload(client, "root", "site-manual.pdf", mixed_pdf_bytes(), "hr")
+        alice = _as("alice")
+        pages = await asyncio.gather(
+            *(
+                client.get(f"/documents/{manual}/page", params={"page": 1 + n % 3}, headers=alice)
+                for n in range(12)
+            )
+        )
+        assert [page.status_code for page in pages] == [200] * 12
+        assert len({page.content for page in pages[0::3]}) == 1  # page 1 drawn the same each time
 
 
 async def test_the_chat_page_shows_the_cited_scanned_page_with_the_passage_marked(tmp_path: Path) -> None:

@@ -361,18 +361,21 @@ def _pdf_rows(
     title: str | None = doc_row["title"] or pages.metadata_title
     sections: list[Section] = []
     chunked = position = 0
-    for start in range(0, pages.count, PDF_PAGES_PER_STEP):
-        sections.extend(pages.sections(start, start + PDF_PAGES_PER_STEP))
-        if title is None:
-            if not sections:
-                continue
-            title = pages.title(sections, "")
-        drafts = chunk_sections(
-            sections[chunked:], markdown=False, max_chars=max_chars, position=position, section=chunked
-        )
-        chunked, position = len(sections), position + len(drafts)
-        if drafts:
-            yield _rows(doc_row, title, drafts)
+    try:
+        for start in range(0, pages.count, PDF_PAGES_PER_STEP):
+            sections.extend(pages.sections(start, start + PDF_PAGES_PER_STEP))
+            if title is None:
+                if not sections:
+                    continue
+                title = pages.title(sections, "")
+            drafts = chunk_sections(
+                sections[chunked:], markdown=False, max_chars=max_chars, position=position, section=chunked
+            )
+            chunked, position = len(sections), position + len(drafts)
+            if drafts:
+                yield _rows(doc_row, title, drafts)
+    finally:
+        pages.close()
     pages.require_text(sections)
     warnings.extend(pages.warnings())
     content = pdf_content(sections)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ __all__ = [
     "MIN_CONFIDENCE",
     "MISSING_OCR",
     "OCR_DPI",
+    "PDFIUM_LOCK",
     "OcrText",
     "Word",
     "image_frames",
@@ -53,6 +55,10 @@ MIN_PICTURE_SIDE = 48
 MAX_PICTURES = 200
 #: Seconds tesseract may spend on one page before the page fails.
 PAGE_TIMEOUT_SECONDS = 120
+#: Held around every pdfium call: pdfium is not thread-safe, not even across documents (pypdfium2's
+#: documentation), and two renders at once (a page picture while a scan is read) crashed the process.
+#: Tesseract runs outside it, so scanned pages are still read in parallel.
+PDFIUM_LOCK = threading.RLock()
 _LANG = os.environ.get("RAGSTREAM_OCR_LANG", "eng")
 _PDF_POINTS_PER_INCH = 72
 _HYPHENATED = re.compile(r"(\w)- ([a-z])")  # a word broken at a line end, joined again
@@ -125,16 +131,21 @@ def _check_size(width: int, height: int) -> None:
 def render_pdf_page(pdf: Any, index: int, dpi: float) -> Image.Image:
     """Page ``index`` (0-based) of a ``pypdfium2.PdfDocument`` as an RGB image at ``dpi`` or less,
     so that it has at most ``MAX_PIXELS`` pixels."""
-    page = pdf[index]
-    try:
-        width, height = page.get_size()  # points
-        scale = dpi / _PDF_POINTS_PER_INCH
-        area = width * height * scale * scale
-        if area > MAX_PIXELS:
-            scale *= (MAX_PIXELS / area) ** 0.5
-        return page.render(scale=scale).to_pil().convert("RGB")
-    finally:
-        page.close()
+    with PDFIUM_LOCK:
+        page = pdf[index]
+        try:
+            width, height = page.get_size()  # points
+            scale = dpi / _PDF_POINTS_PER_INCH
+            area = width * height * scale * scale
+            if area > MAX_PIXELS:
+                scale *= (MAX_PIXELS / area) ** 0.5
+            bitmap = page.render(scale=scale)
+            try:
+                return bitmap.to_pil().convert("RGB")  # a copy: the bitmap is freed here, locked
+            finally:
+                bitmap.close()
+        finally:
+            page.close()
 
 
 def read_image(image: Image.Image) -> OcrText:

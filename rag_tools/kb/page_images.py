@@ -71,14 +71,15 @@ def page_image(original: DocumentFile, page: int, mark: str | None) -> PageImage
 
 
 def _pdf_page(data: bytes, page: int) -> tuple[Image.Image, list[ocr.Word]]:
-    pdf = open_pdfium(data)
-    try:
-        if not 1 <= page <= len(pdf):
-            raise PageNotFound(f"the document has {len(pdf)} pages, not a page {page}")
-        image = ocr.render_pdf_page(pdf, page - 1, PAGE_DPI)
-        words = _text_layer_words(pdf, page - 1, image)
-    finally:
-        pdf.close()
+    with ocr.PDFIUM_LOCK:
+        pdf = open_pdfium(data)
+        try:
+            if not 1 <= page <= len(pdf):
+                raise PageNotFound(f"the document has {len(pdf)} pages, not a page {page}")
+            image = ocr.render_pdf_page(pdf, page - 1, PAGE_DPI)
+            words = _text_layer_words(pdf, page - 1, image)
+        finally:
+            pdf.close()
     if not words and ocr.ocr_available():
         words = ocr.words_of_image(image)
     return image, words

@@ -139,7 +139,10 @@ def parse_document(data: bytes, *, name: str, format: DocumentFormat | None = No
 
 def _parse_pdf(data: bytes, fallback_title: str) -> ParsedDocument:
     pages = PdfPages(data)
-    sections = pages.sections(0, pages.count)
+    try:
+        sections = pages.sections(0, pages.count)
+    finally:
+        pages.close()
     pages.require_text(sections)
     title = pages.title(sections, fallback_title)
     return ParsedDocument(title, "pdf", pdf_content(sections), sections, pages.warnings())
@@ -235,9 +238,18 @@ class PdfPages:
         return ocr.read_image(render_page(self._document(), index, ocr.OCR_DPI))
 
     def _document(self) -> Any:
-        if self._pdfium is None:
-            self._pdfium = open_pdfium(self._data)
-        return self._pdfium
+        with ocr.PDFIUM_LOCK:  # two reading threads open it once
+            if self._pdfium is None:
+                self._pdfium = open_pdfium(self._data)
+            return self._pdfium
+
+    def close(self) -> None:
+        """Free the rendering document, if a scanned page opened one (under ``ocr.PDFIUM_LOCK``:
+        left to the garbage collector, pdfium would be called from whichever thread runs it)."""
+        if self._pdfium is not None:
+            with ocr.PDFIUM_LOCK:
+                self._pdfium.close()
+            self._pdfium = None
 
     def warnings(self) -> list[str]:
         """Pages read with low OCR confidence, and scanned pages left unread (no ``ocr`` extra)."""
@@ -276,7 +288,8 @@ def open_pdfium(data: bytes) -> Any:
     except ImportError as exc:
         raise ValueError(ocr.MISSING_OCR) from exc
     try:
-        return pypdfium2.PdfDocument(data)
+        with ocr.PDFIUM_LOCK:
+            return pypdfium2.PdfDocument(data)
     except pypdfium2.PdfiumError as exc:
         raise ValueError(f"not a readable PDF: {exc}") from exc
 
