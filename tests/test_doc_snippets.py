@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -47,7 +48,7 @@ async def run(code: str, cwd: Path, env: dict[str, str] | None = None) -> str:
 async def running(code: str, cwd: Path, url: str, env: dict[str, str] | None = None) -> AsyncIterator[Path]:
     """A shell block that ends in ``ragstream serve``, running until the block is done with; yields
     the file its stderr goes to once ``url``/ready answers 200."""
-    log = cwd / "block.log"
+    log = Path(tempfile.mkdtemp(prefix="ragstream-block-")) / "block.log"  # not in cwd: that may be the repo
     with log.open("wb") as sink:
         process = await asyncio.create_subprocess_exec(
             *bash(code),
