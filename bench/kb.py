@@ -49,6 +49,7 @@ from rag_tools.embeddings import VectorEmbeddingModel, resolve_embedding_model
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.access import ALL, Reader
 from rag_tools.kb.indexing import vector_index_plan
+from rag_tools.kb.sizing import VectorSearchOverrides
 
 from ._util import median, percentile, table
 
@@ -171,13 +172,13 @@ async def _search_process(work: Path, settings: list[dict[str, Any]], threshold:
     out["rss_mb"], out["hwm_mb"] = _rss_mb()
     out["params"] = kb.vector_search_parameters().__dict__ if kb.vector_search_parameters() else None
     # Hybrid with an exact vector scan: the reference for hybrid recall.
-    kb.exact_vector_search = True
+    kb.vector_search.exact = True
     out["hybrid_exact"] = await run("hybrid", EXACT_QUERIES)
     out["vector_exact"] = await run("vector", EXACT_QUERIES)
-    kb.exact_vector_search = False
+    kb.vector_search.exact = False
     sweep = []
     for s in settings:
-        kb.ann_ef, kb.ann_nprobes, kb.ann_refine_factor = s.get("ef"), s.get("nprobes"), s.get("refine")
+        kb.vector_search = VectorSearchOverrides(s.get("ef"), s.get("nprobes"), s.get("refine"))
         sweep.append({"setting": s, "vector": await run("vector"), "hybrid": await run("hybrid")})
     out["sweep"] = sweep
     kb.close()
@@ -352,7 +353,7 @@ async def _restricted(n: int, args: argparse.Namespace, root: Path) -> list[tupl
                 for label, reader in readers.items():
                     times, hits = await run(kb.restricted(reader), mode, len(queries))
                     results[mode, label] = (results.get((mode, label), ([], []))[0] + times, hits)
-        kb.exact_vector_search = True
+        kb.vector_search.exact = True
         for label, reader in readers.items():  # what bypassing the index would cost the reader
             if not reader.reads_all:
                 results["vector, index bypassed", label] = await run(

@@ -57,7 +57,7 @@ _CODE = [
 ]
 # modules of rag_tools/kb that only read what was ingested: changing them (say the fusion in
 # search.py) keeps the cached knowledge bases
-_READ_SIDE = {"search.py", "documents.py"}
+_READ_SIDE = {"search.py", "documents.py", "fusion.py", "reranking.py"}
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ async def test_search_finds_the_same_chunk_after_the_vector_index_is_built(tmp_p
         for mode in ("vector", "hybrid"):
             hits = await kb.search("zeppelin hangar brass lever", mode=mode, limit=3)  # type: ignore[arg-type]
             assert "zeppelin" in hits[0].text, mode
-        kb.exact_vector_search = True
+        kb.vector_search.exact = True
         assert kb.vector_search_parameters() is None
         exact = await kb.search("zeppelin hangar brass lever", mode="vector", limit=3)
         assert "zeppelin" in exact[0].text

@@ -10,6 +10,7 @@ failures into ``KnowledgeBaseUnavailable``.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -66,9 +67,9 @@ class KnowledgeBase:
     embedder other than the one that built it raises ``EmbedderMismatchError``.
 
     The vector index and its query settings follow the number of chunks (``indexing``);
-    ``ann_ef``, ``ann_nprobes`` and ``ann_refine_factor`` override the settings chosen by size, and
-    ``exact_vector_search`` makes every vector search an exact scan. ``fusion`` tunes hybrid search
-    (``fusion.Fusion``); ``reranker`` reorders each search's best candidates (``reranking``).
+    ``ann_ef``, ``ann_nprobes`` and ``ann_refine_factor`` override the settings chosen by size (kept
+    in ``vector_search``, whose ``exact`` makes every vector search an exact scan). ``fusion`` tunes
+    hybrid search (``fusion.Fusion``); ``reranker`` reorders each search's best candidates.
 
     ``reader`` is who reads through this object (``access.Reader``; every document by default):
     searches, listings and lookups show only the documents it may read, filtered inside each
@@ -102,10 +103,7 @@ class KnowledgeBase:
         self.embedder = embedder_name(self.embedding_model)
         self.chunk_max_chars = chunk_max_chars
         self.ann_index_threshold = ann_index_threshold
-        self.ann_ef = ann_ef
-        self.ann_nprobes = ann_nprobes
-        self.ann_refine_factor = ann_refine_factor
-        self.exact_vector_search = False
+        self.vector_search = VectorSearchOverrides(ann_ef, ann_nprobes, ann_refine_factor)
         self.fusion: Fusion = DEFAULT_FUSION
         self.reranker: Reranker | None = resolve_reranker(reranker)
         self.reader: Reader = ALL
@@ -145,8 +143,6 @@ class KnowledgeBase:
         view.reader = reader
         return view
 
-    # -- lifecycle ---------------------------------------------------------------------------
-
     async def __aenter__(self) -> KnowledgeBase:
         await self.open()
         return self
@@ -167,8 +163,6 @@ class KnowledgeBase:
     def dimensions(self) -> int | None:
         """The vector dimension recorded with the knowledge base (``None`` before the first write)."""
         return self._tables.dimensions
-
-    # -- ingestion ---------------------------------------------------------------------------
 
     @storage_errors
     async def ingest_paths(
@@ -216,9 +210,8 @@ class KnowledgeBase:
         stop: Stop | None = None,
         groups: Sequence[str] | None = None,
     ) -> IngestOutcome:
-        """Ingest an in-memory source (an upload); ``name``'s suffix gives the format.
-
-        ``groups`` as in ``ingest_paths``.
+        """Ingest an in-memory source (an upload); ``name``'s suffix gives the format; ``groups`` as
+        in ``ingest_paths``.
 
         The document is shown as ``uri`` when given (e.g. the URL it came from), else as ``name``;
         its original bytes are kept for ``get_document_file``. ``on_progress`` as in ``ingest_paths``.
@@ -242,9 +235,8 @@ class KnowledgeBase:
         stop: Stop | None = None,
         groups: Sequence[str] | None = None,
     ) -> IngestReport:
-        """Mirror a folder or ``s3://bucket/prefix`` into the knowledge base (``rag_tools/kb/sync.py``).
-
-        ``groups`` as in ``ingest_paths``, for every file of the source.
+        """Mirror a folder or ``s3://bucket/prefix`` into the knowledge base (``sync.py``); ``groups``
+        as in ``ingest_paths``, for every file of the source.
 
         New and changed files are ingested, unchanged ones skipped by content hash, and documents
         of an earlier sync of the same source whose file is gone are deleted; a file that fails is
@@ -256,12 +248,7 @@ class KnowledgeBase:
         await self.open()
         checked = None if groups is None else check_groups(groups)
         src = open_sync_source(source) if isinstance(source, str) else source
-
-        async def ingest(
-            files: list[Source], progress: Callable[[IngestProgress], None], stop: Stop | None
-        ) -> list[IngestOutcome]:
-            return await self._ingest(files, progress, stop, groups=checked)
-
+        ingest = functools.partial(self._ingest, groups=checked)  # (files, progress, stop)
         outcomes = await run_sync(
             self._tables, src, ingest, on_plan=on_plan, on_progress=on_progress, stop=stop
         )
@@ -309,14 +296,9 @@ class KnowledgeBase:
         if rows is not None:
             self._counts.record(rows)
 
-    def _overrides(self) -> VectorSearchOverrides:
-        return VectorSearchOverrides(
-            self.ann_ef, self.ann_nprobes, self.ann_refine_factor, exact=self.exact_vector_search
-        )
-
     def vector_search_parameters(self) -> VectorSearchParameters | None:
         """The vector query settings for the current size and overrides; ``None`` for an exact scan."""
-        return self._counts.parameters(self._overrides(), ann_index_threshold=self.ann_index_threshold)
+        return self._counts.parameters(self.vector_search, ann_index_threshold=self.ann_index_threshold)
 
     @storage_errors
     async def delete_document(self, document_id_or_uri: str, *, expected: Document | None = None) -> bool:
@@ -344,8 +326,6 @@ class KnowledgeBase:
             await self.refresh_indexes()
         return document
 
-    # -- search ------------------------------------------------------------------------------
-
     @storage_errors
     async def search(
         self,
@@ -368,7 +348,7 @@ class KnowledgeBase:
         if chunks is None or not query.strip():
             return []
         vector_search = await self._counts.for_search(
-            chunks, self.reader, self._overrides(), ann_index_threshold=self.ann_index_threshold
+            chunks, self.reader, self.vector_search, ann_index_threshold=self.ann_index_threshold
         )
         return await search_chunks(
             self._tables,
@@ -385,8 +365,6 @@ class KnowledgeBase:
             reranker=self.reranker,
         )
 
-    # -- documents ---------------------------------------------------------------------------
-
     @storage_errors
     async def list_documents(
         self,
@@ -396,11 +374,9 @@ class KnowledgeBase:
         filter: FilterLike | None = None,
         query: str | None = None,
     ) -> DocumentPage:
-        """Documents ordered by title (case-insensitive), then uri; ``page`` counts from 1.
-
-        ``query`` keeps those whose title or uri contains it, ignoring case and spaces: the
-        document filter's own rule for a name (``DocumentFilter(names=...)``).
-        """
+        """Documents ordered by title (case-insensitive), then uri; ``page`` counts from 1. ``query``
+        keeps those whose title or uri contains it, ignoring case and spaces: the document filter's
+        own rule for a name (``DocumentFilter(names=...)``)."""
         await self.open()
         if query is not None and query.strip():
             filter = combine_filters(filter, DocumentFilter(names=(query.strip(),)))
@@ -411,10 +387,8 @@ class KnowledgeBase:
         self, query: str, *, filter: FilterLike | None = None, with_content: bool = True
     ) -> Document | None:
         """Find a document by exact uri, else partial uri, else partial title (case-insensitive).
-
         Among several partial matches the shortest (most specific) uri or title wins, then the
-        alphabetical order.
-        """
+        alphabetical order."""
         await self.open()
         return await _documents.find_document(self._tables, query, filter, with_content, self.reader)
 
@@ -441,10 +415,8 @@ class KnowledgeBase:
 
     @storage_errors
     async def get_document_file(self, document_id: str) -> DocumentFile | None:
-        """The document's original file ``(data, media_type, filename)``, or ``None``.
-
-        Documents ingested before originals were kept (format 1 knowledge bases) have none.
-        """
+        """The document's original file ``(data, media_type, filename)``, or ``None`` (also for
+        documents ingested before originals were kept: format 1 knowledge bases)."""
         await self.open()
         return await _documents.document_file(self._tables, document_id, self.reader)
 
