@@ -34,10 +34,10 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from rag_tools import ChatDeps, build_chat_toolkit
-from server.agui.encoding import encode_event
-from server.app import create_app
-from server.config import AppConfig
-from server.routes.sse import sse_frame
+from ragstream.agui.encoding import encode_event
+from ragstream.app import create_app
+from ragstream.config import AppConfig
+from ragstream.routes.sse import sse_frame
 from tests.protocol import parse_sse
 from tests.servers import serve
 

@@ -254,7 +254,7 @@ async def _agent_loop_ceiling(tokens: int) -> float:
     from pydantic_ai.ui.ag_ui import AGUIAdapter
 
     from rag_tools import AgentDeps, ToolContext
-    from server.agui._upstream import install_fast_stream_locks
+    from ragstream.agui._upstream import install_fast_stream_locks
 
     from .stream_servers import bench_agent
 

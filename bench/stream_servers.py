@@ -6,11 +6,11 @@ All of them stream what the same ``FunctionModel`` produces for a prompt ``"<tok
 one state-changing tool call, then ``tokens`` text tokens, ``pace_ms`` apart (0: as fast as
 possible).
 
-- ``ragstream``: ``server.app.create_app`` (state tracking, persistence, event log, SSE ids);
+- ``ragstream``: ``ragstream.app.create_app`` (state tracking, persistence, event log, SSE ids);
 - ``bare``: pydantic-ai's ``AGUIAdapter.dispatch_request`` in a plain Starlette route, same agent
   and deps type, no persistence;
 - ``bare-sse``: the bare adapter's events framed and sent as ragstream sends them, through
-  ``server.routes.sse.sse_response`` (sse-starlette, the transport the project requires): what
+  ``ragstream.routes.sse.sse_response`` (sse-starlette, the transport the project requires): what
   that transport costs on its own, so the two gaps can be told apart;
 - ``floor``: the same number of pre-encoded SSE frames from a Starlette route, same uvicorn
   settings: the transport's own cost.
@@ -100,8 +100,8 @@ def bench_agent(deps_type: type[Any]) -> Agent[Any, Any]:
 
 
 def ragstream_app(data_dir: Path) -> Starlette:
-    from server.app import create_app
-    from server.config import AppConfig
+    from ragstream.app import create_app
+    from ragstream.config import AppConfig
 
     config = AppConfig(data_dir=data_dir, tool_dirs=[], keepalive_seconds=15)  # RAGSTREAM_* env applies too
     toolkit = build_toolkit(config, [], namespaces={"notes": Notes})
@@ -127,7 +127,7 @@ def bare_app(data_dir: Path) -> Starlette:
 
 
 def bare_sse_app(data_dir: Path) -> Starlette:
-    from server.routes.sse import sse_response
+    from ragstream.routes.sse import sse_response
 
     kb = KnowledgeBase(RagConfig(data_dir=data_dir).resolved_kb_uri)
     agent = bench_agent(AgentDeps)

@@ -255,7 +255,7 @@ def sign_in_schemes(config: AppConfig) -> list[Scheme]:
 
 
 def create_served_app() -> Starlette:
-    """The app as ``ragstream serve`` runs it in each worker (see ``server.commands``)."""
+    """The app as ``ragstream serve`` runs it in each worker (see ``ragstream.commands``)."""
     config = AppConfig.from_worker_payload()
     if config.log_format == "json":
         logging.captureWarnings(True)  # Python's warnings become log lines too: stderr stays JSON

@@ -5,7 +5,7 @@ the caller, as a ``Principal`` (a name and its groups) or just a name; ``None`` 
 carry nothing it recognises (another scheme may); or it raises ``Refused`` (bad credentials: 401)
 or ``SignInUnavailable`` (it cannot decide now, e.g. its identity provider is down: 503). That is
 the hook ``RAGSTREAM_AUTH=module:function`` plugs in, and the built-in schemes are written against
-it: static tokens (``StaticTokens``) and OpenID Connect bearer JWTs (``server.oidc.OIDCScheme``).
+it: static tokens (``StaticTokens``) and OpenID Connect bearer JWTs (``ragstream.oidc.OIDCScheme``).
 ``AuthBackend`` asks the configured schemes in order (static tokens, OIDC, the hook) and the first
 answer wins. With no scheme configured every caller is the single local principal ``local`` (a
 one-user install).

@@ -395,7 +395,7 @@ def cmd_serve(config: AppConfig, args: argparse.Namespace) -> int:
             installed_version(),
         )
         uvicorn.run(
-            "server.app:create_served_app",
+            "ragstream.app:create_served_app",
             factory=True,
             host=config.host,
             port=config.port,

@@ -187,7 +187,7 @@ class AppConfig(RagConfig, BaseSettings):
         default=None,
         description=(
             "Your own sign-in scheme, as module:function: called with the request's headers, it "
-            "returns the principal (server.auth.Principal or a name), None, or raises server.auth.Refused."
+            "returns the principal (ragstream.Principal or a name), None, or raises ragstream.Refused."
         ),
     )
     limit_runs_per_minute: int | None = Field(

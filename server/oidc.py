@@ -1,6 +1,6 @@
 """Sign-in with OpenID Connect: bearer JWTs from the configured issuer, verified with PyJWT.
 
-``OIDCScheme`` is a sign-in scheme (``server.auth``): a bearer token shaped like a JWT is verified
+``OIDCScheme`` is a sign-in scheme (``ragstream.auth``): a bearer token shaped like a JWT is verified
 (signature RS256 or ES256 with the issuer's published key, ``exp``/``nbf``/``iat`` with a small
 leeway, ``iss``, ``aud``) and names the principal (``sub`` by default) and its groups (the
 ``groups`` claim by default). Anything else in the header (``alg: none``, an HMAC algorithm, whose
@@ -225,7 +225,7 @@ async def _get_json(http: httpx.AsyncClient, url: str) -> dict[str, Any]:
 
 
 class OIDCScheme:
-    """Bearer JWTs of one OpenID Connect issuer, for one audience (a ``server.auth`` scheme)."""
+    """Bearer JWTs of one OpenID Connect issuer, for one audience (a ``ragstream.auth`` scheme)."""
 
     def __init__(
         self,

@@ -4,7 +4,7 @@ ingestion jobs.
 ``Services.start`` opens the parts in order and ``close`` releases them in reverse; ``create_app``
 does both in the app's lifespan. This is the composition root: it picks the storage backends
 (memory, SQLite, Redis, PostgreSQL) behind their interfaces, builds the protocol-neutral run engine
-(``server.runs``) and the AG-UI binding on top of it (``server.agui``). Tests and embedding apps
+(``ragstream.runs``) and the AG-UI binding on top of it (``ragstream.agui``). Tests and embedding apps
 may pass their own agent, toolkit, store, locks, event log, job system or limit counters.
 """
 

@@ -1,6 +1,6 @@
 """Threads as the HTTP API shows them: listing, the hydration view of one thread, deletion, policy.
 
-Access follows the one rule in ``server.access``: a thread that is not the caller's does not
+Access follows the one rule in ``ragstream.access``: a thread that is not the caller's does not
 exist. The hydration view is what a reloaded page needs to continue: the messages in AG-UI form,
 the state exactly as runs emit it, the interrupts still waiting for an answer and the active run.
 Tool attachments are read one at a time, by reference.

@@ -1,6 +1,6 @@
 """Input the server refuses before doing anything: one error type, one rule for ids.
 
-``InvalidRequest`` is answered with 422 and its field errors (``server.errors``); routes, the
+``InvalidRequest`` is answered with 422 and its field errors (``ragstream.errors``); routes, the
 AG-UI binding and the thread operations all raise it, so a bad request reads the same everywhere.
 """
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from starlette.datastructures import Headers
 
-from server.auth import Principal, Refused
+from ragstream.auth import Principal, Refused
 
 KEYS = {"key-alice": Principal("alice", ["kb-editors"]), "key-bob": Principal("bob")}
 REVOKED = {"revoked"}

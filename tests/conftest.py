@@ -58,7 +58,7 @@ async def corpus_kb(corpus_kb_path: Path) -> AsyncIterator[KnowledgeBase]:
 @pytest.fixture
 def scenario_config(tmp_path: Path, corpus_kb_template: Path) -> Any:
     """A server configuration over a private copy of the ingested sample corpus."""
-    from server.config import AppConfig
+    from ragstream.config import AppConfig
 
     data = tmp_path / "data"
     shutil.copytree(corpus_kb_template, data / "kb")
@@ -76,7 +76,7 @@ def tool_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def scenario_app(config: Any) -> Any:
     """The server app running the keyword-scenario agent (tests/scenario.py) with ``config``."""
     from rag_tools import build_chat_toolkit
-    from server.app import create_app
+    from ragstream.app import create_app
     from tests.scenario import Notes, scenario_agent
 
     toolkit = build_chat_toolkit(config)

@@ -17,7 +17,7 @@ import httpx
 import uvicorn
 
 ROOT = Path(__file__).resolve().parent.parent
-RAGSTREAM = [sys.executable, "-m", "server.cli"]
+RAGSTREAM = [sys.executable, "-m", "ragstream.cli"]
 
 
 def free_port() -> int:

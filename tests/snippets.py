@@ -122,7 +122,7 @@ def settings(name: str, **values: str) -> dict[str, Any]:
     placeholders by variable name (each must be one the block sets)."""
     from unittest import mock
 
-    from server.config import AppConfig
+    from ragstream.config import AppConfig
 
     exported = snippet_env(name)
     assert set(values) <= set(exported), sorted(set(values) - set(exported))

@@ -22,7 +22,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from rag_tools import build_chat_toolkit
-from server.app import create_app
+from ragstream.app import create_app
 from tests.protocol import check_stream, fold_messages, parse_sse, run_body
 from tests.scenario import _stream as scenario_stream
 from tests.scenario import scenario_agent

@@ -25,8 +25,8 @@ from playwright.async_api import Browser, Locator, expect
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
-from server.app import create_app
-from server.routes.static import static_routes
+from ragstream.app import create_app
+from ragstream.routes.static import static_routes
 from tests.browser.chat import (
     ChatPage,
     as_shown,

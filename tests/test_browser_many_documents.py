@@ -16,8 +16,8 @@ import pytest
 from playwright.async_api import Browser, expect
 
 from rag_tools.kb import KnowledgeBase
-from server.app import create_app
-from server.config import AppConfig
+from ragstream.app import create_app
+from ragstream.config import AppConfig
 from tests.browser.chat import ChatPage, launch_browser, require_built_page
 from tests.servers import serve
 

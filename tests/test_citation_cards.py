@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from rag_tools.state import Citation, SessionState
-from server.app import create_app
+from ragstream.app import create_app
 from tests.protocol import check_stream, parse_sse, run_body
 from tests.servers import serve
 

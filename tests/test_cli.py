@@ -24,7 +24,7 @@ from tests.conftest import CORPUS_DOCUMENTS, ROOT
 from tests.protocol import check_stream, parse_sse
 from tests.servers import free_port, serve
 
-RAGSTREAM = [sys.executable, "-m", "server.cli"]
+RAGSTREAM = [sys.executable, "-m", "ragstream.cli"]
 
 
 def cli(*args: str, data: Path) -> subprocess.CompletedProcess[str]:
@@ -138,7 +138,7 @@ def test_a_bad_setting_stops_every_command_with_one_line_naming_it(
 
 def test_a_setting_set_to_the_empty_string_counts_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     """What a compose file passes for an unset ``${VAR}``: the default, not an invalid value."""
-    from server.config import AppConfig
+    from ragstream.config import AppConfig
 
     for variable in ("RAGSTREAM_STATE_KEY", "RAGSTREAM_WORKERS", "RAGSTREAM_TOKENS", "RAGSTREAM_REDIS_URL"):
         monkeypatch.setenv(variable, "")

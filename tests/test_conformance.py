@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from server.app import create_app
+from ragstream.app import create_app
 from tests.protocol import parse_sse, run_body
 from tests.servers import serve
 

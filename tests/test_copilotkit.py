@@ -32,8 +32,8 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from rag_tools import build_chat_toolkit
-from server.agui.execution import TRACE_ID_KEY
-from server.app import create_app
+from ragstream.agui.execution import TRACE_ID_KEY
+from ragstream.app import create_app
 from tests.browser.chat import CHROMIUM, launch_browser, thread_messages
 from tests.browser.copilotkit import (
     CopilotKitPage,

@@ -9,8 +9,8 @@ from pathlib import Path
 from rag_tools.progress import PROGRESS_EVENT
 from rag_tools.tools import RESULT_EVENT, STREAM_EVENT
 from rag_tools.tools.timing import TOOL_CALL_EVENT
-from server.config import AppConfig
-from server.runs import FailureCode
+from ragstream.config import AppConfig
+from ragstream.runs import FailureCode
 from tests.snippets import README, blocks, page, snippet
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,8 +37,8 @@ def test_custom_events_are_namespaced_and_documented() -> None:
 def test_every_metric_and_the_trace_id_field_are_documented() -> None:
     from prometheus_client import Counter
 
-    from server.agui.execution import TRACE_ID_KEY
-    from server.observe import metrics
+    from ragstream.agui.execution import TRACE_ID_KEY
+    from ragstream.observe import metrics
 
     operating = page("operating")
     names = [

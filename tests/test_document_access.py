@@ -60,15 +60,15 @@ from rag_tools.tools import (
     ToolSystem,
 )
 from rag_tools.tools.outputs import TRUNCATED_KEY
-from server.agui.history import (
+from ragstream.agui.history import (
     CONVERSATION_KEY,
     ThreadConversationStore,
     drop_unreadable_from_thread,
     path_document_names,
     thread_messages,
 )
-from server.app import create_app
-from server.config import StaticToken
+from ragstream.app import create_app
+from ragstream.config import StaticToken
 from tests.agents import Script
 from tests.conftest import scenario_app
 from tests.embedders import HashingEmbeddingModel
@@ -946,9 +946,9 @@ async def test_an_upload_lands_only_on_the_document_it_was_checked_against(
     """The upload route checks the caller may change the document a name holds; the job runs later.
     It writes a file only while that document is still the one checked (an hr editor's queued
     upload never overwrites a document moved to eng meanwhile, nor one another editor created)."""
-    from server.jobs import IngestJob
-    from server.jobs.models import CHANGED_SINCE_QUEUED, JobContext, run_job
-    from server.runs.locks import MemoryRunLocks
+    from ragstream.jobs import IngestJob
+    from ragstream.jobs.models import CHANGED_SINCE_QUEUED, JobContext, run_job
+    from ragstream.runs.locks import MemoryRunLocks
 
     async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
         theirs = await kb.ingest_bytes(b"# Plan\n\nThe eng plan: ship in May.", name="plan.md", groups=then)

@@ -189,7 +189,7 @@ async def test_public_routes_show_only_their_public_part(scenario_config: Any) -
 
 
 def test_editors_must_name_token_principals(tmp_path: Any) -> None:
-    from server.config import AppConfig
+    from ragstream.config import AppConfig
 
     with pytest.raises(ValueError, match="editors without a token: carol"):
         AppConfig(data_dir=tmp_path, tokens={"alice": SecretStr("a")}, editors=["alice", "carol"])

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rag_tools.evaluation import contains_fact, fragments, ranking_figures
-from server.cli import main
+from ragstream.cli import main
 
 BAKERY = "harbor-street-bakery.html"
 QUESTIONS = [

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from server.runs.eventlog import MemoryEventLog, RunInfo
+from ragstream.runs.eventlog import MemoryEventLog, RunInfo
 from tests.conftest import scenario_app
 from tests.protocol import parse_sse, run_body
 from tests.servers import serve

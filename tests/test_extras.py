@@ -24,7 +24,7 @@ _RUN = """
 import sys
 for name in sys.argv[1].split(","):
     sys.modules[name] = None
-from server.cli import main
+from ragstream.cli import main
 sys.exit(main(sys.argv[2:]))
 """
 
@@ -114,9 +114,9 @@ def test_the_default_install_imports_nothing_an_extra_brings(tmp_path: Path) -> 
 import sys
 for name in {EXTRA_MODULES!r}.split():
     sys.modules[name] = None
-import server.cli, server.commands, server.app
-from server.config import AppConfig
-server.app.create_app(AppConfig(data_dir={str(tmp_path)!r}))
+import ragstream.cli, ragstream.commands, ragstream.app
+from ragstream.config import AppConfig
+ragstream.app.create_app(AppConfig(data_dir={str(tmp_path)!r}))
 print("built")
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)

@@ -165,7 +165,7 @@ class Server:
 
 @asynccontextmanager
 async def fault_server(config: Any) -> AsyncIterator[Server]:
-    from server.app import create_app
+    from ragstream.app import create_app
 
     hooks = Hooks()
     toolkit = build_chat_toolkit(config)

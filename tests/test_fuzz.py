@@ -82,7 +82,7 @@ JSON = (b"Content-Type", b"application/json")
 @pytest.fixture(scope="module")
 def fuzz(tmp_path_factory: pytest.TempPathFactory, corpus_kb_template: Path) -> Iterator[FuzzTarget]:
     """One server for the module, with two seed threads, and the invariants to hold it to."""
-    from server.config import AppConfig
+    from ragstream.config import AppConfig
     from tests.conftest import scenario_app
 
     data = tmp_path_factory.mktemp("fuzz") / "data"
@@ -609,7 +609,7 @@ def test_fuzz_helpers_encode_raw_fragments() -> None:
 @pytest.fixture(scope="module")
 def oidc_fuzz(tmp_path_factory: pytest.TempPathFactory, corpus_kb_template: Path) -> Iterator[Any]:
     """A server signing users in with a real identity provider (both on loopback), and the provider."""
-    from server.config import AppConfig
+    from ragstream.config import AppConfig
     from tests.conftest import scenario_app
     from tests.oidc_provider import AUDIENCE, IdentityProvider
 

@@ -22,7 +22,7 @@ from rag_tools.kb import (
     document_id_for,
 )
 from rag_tools.kb.tables import CHUNKING_VERSION
-from server.cli import main as ragstream
+from ragstream.cli import main as ragstream
 from tests.embedders import HashingEmbeddingModel
 from tests.test_kb import GUIDE, make_pdf
 

@@ -73,8 +73,13 @@ def test_the_wheel_carries_the_page_the_license_and_the_version(installed: tuple
     version = _run(venv / "bin" / "ragstream", "--version", cwd=home, env=_user_env(home))
     assert version.startswith("ragstream ") and version.split()[1][0].isdigit()
     (site,) = (venv / "lib").glob("python*/site-packages")
-    assert (site / "server" / "static" / "index.html").is_file()
-    assert list((site / "server" / "static" / "assets").glob("*.js"))
+    assert (site / "ragstream" / "static" / "index.html").is_file()
+    assert list((site / "ragstream" / "static" / "assets").glob("*.js"))
+    # the server is the import package ragstream: no generic top-level name
+    (record,) = site.glob("ragstream-*.dist-info/RECORD")
+    files = [line.split(",", 1)[0] for line in record.read_text().splitlines()]
+    top = {name.split("/", 1)[0] for name in files if not name.startswith("..")}  # bin/ragstream is ../..
+    assert {name for name in top if not name.endswith(".dist-info")} == {"ragstream", "rag_tools"}, top
     (license_file,) = site.glob("ragstream-*.dist-info/licenses/LICENSE")
     assert "Apache License" in license_file.read_text()
 

@@ -24,9 +24,9 @@ import pytest
 from pydantic import SecretStr
 
 from rag_tools.kb import KnowledgeBase
-from server.config import SyncEntry
-from server.jobs import IngestJob, SaqIngestJobs, SyncScheduler, open_ingest_jobs
-from server.jobs.models import sync_lease
+from ragstream.config import SyncEntry
+from ragstream.jobs import IngestJob, SaqIngestJobs, SyncScheduler, open_ingest_jobs
+from ragstream.jobs.models import sync_lease
 from tests.conftest import scenario_app
 from tests.servers import serve
 
@@ -335,7 +335,7 @@ async def test_a_cancel_reaches_a_job_no_worker_has_taken_yet(backend: Any) -> N
 def test_the_sync_setting_is_checked_at_start() -> None:
     from pydantic import ValidationError
 
-    from server.config import AppConfig
+    from ragstream.config import AppConfig
 
     tokens = {"alice": "token-a"}
     with pytest.raises(ValidationError, match="needs an owner with a token"):

@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from rag_tools.kb import KnowledgeBase
-from server.jobs import MAX_ATTEMPTS, IngestJob, LocalIngestJobs, SaqIngestJobs, open_ingest_jobs
-from server.jobs.models import NOT_INGESTED
+from ragstream.jobs import MAX_ATTEMPTS, IngestJob, LocalIngestJobs, SaqIngestJobs, open_ingest_jobs
+from ragstream.jobs.models import NOT_INGESTED
 from tests.conftest import scenario_app
 from tests.servers import serve
 from tests.test_documents_api import ZEBRA, finished_job
@@ -221,9 +221,9 @@ async def test_embedded_finished_jobs_expire_while_the_server_runs(
     """
     import sqlite3
 
-    import server.jobs.local
+    import ragstream.jobs.local
 
-    monkeypatch.setattr(server.jobs.local, "KEEP_SECONDS", 0.0)
+    monkeypatch.setattr(ragstream.jobs.local, "KEEP_SECONDS", 0.0)
     uploads = 5
     ids = []
     async with serve(scenario_app(scenario_config)) as base, httpx.AsyncClient(base_url=base) as client:

@@ -1,8 +1,8 @@
 """Both packages are built in layers that talk down only, one folder on one floor, with no loops.
 
 Read from the source (every ``import``, including ones under ``TYPE_CHECKING``), so a new module
-that breaks the architecture fails here, naming the import. Three rules, for ``server`` and for
-``rag_tools`` alike:
+that breaks the architecture fails here, naming the import. Three rules, for ``ragstream`` (the
+``server/`` folder) and for ``rag_tools`` alike:
 
 - a module imports only its own layer or lower ones;
 - a folder stands on one floor: all of its modules are in the same layer, so reading the tree by
@@ -10,13 +10,15 @@ that breaks the architecture fails here, naming the import. Three rules, for ``s
 - the folders (and the package's top-level modules) import each other without a loop.
 
 And two boundaries: the run engine knows nothing of AG-UI, pydantic-ai or HTTP, and ``rag_tools``
-never imports ``server``.
+never imports the server. The server's folder is never imported by its name (``server``): one module
+under two names would be two modules in one process. And the wheel lists every folder as a package.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from functools import cache
 from pathlib import Path
 
@@ -28,19 +30,32 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Lowest first. A module may import its own layer or lower ones, never a higher one.
 SERVER_LAYERS: list[tuple[str, ...]] = [
-    ("server.observe",),  # traces, metrics, JSON logs: every layer above reports through it
-    ("server.runs",),  # the protocol-neutral run engine
+    ("ragstream.observe",),  # traces, metrics, JSON logs: every layer above reports through it
+    ("ragstream.runs",),  # the protocol-neutral run engine
     # the rules every layer above shares (access and its domain errors, input checks, settings,
     # limits per principal), and the tool locks shared through the run-lock backend
-    ("server.access", "server.validation", "server.config", "server.tool_locks", "server.quotas"),
-    ("server.agui",),  # the AG-UI binding: run factory, execution, adapter, encoding, history
-    ("server.jobs",),  # background ingestion: job records, queues, workers
-    ("server.services",),  # the composition root: backends, engine, binding
-    ("server.threads",),  # thread operations
+    (
+        "ragstream.access",
+        "ragstream.validation",
+        "ragstream.config",
+        "ragstream.tool_locks",
+        "ragstream.quotas",
+    ),
+    ("ragstream.agui",),  # the AG-UI binding: run factory, execution, adapter, encoding, history
+    ("ragstream.jobs",),  # background ingestion: job records, queues, workers
+    ("ragstream.services",),  # the composition root: backends, engine, binding
+    ("ragstream.threads",),  # thread operations
     # the web layer: the error table, auth, middleware, the routes (the AG-UI route and SSE included)
-    ("server.errors", "server.auth", "server.oidc", "server.middleware", "server.routes", "server.mcp"),
-    ("server.app",),
-    ("server.commands", "server.cli"),
+    (
+        "ragstream.errors",
+        "ragstream.auth",
+        "ragstream.oidc",
+        "ragstream.middleware",
+        "ragstream.routes",
+        "ragstream.mcp",
+    ),
+    ("ragstream.app",),
+    ("ragstream.commands", "ragstream.cli"),
 ]
 
 RAG_TOOLS_LAYERS: list[tuple[str, ...]] = [
@@ -71,11 +86,15 @@ RAG_TOOLS_LAYERS: list[tuple[str, ...]] = [
     ("rag_tools.evaluation",),  # labelled questions against a knowledge base and the chat agent
 ]
 
-PACKAGES = {"server": SERVER_LAYERS, "rag_tools": RAG_TOOLS_LAYERS}
+PACKAGES = {"ragstream": SERVER_LAYERS, "rag_tools": RAG_TOOLS_LAYERS}
+#: Each import package's folder (pyproject's package-dir: ``server/`` installs as ``ragstream``).
+FOLDERS = {"ragstream": "server", "rag_tools": "rag_tools"}
+_IMPORT_NAMES = {folder: package for package, folder in FOLDERS.items()}
 
 
 def _module(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts[0] = _IMPORT_NAMES.get(parts[0], parts[0])
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -110,15 +129,16 @@ def _layer(module: str, layers: list[tuple[str, ...]]) -> int | None:
 
 
 def _modules(package: str) -> list[Path]:
-    return sorted((ROOT / package).rglob("*.py"))
+    return sorted((ROOT / FOLDERS[package]).rglob("*.py"))
 
 
 def _unit(module: str, package: str) -> str | None:
-    """The folder (``server/agui/``) or top-level module (``server.app``) a module belongs to."""
+    """The folder (``server/agui/``) or top-level module (``ragstream.app``) a module belongs to."""
     parts = module.split(".")
     if parts[0] != package or len(parts) == 1:
         return None  # the package's own __init__ re-exports; it is not a unit of the layout
-    return f"{package}/{parts[1]}/" if (ROOT / package / parts[1]).is_dir() else f"{package}.{parts[1]}"
+    folder = FOLDERS[package]
+    return f"{folder}/{parts[1]}/" if (ROOT / folder / parts[1]).is_dir() else f"{package}.{parts[1]}"
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -192,9 +212,9 @@ def test_every_folder_stands_on_one_floor(package: str) -> None:
 def test_the_floor_check_finds_a_folder_split_across_floors() -> None:
     """What issue 29.3 found: the AG-UI route and its SSE declared on the web floor while their
     folder (then ``server/agui/``) stood below it. Declared that way again, the check says so."""
-    routes = next(i for i, floor in enumerate(SERVER_LAYERS) if "server.routes" in floor)
-    split = [("server.routes.sse",), *SERVER_LAYERS]
-    assert _straddling("server", split) == {"server/routes/": [0, routes + 1]}
+    routes = next(i for i, floor in enumerate(SERVER_LAYERS) if "ragstream.routes" in floor)
+    split = [("ragstream.routes.sse",), *SERVER_LAYERS]
+    assert _straddling("ragstream", split) == {"server/routes/": [0, routes + 1]}
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -207,25 +227,25 @@ def test_the_loop_check_finds_a_loop_of_folders() -> None:
     ``threads``, ``threads`` back to ``agui/``), given as edges, is found."""
     edges = {
         "server/agui/": {"server/routes/", "server/runs/"},
-        "server/routes/": {"server.errors"},
-        "server.errors": {"server.threads"},
-        "server.threads": {"server/agui/"},
+        "server/routes/": {"ragstream.errors"},
+        "ragstream.errors": {"ragstream.threads"},
+        "ragstream.threads": {"server/agui/"},
     }
     assert _loops(edges) == [
-        ["server.errors", "server.threads", "server/agui/", "server/routes/", "server.errors"]
+        ["ragstream.errors", "ragstream.threads", "server/agui/", "server/routes/", "ragstream.errors"]
     ]
-    assert _loops({**edges, "server.threads": {"server/runs/"}}) == []
+    assert _loops({**edges, "ragstream.threads": {"server/runs/"}}) == []
 
 
 def _docs_tree(package: str) -> list[str]:
-    """The folders and modules the architecture tree (docs/architecture.md) names for ``package``,
-    in its order (only the left column: the descriptions name files inside folders too)."""
+    """The folders and modules the architecture tree (docs/architecture.md) names for ``package``'s
+    folder, in its order (only the left column: the descriptions name files inside folders too)."""
     block = snippet("architecture tree")
     named: list[str] = []
     inside = False
     for line in block.splitlines():
         if line and not line.startswith(" "):
-            inside = line.startswith(f"{package}/")
+            inside = line.startswith(f"{FOLDERS[package]}/")
             continue
         if inside:
             named += re.findall(r"[a-z_]+\.py|[a-z_]+/", line[:25])
@@ -238,13 +258,13 @@ def test_the_docs_tree_names_every_folder_and_module_highest_floor_first(package
     units = {_unit(_module(p), package) for p in _modules(package)} - {None}
     named = _docs_tree(package)
     as_units = [
-        f"{package}/{name}" if name.endswith("/") else f"{package}.{name.removesuffix('.py')}"
+        f"{FOLDERS[package]}/{name}" if name.endswith("/") else f"{package}.{name.removesuffix('.py')}"
         for name in named
     ]
     assert sorted(as_units) == sorted(units)  # each once, none missing, none that is not there
 
     def floor(unit: str) -> int | None:
-        return _layer(unit.rstrip("/").replace("/", "."), layers)
+        return _layer(_module(ROOT / unit.rstrip("/")) if unit.endswith("/") else unit, layers)
 
     floors = [floor(unit) for unit in as_units]
     assert floors == sorted(floors, key=lambda f: -1 if f is None else f, reverse=True), list(
@@ -253,7 +273,7 @@ def test_the_docs_tree_names_every_folder_and_module_highest_floor_first(package
 
 
 def test_the_run_engine_imports_neither_ag_ui_nor_pydantic_ai_nor_http() -> None:
-    forbidden = ("ag_ui", "pydantic_ai", "server.errors", "starlette", "sse_starlette", "server.agui")
+    forbidden = ("ag_ui", "pydantic_ai", "ragstream.errors", "starlette", "sse_starlette", "ragstream.agui")
     found = [
         f"{_module(path)} imports {name}"
         for path in sorted((ROOT / "server" / "runs").rglob("*.py"))
@@ -263,11 +283,54 @@ def test_the_run_engine_imports_neither_ag_ui_nor_pydantic_ai_nor_http() -> None
     assert found == []
 
 
-def test_rag_tools_never_imports_server() -> None:
+def _names(name: str, *packages: str) -> bool:
+    return any(name == package or name.startswith(f"{package}.") for package in packages)
+
+
+def test_rag_tools_never_imports_the_server() -> None:
     found = [
         f"{_module(path)} imports {name}"
         for path in _modules("rag_tools")
         for name in _imports(path)
-        if name == "server" or name.startswith("server.")
+        if _names(name, "ragstream", "server")
     ]
     assert found == []
+
+
+#: Where Python of this repository lives (``tests/fuzzing/server.py`` is ``tests.fuzzing.server``).
+_PYTHON_FOLDERS = ("server", "rag_tools", "tests", "bench", "examples", "scripts")
+#: The old name in the docs' code and commands: an import, a ``module:attribute`` string, ``-m``.
+_OLD_NAME = re.compile(r"^\s*(from server(\.| import)|import server\b)|\bserver\.\w+:\w+|-m server\b", re.M)
+
+
+def test_nothing_imports_the_server_by_its_folder_name() -> None:
+    """``server`` is a folder, not an import name: ``import server`` from the repository root would
+    load every module a second time beside ``ragstream``'s (two ``Principal`` classes, two
+    settings), and a user's own ``server.py`` takes that name (tests/test_shadowing.py)."""
+    found = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for folder in _PYTHON_FOLDERS
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if not {"node_modules", "static"} & set(path.parts)
+        for name in _imports(path)
+        if _names(name, "server")
+    ]
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        found += [
+            f"{page.relative_to(ROOT)}: {m.group(0).strip()}" for m in _OLD_NAME.finditer(page.read_text())
+        ]
+    assert found == []
+
+
+def test_the_wheel_lists_every_folder_as_a_package() -> None:
+    """pyproject lists the packages (``find`` names a package by its folder, and cannot install
+    ``server/`` as ``ragstream``): a folder left out would be missing from the wheel only."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["package-dir"] == {"ragstream": "server"}
+    folders = [
+        path
+        for folder in FOLDERS.values()
+        for path in [ROOT / folder, *(ROOT / folder).rglob("*")]
+        if path.is_dir() and not {"__pycache__", "static"} & set(path.relative_to(ROOT).parts)
+    ]
+    assert sorted(setuptools["packages"]) == sorted(_module(path / "__init__.py") for path in folders)

@@ -1,7 +1,7 @@
 """Limits per principal, through the real server: runs per minute, concurrent runs, upload bytes per
 hour, model tokens per day; in one process and shared by two app instances through one Redis.
 
-The counters are ragstream's own (``server.quotas``) on a clock the test holds still, so a window
+The counters are ragstream's own (``ragstream.quotas``) on a clock the test holds still, so a window
 never turns in the middle of a test; moving that clock shows a window turning. The model is the
 scenario agent (pydantic-ai ``FunctionModel``, whose usage pydantic-ai estimates from the messages).
 """
@@ -22,12 +22,12 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage, UsageLimits
 
 from rag_tools import build_chat_toolkit
-from server.agui.budget import TokenBudget
-from server.app import create_app
-from server.config import AppConfig
-from server.quotas import DAY, HOUR, Limits, MemoryQuotas, QuotaExceeded, Quotas, RedisQuotas
-from server.runs import RunFailure
-from server.runs.redis import redis_client
+from ragstream.agui.budget import TokenBudget
+from ragstream.app import create_app
+from ragstream.config import AppConfig
+from ragstream.quotas import DAY, HOUR, Limits, MemoryQuotas, QuotaExceeded, Quotas, RedisQuotas
+from ragstream.runs import RunFailure
+from ragstream.runs.redis import redis_client
 from tests.protocol import parse_sse, run_body
 from tests.scenario import Notes, scenario_agent
 from tests.servers import serve

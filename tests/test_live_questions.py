@@ -24,8 +24,8 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 
 from rag_tools import AgentDeps, ToolContext
 from rag_tools.tools import ask
-from server.agui.questions import RunQuestions
-from server.runs.questions import MemoryQuestionBus
+from ragstream.agui.questions import RunQuestions
+from ragstream.runs.questions import MemoryQuestionBus
 from tests.protocol import check_stream, parse_sse, run_body
 from tests.test_server_http import assert_error
 from tests.test_tool_results import seed_chat, seed_server, seed_workers

@@ -20,7 +20,7 @@ import httpx
 import pytest
 import uvicorn
 
-from server.observe.logs import JsonFormatter, RedactTokens, bind, log_config
+from ragstream.observe.logs import JsonFormatter, RedactTokens, bind, log_config
 from tests.otlp_receiver import OTLPReceiver
 from tests.protocol import parse_sse, run_body
 from tests.servers import RAGSTREAM, ROOT, free_port, served
@@ -102,7 +102,7 @@ def test_an_exception_stays_on_its_line() -> None:
 
 
 def test_plain_text_is_the_default_and_every_line_has_its_time() -> None:
-    from server.config import AppConfig
+    from ragstream.config import AppConfig
 
     assert AppConfig(data_dir=Path("x")).log_format == "text"
     config = log_config("text", uvicorn.config.LOGGING_CONFIG)

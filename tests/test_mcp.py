@@ -32,8 +32,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from rag_tools.kb import KnowledgeBase
-from server.app import create_app, create_mcp_app
-from server.config import AppConfig
+from ragstream.app import create_app, create_mcp_app
+from ragstream.config import AppConfig
 from tests.conftest import CORPUS_DOCUMENTS
 from tests.oidc_provider import AUDIENCE, IdentityProvider
 from tests.servers import ROOT, serve, served
@@ -233,7 +233,7 @@ def test_a_bad_token_or_a_missing_extra_is_one_line(data: Path) -> None:
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAGSTREAM_TOKENS": json.dumps(TOKENS)}
     done = subprocess.run(
-        [sys.executable, "-m", "server.cli", "mcp", "--data-dir", str(data), "--token", "wrong"],
+        [sys.executable, "-m", "ragstream.cli", "mcp", "--data-dir", str(data), "--token", "wrong"],
         env=env,
         capture_output=True,
         text=True,
@@ -247,7 +247,7 @@ def test_a_bad_token_or_a_missing_extra_is_one_line(data: Path) -> None:
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['mcp'] = None\n")
     done = subprocess.run(
-        [sys.executable, "-m", "server.cli", "mcp", "--data-dir", str(data)],
+        [sys.executable, "-m", "ragstream.cli", "mcp", "--data-dir", str(data)],
         env={**env, "PYTHONPATH": f"{blocker}{os.pathsep}{ROOT}"},
         capture_output=True,
         text=True,

@@ -278,7 +278,7 @@ async def test_metrics_on_their_own_address(tmp_path: Path) -> None:
 def test_a_bad_metrics_address_is_refused(tmp_path: Path) -> None:
     from pydantic import ValidationError
 
-    from server.config import AppConfig
+    from ragstream.config import AppConfig
 
     with pytest.raises(ValidationError, match="host:port"):
         AppConfig(data_dir=tmp_path, metrics_address="9464")

@@ -22,8 +22,8 @@ from PIL import Image
 
 from rag_tools.kb import KnowledgeBase, ocr, readers
 from rag_tools.kb.readers import parse_document
-from server.app import create_app
-from server.config import AppConfig
+from ragstream.app import create_app
+from ragstream.config import AppConfig
 from tests.embedders import HashingEmbeddingModel
 from tests.scans import SANS, cer, image_bytes, page_text, render_page, scanned_pdf
 from tests.servers import serve

@@ -22,7 +22,7 @@ from fpdf import FPDF
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.chunking import chunk_document
 from rag_tools.kb.readers import ParsedDocument, parse_document
-from server.app import create_app
+from ragstream.app import create_app
 from tests.embedders import HashingEmbeddingModel
 from tests.office_files import BAD_FILES, CORPUS, OFFICE_SAMPLES, sample
 from tests.protocol import check_stream, parse_sse, run_body

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from server.auth import SignInUnavailable
-from server.oidc import KeySet
+from ragstream.auth import SignInUnavailable
+from ragstream.oidc import KeySet
 from tests.conftest import scenario_app
 from tests.oidc_provider import AUDIENCE, IdentityProvider, SigningKey, forged
 from tests.protocol import parse_sse, run_body
@@ -252,7 +252,7 @@ async def test_readiness_asks_the_identity_provider_and_a_wrong_issuer_is_named(
 
 
 def test_an_issuer_that_is_not_a_url_stops_serve(tmp_path: Any) -> None:
-    from server.config import AppConfig
+    from ragstream.config import AppConfig
 
     with pytest.raises(ValueError, match="oidc_issuer"):
         AppConfig(data_dir=tmp_path, oidc_issuer="not-a-url", oidc_audience=AUDIENCE)
@@ -374,7 +374,7 @@ def test_a_hook_that_cannot_be_loaded_stops_serve(tmp_path: Any) -> None:
     from tests.servers import ROOT
 
     result = subprocess.run(
-        [sys.executable, "-m", "server.cli", "serve", "--data-dir", str(tmp_path), "--port", "0"],
+        [sys.executable, "-m", "ragstream.cli", "serve", "--data-dir", str(tmp_path), "--port", "0"],
         env={"PATH": "/usr/bin:/bin", "RAGSTREAM_AUTH": "tests.auth_hook:missing", "PYTHONPATH": str(ROOT)},
         cwd=ROOT,
         capture_output=True,

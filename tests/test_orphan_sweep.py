@@ -17,8 +17,8 @@ import lancedb
 import pytest
 
 from rag_tools.kb import KnowledgeBase, KnowledgeBaseUnavailable, document_id_for
-from server.app import create_app
-from server.config import AppConfig
+from ragstream.app import create_app
+from ragstream.config import AppConfig
 from tests.s3_helpers import S3Location, StoreProxy
 from tests.servers import serve
 
@@ -127,8 +127,8 @@ async def test_one_worker_sweeps_per_round(
 ) -> None:
     """Workers sharing a Redis take the round's sweep lease: while another worker holds it, a
     starting server leaves the knowledge base alone; once it is free, the next server sweeps."""
-    from server.runs.redis import RedisRunLocks, redis_client
-    from server.services import ORPHAN_SWEEP_LEASE
+    from ragstream.runs.redis import RedisRunLocks, redis_client
+    from ragstream.services import ORPHAN_SWEEP_LEASE
 
     lost = await crash_between_original_and_publication(s3_location, proxy)
     await asyncio.sleep(1.1)
@@ -152,9 +152,9 @@ async def test_one_worker_sweeps_per_round(
 def test_a_lease_is_never_a_thread() -> None:
     """Lease names (a locked tool, a sync source, the sweep) are not valid thread ids, so no thread
     can share a lock with one."""
-    from server.runs import lease_name
-    from server.services import ORPHAN_SWEEP_LEASE
-    from server.validation import InvalidRequest, check_id
+    from ragstream.runs import lease_name
+    from ragstream.services import ORPHAN_SWEEP_LEASE
+    from ragstream.validation import InvalidRequest, check_id
 
     assert check_id("tool:search", "threadId") == "tool:search"  # a thread may be named like this
     for name in (lease_name("tool", "search"), ORPHAN_SWEEP_LEASE):

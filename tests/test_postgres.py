@@ -15,8 +15,8 @@ import pytest
 
 from rag_tools.state import StoreError, ThreadRecord, ToolContextCache, VersionConflictError
 from rag_tools.state.postgres_store import PostgresThreadStore, SchemaVersionError
-from server.runs.redis import redis_client
-from server.services import Services
+from ragstream.runs.redis import redis_client
+from ragstream.services import Services
 from tests.agui_client import drive
 from tests.conftest import scenario_app
 from tests.postgres_helpers import create_database, private_postgres

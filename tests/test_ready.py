@@ -68,7 +68,7 @@ async def test_ready_names_what_is_down_and_health_stays_up(scenario_config: Any
 
 def _store_errors(operation: str) -> float:
     """``ragstream_thread_store_errors_total`` for ``operation``, in this process (the served app's)."""
-    from server.observe import metrics
+    from ragstream.observe import metrics
 
     found = metrics.registry().get_sample_value(
         "ragstream_thread_store_errors_total", {"operation": operation}

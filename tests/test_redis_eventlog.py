@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from server.observe import logs as server_logs
-from server.runs import BackendUnavailable
-from server.runs.eventlog import RunInfo
-from server.runs.redis import REDIS, RedisEventLog, RedisRunLocks, RedisStopBus, redis_client
+from ragstream.observe import logs as server_logs
+from ragstream.runs import BackendUnavailable
+from ragstream.runs.eventlog import RunInfo
+from ragstream.runs.redis import REDIS, RedisEventLog, RedisRunLocks, RedisStopBus, redis_client
 from tests.redis_helpers import private_redis
 
 

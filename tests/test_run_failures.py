@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic_ai.exceptions import UserError
 
-from server.agui.adapter import classify
-from server.runs.failures import FailureCode
+from ragstream.agui.adapter import classify
+from ragstream.runs.failures import FailureCode
 
 
 def test_the_agent_frameworks_words_go_to_the_log_and_the_client_gets_a_reference(

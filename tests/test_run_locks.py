@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from server.runs.locks import MemoryRunLocks
+from ragstream.runs.locks import MemoryRunLocks
 from tests.conftest import scenario_app
 from tests.protocol import check_stream, parse_sse, run_body
 from tests.servers import serve
@@ -93,7 +93,7 @@ async def test_a_renewal_under_way_when_a_run_ends_does_not_take_its_lock_back(s
     be free once the run's stream has ended (a renewal takes a free lock again, so it must not
     arrive after the release, or the next run gets 409 for a lock lifetime)."""
     from rag_tools import build_chat_toolkit
-    from server.app import create_app
+    from ragstream.app import create_app
     from tests.scenario import Notes, scenario_agent
 
     scenario_config.run_lock_ttl_seconds = TTL  # a renewal every 0.2 s, each 0.15 s on its way

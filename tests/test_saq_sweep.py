@@ -17,7 +17,7 @@ from saq import Status
 from saq.queue.redis import RedisQueue
 from saq.utils import now
 
-from server.jobs.saq_redis import RagstreamRedisQueue
+from ragstream.jobs.saq_redis import RagstreamRedisQueue
 
 pytestmark = pytest.mark.timeout(60)
 

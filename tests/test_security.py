@@ -236,8 +236,8 @@ def _programs(listener: Listener, outside: Path, data_dir: Path) -> dict[str, st
 
 @pytest.fixture(scope="module")
 def server(corpus_kb_template: Path) -> Iterator[Server]:
-    from server.app import create_app
-    from server.config import AppConfig
+    from ragstream.app import create_app
+    from ragstream.config import AppConfig
 
     # a world-readable application directory outside /tmp, like /srv/app/.ragstream/data
     (ROOT / "test-artifacts").mkdir(exist_ok=True)

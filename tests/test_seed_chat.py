@@ -87,7 +87,7 @@ def qa_and_summary_model(gate: asyncio.Event) -> FunctionModel:
 
 
 async def test_seed_chat_shapes_through_the_server(scenario_config: Any, tmp_path: Path) -> None:
-    from server.app import create_app
+    from ragstream.app import create_app
 
     gate = asyncio.Event()
     config = scenario_config

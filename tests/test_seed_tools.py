@@ -115,8 +115,8 @@ def test_a_factory_declares_per_run_step_and_instructions_for_the_registry() -> 
 async def test_per_run_step_factories_context_instructions_and_tool_call_times(
     scenario_config: Any, tmp_path: Path
 ) -> None:
-    from server.agui.history import stored_messages
-    from server.app import create_app
+    from ragstream.agui.history import stored_messages
+    from ragstream.app import create_app
 
     tools = tmp_path / "tools"
     tools.mkdir()

@@ -610,8 +610,8 @@ async def test_authentication(scenario_config: Any) -> None:
 async def test_static_tokens_carry_the_principals_groups(tmp_path: Any) -> None:
     from starlette.requests import HTTPConnection
 
-    from server.auth import AuthBackend, StaticTokens
-    from server.config import AppConfig
+    from ragstream.auth import AuthBackend, StaticTokens
+    from ragstream.config import AppConfig
 
     config = AppConfig(
         data_dir=tmp_path, tokens={"alice": {"token": "a", "groups": ["hr", "ops"]}, "bob": "b"}

@@ -41,7 +41,7 @@ def test_the_site_builds_strict_with_the_api_reference_from_the_docstrings(site:
     tools = (site / "reference" / "tools" / "index.html").read_text()
     assert 'id="rag_tools.tools.ToolResult"' in tools
     auth = (site / "reference" / "auth" / "index.html").read_text()
-    assert 'id="server.auth.Principal"' in auth and 'id="server.auth.Refused"' in auth
+    assert 'id="ragstream.auth.Principal"' in auth and 'id="ragstream.auth.Refused"' in auth
 
 
 def test_the_readmes_images_are_where_they_point(site: Path) -> None:

@@ -145,7 +145,7 @@ def soak_agent(toolkit: Toolkit) -> Agent[ChatDeps, Any]:
 
 
 def soak_app(config: Any) -> Any:
-    from server.app import create_app
+    from ragstream.app import create_app
 
     toolkit = build_chat_toolkit(config)
     toolkit.namespaces["soak"] = Ledger
@@ -156,7 +156,7 @@ def soak_app(config: Any) -> Any:
 
 def soak_config(data_dir: Path, kb_template: Path, **overrides: Any) -> Any:
     """A server configuration over a private copy of the ingested corpus in ``data_dir``."""
-    from server.config import AppConfig
+    from ragstream.config import AppConfig
 
     if not (data_dir / "kb").exists():
         shutil.copytree(kb_template, data_dir / "kb")

@@ -1,4 +1,4 @@
-"""SSE responses (``sse_starlette.EventSourceResponse`` via ``server.routes.sse``) on a real uvicorn
+"""SSE responses (``sse_starlette.EventSourceResponse`` via ``ragstream.routes.sse``) on a real uvicorn
 server: frames in order with ``\n`` separators, keep-alive comments, clients leaving."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from server.routes.sse import sse_response
+from ragstream.routes.sse import sse_response
 from tests.conftest import scenario_app
 from tests.protocol import parse_sse, run_body
 from tests.servers import serve
@@ -179,9 +179,9 @@ async def test_a_client_that_stops_reading_after_the_last_batch_is_cut_off_by_th
     """
     import socket
 
-    import server.routes.sse
+    import ragstream.routes.sse
 
-    monkeypatch.setattr(server.routes.sse, "SEND_TIMEOUT_SECONDS", 0.5)
+    monkeypatch.setattr(ragstream.routes.sse, "SEND_TIMEOUT_SECONDS", 0.5)
     ended = asyncio.Event()
     replay = [
         (i + 1, b'{"text": "%s"}' % (b"x" * 2000)) for i in range(4000)

@@ -60,8 +60,8 @@ def test_a_data_directory_that_cannot_be_created_is_one_line(tmp_path: Path) -> 
 
 
 def test_a_missing_data_directory_is_created(tmp_path: Path) -> None:
-    from server.commands import data_dir_problem
-    from server.config import AppConfig
+    from ragstream.commands import data_dir_problem
+    from ragstream.config import AppConfig
 
     data = tmp_path / "new" / "data"
     assert data_dir_problem(AppConfig(data_dir=data)) is None

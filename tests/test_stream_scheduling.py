@@ -1,4 +1,4 @@
-"""How a streamed run shares the event loop (``server.agui._upstream.install_fast_stream_locks``), through the real server.
+"""How a streamed run shares the event loop (``ragstream.agui._upstream.install_fast_stream_locks``), through the real server.
 
 pydantic-ai's per-event stream locks no longer yield to the loop when uncontended, so the checks
 here are the ones that change could break: each event still passes through the loop exactly where
@@ -19,7 +19,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from rag_tools import ChatDeps
-from server.agui._upstream import install_fast_stream_locks
+from ragstream.agui._upstream import install_fast_stream_locks
 from tests.protocol import last_user_text, parse_sse, run_body
 from tests.servers import serve
 
@@ -66,7 +66,7 @@ async def test_each_streamed_event_passes_through_the_loop_once() -> None:
 
 
 async def test_an_unpaced_stream_neither_starves_other_runs_nor_ignores_a_stop(scenario_config: Any) -> None:
-    from server.app import create_app
+    from ragstream.app import create_app
 
     scenario_config.tool_dirs = []
     app = create_app(scenario_config, agent=_agent(), fast_stream_locks=True)

@@ -208,8 +208,8 @@ async def test_a_locked_tool_never_runs_twice_at_once_across_runs_and_waiting_sh
 async def test_a_locked_tool_never_runs_twice_at_once_across_two_workers_sharing_redis(
     scenario_config: Any, tmp_path: Path, tool_log: Path, redis_url: str, redis_prefix: str
 ) -> None:
-    from server.runs import lease_name
-    from server.runs.redis import RedisRunLocks, redis_client
+    from ragstream.runs import lease_name
+    from ragstream.runs.redis import RedisRunLocks, redis_client
 
     a, b = seed_workers(scenario_config, redis_url, redis_prefix, tool_log)
     client = redis_client(redis_url)

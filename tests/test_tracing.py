@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from server.agui.execution import TRACE_ID_KEY
-from server.observe import tracing
+from ragstream.agui.execution import TRACE_ID_KEY
+from ragstream.observe import tracing
 from tests.agui_client import drive
 from tests.otlp_receiver import OTLPReceiver, ReceivedSpan
 from tests.servers import RAGSTREAM, ROOT, served

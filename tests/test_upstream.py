@@ -1,4 +1,4 @@
-"""pydantic-ai internals ragstream relies on (``server.agui._upstream``): fail here, loudly, on an upgrade.
+"""pydantic-ai internals ragstream relies on (``ragstream.agui._upstream``): fail here, loudly, on an upgrade.
 
 Each check names what moved. A failure here means: read the note in ``server/agui/_upstream.py`` on
 that item and either follow the rename or replace the use with the public API that ended it.
@@ -20,7 +20,7 @@ import pytest
 from pydantic_ai import ToolCallPart
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
-from server.agui import _upstream
+from ragstream.agui import _upstream
 
 
 def test_approval_to_interrupt_still_builds_the_interrupt_run_finished_carries() -> None:
@@ -94,9 +94,9 @@ def test_an_app_created_with_defaults_leaves_pydantic_ai_unpatched() -> None:
                 _agent_graph.cancel_and_drain,
             )
         before = patched()
-        from server.app import create_app
-        from server.config import AppConfig
-        from server.agui._upstream import fast_stream_locks_installed
+        from ragstream.app import create_app
+        from ragstream.config import AppConfig
+        from ragstream.agui._upstream import fast_stream_locks_installed
         create_app(AppConfig(tool_dirs=[]))
         assert before == patched(), "create_app patched pydantic-ai"
         create_app(AppConfig(tool_dirs=[]), handoff_drain_fix=True)
@@ -130,8 +130,8 @@ async def test_a_run_stopped_as_pydantic_ai_hands_over_leaves_no_task_behind(tmp
     from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
     from rag_tools import ChatDeps, build_chat_toolkit
-    from server.app import create_app
-    from server.config import AppConfig
+    from ragstream.app import create_app
+    from ragstream.config import AppConfig
     from tests.protocol import parse_sse, run_body
     from tests.servers import serve
 

@@ -7,7 +7,7 @@ import sys
 
 import uvicorn
 
-from server.config import AppConfig
+from ragstream.config import AppConfig
 from tests.conftest import scenario_app
 
 if __name__ == "__main__":

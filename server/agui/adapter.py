@@ -2,7 +2,7 @@
 
 The stock event stream puts ``str(exception)`` into RUN_ERROR, which can carry connection strings,
 paths or tracebacks of whatever failed. Here ``classify`` turns the exception into a ``RunFailure``
-from the engine's one list of codes (``server.runs.failures``): the adapter's own user-facing
+from the engine's one list of codes (``ragstream.runs.failures``): the adapter's own user-facing
 errors pass through, model, knowledge base and store failures get fixed texts, anything else a
 generic text with a reference to the log line.
 

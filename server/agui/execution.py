@@ -1,6 +1,6 @@
 """``AGUIRun``: one AG-UI run, the adapter's event stream plus what ragstream adds around it.
 
-It is the ``RunSource`` the engine runs (``server.runs``). Its event pipeline:
+It is the ``RunSource`` the engine runs (``ragstream.runs``). Its event pipeline:
 
 - RUN_STARTED carries the messages the run answers (AG-UI's ``input``, with only the client's
   new turn: its question): a client that did not send them (a page following the run after a

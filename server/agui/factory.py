@@ -15,7 +15,7 @@ system parts, settings). ``start`` reads top to bottom:
 5. check messages and frontend tools the adapter could otherwise only reject mid-stream (a tool
    named like a server tool), and that every resume entry answers an interrupt still pending on
    the thread (a stale one is a 409, not a failed run);
-6. admit the run under the principal's limits (``server.quotas``: runs per minute, concurrent runs,
+6. admit the run under the principal's limits (``ragstream.quotas``: runs per minute, concurrent runs,
    the day's model tokens, whose rest becomes the run's token limit);
 7. build the deps (with a live question channel when the client answers tools' questions live)
    and the adapter's stream (history from the thread record, the new turn from the client), and

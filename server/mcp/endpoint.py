@@ -1,5 +1,5 @@
 """The MCP server on the official ``mcp`` SDK: over stdio, and as the streamable HTTP endpoint that
-``server.app`` serves at ``/mcp``.
+``ragstream.app`` serves at ``/mcp``.
 
 Over HTTP the endpoint is stateless (the SDK's ``stateless_http``): every POST is answered on its
 own, so any worker or host answers any request and the caller is decided per request by the app's

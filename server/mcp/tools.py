@@ -8,7 +8,7 @@ may not read. Writes (``ingest_document``, ``delete_document``) exist only when 
 follow the HTTP API's editor rule (``access.check_document_change``).
 
 Who calls: on HTTP, the principal the sign-in schemes made of the request's bearer token (the app's
-authentication middleware, ``server.auth``, signed it in before the request reached MCP); on stdio,
+authentication middleware, ``ragstream.auth``, signed it in before the request reached MCP); on stdio,
 the ``operator`` the command was started as: by default the local operator, who owns the data
 directory and so reads every document and is an editor (as ``ragstream search`` and ``ingest``), or
 the principal of a token given with ``--token``.

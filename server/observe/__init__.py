@@ -1,5 +1,5 @@
 """Operating the server: traces (OpenTelemetry), metrics (Prometheus) and JSON logs.
 
-The lowest layer of ``server``: it knows nothing of runs, AG-UI or HTTP, and every layer above
+The lowest layer of ``ragstream``: it knows nothing of runs, AG-UI or HTTP, and every layer above
 reports through it. See server/NOTES.md, "Observability".
 """

@@ -2,7 +2,7 @@
 ingestion jobs.
 
 An upload is stored with its job and answered ``202`` at once; any worker or host runs the job and
-reports on it (``server.jobs``). Changing the knowledge base is for editors (``access.check_editor``),
+reports on it (``ragstream.jobs``). Changing the knowledge base is for editors (``access.check_editor``),
 and a group editor changes only its groups' documents (``access.check_document_editor``). Every
 read goes through the caller's view of the knowledge base (``access.reader_of``): a document the
 caller may not read is a 404, exactly as a missing one.

@@ -1,7 +1,7 @@
 """The run engine: runs as tasks writing event logs, one run per thread, stop and reconnect.
 
 Protocol-neutral: nothing here knows AG-UI, pydantic-ai or HTTP. A protocol binding
-(``server.agui``) builds a ``RunSource`` and hands it to ``RunManager``; the web layer maps the
+(``ragstream.agui``) builds a ``RunSource`` and hands it to ``RunManager``; the web layer maps the
 engine's domain errors (``errors``) to responses. Memory implementations of the event log, run
 locks, stop bus and question bus serve one process; ``runs.redis`` shares them between workers and
 hosts.

@@ -1,7 +1,7 @@
 """What can go wrong when starting, following or stopping a run, in the engine's own terms.
 
 These are domain errors: they say what happened, not which HTTP status answers it. The web layer
-maps them to responses in one table (``server.errors``); the engine never speaks HTTP.
+maps them to responses in one table (``ragstream.errors``); the engine never speaks HTTP.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 
 from bench.rag_eval import build_corpus_kb
-from server.app import create_app
-from server.config import AppConfig
+from ragstream.app import create_app
+from ragstream.config import AppConfig
 from tests.browser.chat import launch_browser
 from tests.browser.copilotkit import SCREENSHOTS, CopilotKitPage, example_server, require_example
 from tests.servers import serve

@@ -19,8 +19,8 @@ from pathlib import Path
 from playwright.async_api import Page
 
 from rag_tools.kb import KnowledgeBase
-from server.app import create_app
-from server.config import AppConfig
+from ragstream.app import create_app
+from ragstream.config import AppConfig
 from tests.browser.chat import ROOT, ChatPage, launch_browser
 from tests.servers import serve
 

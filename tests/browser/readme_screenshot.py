@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 
 from bench.rag_eval import build_corpus_kb
-from server.app import create_app
-from server.config import AppConfig
+from ragstream.app import create_app
+from ragstream.config import AppConfig
 from tests.browser.chat import ROOT, ChatPage, launch_browser, require_built_page
 from tests.servers import serve
 
