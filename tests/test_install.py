@@ -22,6 +22,7 @@ import pytest
 from .office_files import sample
 from .protocol import parse_sse, run_body
 from .servers import free_port
+from .test_shadowing import check_users_modules_do_not_shadow, users_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
@@ -75,7 +76,7 @@ def test_the_wheel_carries_the_page_the_license_and_the_version(installed: tuple
     (site,) = (venv / "lib").glob("python*/site-packages")
     assert (site / "ragstream" / "static" / "index.html").is_file()
     assert list((site / "ragstream" / "static" / "assets").glob("*.js"))
-    # the server is the import package ragstream: no generic top-level name
+    # the server is the import package ragstream: no generic top-level name (tests/test_shadowing.py)
     (record,) = site.glob("ragstream-*.dist-info/RECORD")
     files = [line.split(",", 1)[0] for line in record.read_text().splitlines()]
     top = {name.split("/", 1)[0] for name in files if not name.startswith("..")}  # bin/ragstream is ../..
@@ -125,6 +126,12 @@ def test_ragstream_serve_from_the_wheel_serves_the_page_and_answers(installed: t
     finally:
         process.terminate()
         process.wait(30)
+
+
+def test_a_users_server_py_does_not_shadow_the_installed_ragstream(installed: tuple[Path, Path]) -> None:
+    venv, home = installed
+    folder = users_folder(home / "project")
+    check_users_modules_do_not_shadow(venv / "bin" / "ragstream", folder, _user_env(folder))
 
 
 @pytest.mark.parametrize(
