@@ -33,7 +33,7 @@ from pydantic_ai.embeddings import (
 from pydantic_ai.embeddings.result import EmbedInputType
 
 from .extras import extra_imports
-from .minilm_onnx import HIDDEN, Precision, build_minilm_graph
+from .minilm_onnx import HIDDEN, Precision, minilm_session
 
 __all__ = [
     "DEFAULT_EMBEDDER",
@@ -142,16 +142,9 @@ class MiniLMEmbeddingModel(_LocalEmbeddingModel):
         return "all-minilm-l6-v2" if self.precision == "fp32" else f"all-minilm-l6-v2-{self.precision}"
 
     def _load(self) -> None:
-        import onnxruntime as ort
         from tokenizers import BertWordPieceTokenizer
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(
-            build_minilm_graph(self.precision), options, providers=["CPUExecutionProvider"]
-        )
+        self._session = minilm_session(self.precision)
         tokenizer = BertWordPieceTokenizer(str(_VOCAB), lowercase=True)
         tokenizer.enable_truncation(self.max_tokens)
         self._tokenizer = tokenizer

