@@ -13,6 +13,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from .config import RagConfig
 from .deps import ChatDeps
 from .embeddings import resolve_embedding_model
+from .models import ModelGuard
 from .offline_model import create_extractive_model
 from .state import ToolContext
 from .toolkit import Toolkit, build_toolkit
@@ -77,7 +78,9 @@ def create_chat_agent(
 ) -> ChatAgent:
     """The chat agent; its output is text, or the tool calls that wait for a human or the browser.
 
-    ``toolsets`` and ``capabilities`` are added to the toolkit's (user tools, the tool system).
+    ``toolsets`` and ``capabilities`` are added to the toolkit's (user tools, the tool system). A
+    provider's model is sent ``config``'s request settings, retried and checked by a ``ModelGuard``
+    (``rag_tools.models``).
     """
     toolkit = toolkit or build_chat_toolkit(config)
     return Agent(
@@ -85,7 +88,7 @@ def create_chat_agent(
         deps_type=ChatDeps,
         output_type=[str, DeferredToolRequests],
         toolsets=[*toolkit.toolsets, *toolsets],
-        capabilities=[*toolkit.capabilities, *capabilities],
+        capabilities=[*toolkit.capabilities, ModelGuard.from_config(config), *capabilities],
         instructions=[CHAT_INSTRUCTIONS, toolkit.prompt],
         name="ragstream",
     )

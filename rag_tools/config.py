@@ -55,6 +55,37 @@ class RagConfig(BaseModel):
         default=None,
         description="Chat model (any pydantic-ai model string); unset means the offline extractive model.",
     )
+    model_max_tokens: int | None = Field(
+        default=4096,
+        ge=1,
+        description="Most tokens the model may write per response (max_tokens); unset: the provider's default.",
+    )
+    model_temperature: float | None = Field(
+        default=0.2,
+        ge=0.0,
+        le=2.0,
+        description=(
+            "Sampling temperature sent to the model; unset: the provider's default "
+            "(reasoning models take none: pydantic-ai leaves it out for them)."
+        ),
+    )
+    model_timeout: float | None = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds one model request may wait for the provider (per attempt, and between streamed chunks).",
+    )
+    model_retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Retries of a model request the provider refused for a passing reason (429, 5xx, no connection).",
+    )
+    model_retry_backoff: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=60.0,
+        description="Seconds before the first retry, doubled for each next one (a longer Retry-After wins).",
+    )
     chunk_max_chars: int = Field(default=1200, ge=200, le=20_000, description="Upper bound of a chunk.")
     max_file_mb: float = Field(
         default=512.0,

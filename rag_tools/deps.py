@@ -30,7 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
 from pydantic import ValidationError
 from pydantic_ai import CustomEvent, RunContext
-from pydantic_ai.capabilities import Hooks
+from pydantic_ai.capabilities import AbstractCapability, Hooks
 
 from .config import RagConfig
 from .kb import KnowledgeBase
@@ -110,6 +110,9 @@ class AgentDeps:
     tracker: StateTracker | None = field(default=None, repr=False)
     questions: QuestionChannel | None = field(default=None, repr=False)
     """Where a tool's ``ask`` waits for a live answer (``questions.py``); ``None``: interrupts only."""
+    model_capabilities: tuple[AbstractCapability[Any], ...] = field(default=(), repr=False)
+    """What a model call a tool makes inside the run gets (``rag_tools.models.model_run_options``):
+    the run's ``ModelGuard`` and, in the server, its token metrics, traces and daily budget."""
     rejected_state: ValidationError | None = field(default=None, repr=False)
     _run_baseline: Any = field(default=None, repr=False)
     _emitted_version: int = field(default=-1, repr=False)

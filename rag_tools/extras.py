@@ -29,7 +29,7 @@ EXTRAS: dict[str, str] = {
     "office": "reading office files (.docx, .pptx, .xlsx, .epub)",
     "openai": "OpenAI and OpenAI-compatible models (openai:, openai-chat:, ...)",
     "anthropic": "Anthropic models (anthropic:...)",
-    "google": "Google models (google-gla:..., google-vertex:...)",
+    "google": "Google models (google:... for the Gemini API, google-cloud:... for Vertex AI)",
     "wordllama": "the wordllama embedder (local:wordllama)",
     "mcp": "the knowledge base as an MCP server (ragstream mcp, RAGSTREAM_MCP)",
     "ocr": "reading scans by OCR (PDF pages without text, PNG/JPEG/TIFF)",

@@ -12,6 +12,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import uvicorn
 from prometheus_client import start_http_server
@@ -288,10 +289,41 @@ async def cmd_eval(config: AppConfig, args: argparse.Namespace) -> int:
     return 0
 
 
+#: The variable each provider prefix reads its base URL (or endpoint) from.
+_BASE_URL_VARIABLES = {
+    "openai": "OPENAI_BASE_URL",
+    "openai-chat": "OPENAI_BASE_URL",
+    "openai-responses": "OPENAI_BASE_URL",
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "ollama": "OLLAMA_BASE_URL",
+    "vllm": "VLLM_BASE_URL",
+    "azure": "AZURE_OPENAI_ENDPOINT",
+    "litellm": "LITELLM_BASE_URL",
+}
+
+
+def _base_url_problem(model: str) -> str | None:
+    """Why the base URL ``model``'s provider reads is not one (no http(s) scheme or no host)."""
+    variable = _BASE_URL_VARIABLES.get(model.split(":", 1)[0])
+    value = os.environ.get(variable or "", "").strip()
+    if not variable or not value:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return None
+    return (
+        f"--model {model!r}: {variable}={value!r} is not a URL; give the scheme and host, e.g."
+        " http://localhost:11434/v1 (docs/models.md lists each provider's)"
+    )
+
+
 def model_problem(model: str | None) -> str | None:
-    """Why ``model`` cannot answer (unknown, or its provider's key missing), in one line; else ``None``."""
+    """Why ``model`` cannot answer (unknown, its provider's key missing, its base URL not a URL), in
+    one line; else ``None``."""
     if model is None:
         return None
+    if (problem := _base_url_problem(model)) is not None:
+        return problem
     try:
         infer_model(model)
     except UserError as exc:

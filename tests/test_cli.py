@@ -77,16 +77,26 @@ def test_search_and_documents(corpus_kb_template: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("model", "says"),
+    ("model", "env", "says"),
     [
-        ("nonsense:foo", "is not a model pydantic-ai knows; use a provider:model string"),
-        ("openai:gpt-4o-mini", "Set the `OPENAI_API_KEY` environment variable"),
+        ("nonsense:foo", {}, "is not a model pydantic-ai knows; use a provider:model string"),
+        ("openai:gpt-4o-mini", {}, "Set the `OPENAI_API_KEY` environment variable"),
+        ("anthropic:claude-sonnet-4-5", {}, "Set the `ANTHROPIC_API_KEY` environment variable"),
+        (
+            "openai-chat:llama3.2",
+            {"OPENAI_BASE_URL": "localhost:11434/v1"},
+            "OPENAI_BASE_URL='localhost:11434/v1' is not a URL; give the scheme and host",
+        ),
+        ("ollama:llama3.2", {"OLLAMA_BASE_URL": "http://"}, "OLLAMA_BASE_URL='http://' is not a URL"),
     ],
 )
 def test_serve_refuses_an_unusable_model_in_one_line_before_serving(
-    tmp_path: Path, model: str, says: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, model: str, env: dict[str, str], says: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "OLLAMA_BASE_URL"):
+        monkeypatch.delenv(variable, raising=False)
+    for variable, value in env.items():
+        monkeypatch.setenv(variable, value)
     result = cli("serve", "--model", model, "--port", str(free_port()), data=tmp_path / "data")
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()

@@ -21,6 +21,7 @@ from ..config import RagConfig
 from ..filters import build_document_filter, combine_filters, get_session_filter
 from ..kb import Document, FilterLike, SearchHit, as_filter
 from ..kb.reranking import counting_usage
+from ..models import model_run_options
 from ..offline_model import is_extractive_model
 from ..progress import report_progress
 from ..sandbox import SANDBOX_MODULES, SandboxLimits, SandboxResult, run_sandboxed
@@ -159,7 +160,8 @@ def create_analysis_toolset(
         errors: list[str] = []
         try:
             await writer.run(
-                task if not document_name else f"{task}\n(Work with the document: {document_name})"
+                task if not document_name else f"{task}\n(Work with the document: {document_name})",
+                **model_run_options(ctx.deps, ctx),
             )
         except Exception as exc:  # the writer gave up (retries exhausted) or the model failed
             errors.append(f"no working program: {exc}")

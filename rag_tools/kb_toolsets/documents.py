@@ -12,6 +12,7 @@ from ..config import RagConfig
 from ..extractive import extractive_summary
 from ..filters import get_session_filter
 from ..kb import FilterLike, as_filter
+from ..models import model_run_options
 from ..progress import report_progress
 from ._common import deps_of
 
@@ -126,7 +127,7 @@ def create_document_toolset(
             summary = await extractive_summary(deps_of(ctx).client.embedding_model, found.content)
         else:
             agent = Agent(summary_model, instructions="Summarise the document in at most 6 sentences.")
-            summary = (await agent.run(found.content)).output
+            summary = (await agent.run(found.content, **model_run_options(ctx.deps, ctx))).output
         return found.model_copy(update={"content": None, "summary": summary})
 
     return toolset

@@ -18,6 +18,7 @@ from ..extractive import Passage, extractive_answer
 from ..filters import build_document_filter, combine_filters, get_session_filter
 from ..kb import Filter, FilterLike, KnowledgeBase, as_filter
 from ..kb.reranking import counting_usage
+from ..models import model_run_options
 from ..progress import report_progress
 from ..state import (
     QA_NAMESPACE,
@@ -130,7 +131,11 @@ def _recall(
 
 
 async def _answer_with_model(
-    model: Model | str, question: str, results: list[SearchResult], session_context: str | None
+    model: Model | str,
+    question: str,
+    results: list[SearchResult],
+    session_context: str | None,
+    run_options: dict[str, Any] | None = None,
 ) -> _ModelAnswer:
     passages = "\n\n".join(f"[{r.citation}] {r.title} ({r.location or r.uri})\n{r.text}" for r in results)
     instructions = (
@@ -140,7 +145,8 @@ async def _answer_with_model(
     if session_context:
         instructions += f"\n\nEarlier in this conversation: {session_context}"
     agent = Agent(model, instructions=instructions, output_type=_ModelAnswer)
-    return (await agent.run(f"Question: {question}\n\nPassages:\n{passages}")).output
+    prompt = f"Question: {question}\n\nPassages:\n{passages}"
+    return (await agent.run(prompt, **(run_options or {}))).output
 
 
 async def run_qa_core(
@@ -154,6 +160,7 @@ async def run_qa_core(
     on_qa_complete: OnQAComplete | None = None,
     base_filter: FilterLike | None = None,
     model: Model | str | None = None,
+    run_options: dict[str, Any] | None = None,
 ) -> QAResult:
     """The QA cycle without an agent: recall, else search and answer; then record it.
 
@@ -161,7 +168,9 @@ async def run_qa_core(
     similar, asked of the same documents (the same ``document_name``, ``base_filter`` and session
     filter) and that found an answer, is returned without searching. Otherwise the
     answer comes from ``model`` (default ``config.model``), or is extractive with no model. Every
-    answer is appended to the bounded QA history; ``on_qa_complete`` runs last.
+    answer is appended to the bounded QA history; ``on_qa_complete`` runs last. ``run_options``
+    are passed to the answer writer's ``Agent.run`` (``rag_tools.models.model_run_options``: inside a
+    run, its usage, limits and capabilities).
     """
     context = context if context is not None else prepare_context(ToolContext(), ["qa"])
     qa = context.get_or_create(QA_NAMESPACE, QASessionState)
@@ -183,7 +192,7 @@ async def run_qa_core(
         if not results:
             answer, confidence, cited = NOT_FOUND, 0.0, []
         elif answer_model is not None:
-            produced = await _answer_with_model(answer_model, question, results, session_context)
+            produced = await _answer_with_model(answer_model, question, results, session_context, run_options)
             answer, confidence = produced.answer, produced.confidence
             cited = [r.citation for r in results if f"[{r.citation}]" in produced.answer]
         else:
@@ -232,7 +241,9 @@ def _summarised(context: ToolContext, qa: QASessionState) -> tuple[list[str], li
     return [e.id for e in entries], sorted({d for d in cited.values() if d})
 
 
-async def summarize_session(qa: QASessionState, model: Model | str | None) -> str:
+async def summarize_session(
+    qa: QASessionState, model: Model | str | None, run_options: dict[str, Any] | None = None
+) -> str:
     """A short account of what the session has asked so far, used as context for later answers.
 
     Without a model it lists the latest questions (at most ``SUMMARY_CHARS``); with one, the model
@@ -246,7 +257,7 @@ async def summarize_session(qa: QASessionState, model: Model | str | None) -> st
         return listed if len(listed) <= SUMMARY_CHARS else listed[: SUMMARY_CHARS - 1] + "…"
     transcript = "\n".join(f"Q: {e.question}\nA: {e.answer}" for e in recent)
     agent = Agent(model, instructions="Summarise this Q&A session in at most three sentences.")
-    return (await agent.run(transcript)).output
+    return (await agent.run(transcript, **(run_options or {}))).output
 
 
 def _keep_summary(summary: str, of: tuple[list[str], list[str]]) -> Callable[[ToolContext], None]:
@@ -306,6 +317,7 @@ def create_qa_toolset(
                 on_qa_complete=on_ask_complete,
                 base_filter=base_filter,
                 model=answer_model,
+                run_options=model_run_options(deps.deps, ctx),
             )
         if answer_model is None:  # listing the questions is instant: part of this answer's state change
             of = _summarised(deps.tool_context, qa)
@@ -315,7 +327,8 @@ def create_qa_toolset(
 
             async def refresh_summary() -> None:
                 of = _summarised(deps.tool_context, qa)
-                summary = await summarize_session(qa, answer_model)
+                # counted like the answer (tokens, traces, the day's budget), after the run too
+                summary = await summarize_session(qa, answer_model, model_run_options(deps.deps, ctx))
                 await apply_later(deps.deps, deps.tool_context, _keep_summary(summary, of))
 
             spawn(deps.deps, refresh_summary())

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ag_ui.core import BaseEvent, RunErrorEvent, ToolCallResultEvent
-from pydantic_ai.exceptions import ModelAPIError, UsageLimitExceeded, UserError
+from pydantic_ai.exceptions import UsageLimitExceeded, UserError
 from pydantic_ai.messages import (
     FunctionToolResultEvent,
     NativeToolReturnPart,
@@ -35,7 +35,9 @@ from rag_tools.tools.calls import ANSWER_KEY
 
 from ..runs import BackendUnavailable, FailureCode, RunFailure
 from ._upstream import interrupt_id_to_tool_call_id
+from .encoding import run_error_event
 from .message_ids import RunIds
+from .model_errors import model_failure
 
 __all__ = ["RagstreamAdapter", "classify"]
 
@@ -55,9 +57,8 @@ def classify(error: BaseException) -> RunFailure:
             FailureCode.INVALID_REQUEST,
             f"The run's input could not be used (reference {reference} in the server's log).",
         )
-    if isinstance(error, ModelAPIError):
-        logger.warning("model request failed: %r", error)
-        return RunFailure(FailureCode.MODEL_UNAVAILABLE)
+    if (failure := model_failure(error)) is not None:
+        return failure
     if isinstance(error, UsageLimitExceeded):
         return RunFailure(FailureCode.USAGE_LIMIT)
     if isinstance(error, KnowledgeBaseError | OSError):
@@ -84,7 +85,7 @@ class _RagstreamEventStream(AGUIEventStream):
         failure = classify(error)
         async for event in super().on_error(error):
             if isinstance(event, RunErrorEvent):
-                event = event.model_copy(update={"message": failure.message, "code": failure.code.value})
+                event = run_error_event(failure, event)
             yield event
 
     async def before_response(self) -> AsyncIterator[BaseEvent]:

@@ -5,8 +5,11 @@ The run is given the day's remaining tokens as pydantic-ai's own ``UsageLimits(t
 (``Quotas.spend_tokens``) and asks the model again only while the day's count, every run of the
 principal included, is under the limit. Runs of one principal that started together therefore stop
 at their next model request once the day is spent, rather than each spending the remainder it
-started with. Whatever a run used that no response reported is counted when it ends, however it
-ends (finished, failed, stopped). pydantic-ai's ``UsageLimitExceeded``, and a request refused here,
+started with. The model calls a run's tools make (``ask``'s answer writer, the session summary,
+``summarize_document``, ``analyze``) get the same instance (``ChatDeps.model_capabilities``) and
+the run's usage, so they count into the day as they arrive and against the run's limit. Whatever a
+run used that no response reported is counted when it ends, however it ends (finished, failed,
+stopped). pydantic-ai's ``UsageLimitExceeded``, and a request refused here,
 become the run failure ``quota_exceeded``, so the client is told that the day's tokens ran out, not
 that one run was too long.
 """
@@ -45,13 +48,21 @@ class TokenBudget(AbstractCapability[Any]):
     limit: int
     _counted: int = field(default=0, init=False)
     _requests: int = field(default=0, init=False)
+    _runs: int = field(default=0, init=False)
+    _start: int = field(default=0, init=False)
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
-        start = ctx.usage.total_tokens  # a resumed conversation starts from its stored usage
+        # The run's own agent run, and the model calls its tools make (``model_run_options``: the
+        # same instance, the run's usage): the rest is counted when the last of them ends.
+        self._runs += 1
+        if self._runs == 1:
+            self._start = ctx.usage.total_tokens  # a resumed conversation starts from its stored usage
         try:
             return await handler()
         finally:
-            await self._count(ctx.usage.total_tokens - start - self._counted)
+            self._runs -= 1
+            if self._runs == 0:
+                await self._count(ctx.usage.total_tokens - self._start - self._counted)
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext

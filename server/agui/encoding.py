@@ -15,7 +15,10 @@ from ag_ui.core import BaseEvent, RunErrorEvent, TextMessageContentEvent, ToolCa
 
 from ..runs import RunFailure
 
-__all__ = ["encode_event", "encode_failure"]
+__all__ = ["RETRY_AFTER_KEY", "encode_event", "encode_failure", "run_error_event"]
+
+#: Where RUN_ERROR carries the seconds after which to try again (a provider's ``Retry-After``).
+RETRY_AFTER_KEY = "ragstream.retryAfter"
 
 
 def _plain(event: BaseEvent) -> bool:
@@ -44,4 +47,14 @@ def encode_event(event: BaseEvent) -> bytes:
 
 def encode_failure(failure: RunFailure) -> bytes:
     """The RUN_ERROR event of a failed run (the engine's ``encode_failure``)."""
-    return encode_event(RunErrorEvent(message=failure.message, code=failure.code.value))
+    return encode_event(run_error_event(failure))
+
+
+def run_error_event(failure: RunFailure, base: RunErrorEvent | None = None) -> RunErrorEvent:
+    """``failure`` as RUN_ERROR (``base``'s other fields kept): its code and message, and when to
+    retry in ``metadata["ragstream.retryAfter"]`` when known."""
+    event = base or RunErrorEvent(message=failure.message)
+    update: dict[str, Any] = {"message": failure.message, "code": failure.code.value}
+    if failure.retry_after is not None:
+        update["metadata"] = {**(event.metadata or {}), RETRY_AFTER_KEY: failure.retry_after}
+    return event.model_copy(update=update)

@@ -45,7 +45,6 @@ from ag_ui.core import (
     Message,
     MessagesSnapshotEvent,
     RunAgentInput,
-    RunErrorEvent,
     RunFinishedEvent,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
@@ -65,7 +64,7 @@ from ..quotas import RunAdmission
 from ..runs import FailureCode, RunEvent, RunFailure, RunStatus
 from .adapter import classify
 from .branch_state import StepStates, stage_step_states
-from .encoding import encode_event
+from .encoding import encode_event, run_error_event
 from .history import ThreadConversationStore, Withhold, thread_messages, thread_title
 from .interrupts import with_question_interrupts
 from .message_ids import RunIds
@@ -143,7 +142,7 @@ class AGUIRun:
                 yield RunEvent(encode_event(restore))
             failure = classify(exc)
             yield RunEvent(
-                encode_event(RunErrorEvent(message=failure.message, code=failure.code.value)),
+                encode_event(run_error_event(failure)),
                 "error",
                 code=failure.code.value,
             )
@@ -194,7 +193,7 @@ class AGUIRun:
                     if failure is not None:
                         if failure.code == FailureCode.SHUTDOWN:
                             await self._keep_first_question()
-                        yield RunErrorEvent(message=failure.message, code=failure.code.value)
+                        yield run_error_event(failure)
                         return
                 if kind == EventType.RUN_STARTED:
                     yield _with_trace_id(self._with_input(event))

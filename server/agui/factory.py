@@ -46,6 +46,7 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 from rag_tools import ChatDeps, RagConfig
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.access import ALL, Reader
+from rag_tools.models import ModelGuard
 from rag_tools.state import ToolContext, ToolContextCache, Transaction
 from rag_tools.tools import static_tool_names
 
@@ -61,6 +62,7 @@ from .history import ThreadConversationStore, conversation_of, drop_unreadable_f
 from .interrupts import pending_interrupts, resume_problem
 from .message_ids import RunIds
 from .questions import RunQuestions, wants_live_questions
+from .telemetry import model_call_capabilities
 from .tree import ConversationTree
 
 __all__ = ["REQUESTS_PER_RUN", "AGUIRunFactory"]
@@ -192,8 +194,16 @@ class AGUIRunFactory:
         tokens = None if admission.tokens_left is None else prior.total_tokens + admission.tokens_left
         usage_limits = UsageLimits(request_limit=prior.requests + REQUESTS_PER_RUN, total_tokens_limit=tokens)
         capabilities = list(self.capabilities)
+        # the model calls the run's tools make count as the run's own (rag_tools.models.model_run_options)
+        inner = [
+            ModelGuard.from_config(self.config),
+            *model_call_capabilities(count_metrics=self.count_metrics),
+        ]
         if tokens is not None:
-            capabilities.append(TokenBudget(self.quotas, principal, tokens))
+            budget = TokenBudget(self.quotas, principal, tokens)
+            capabilities.append(budget)
+            inner.append(budget)
+        deps.model_capabilities = tuple(inner)
         run.new_turn = new_turn
         adapter = RagstreamAdapter(
             agent=self.agent,

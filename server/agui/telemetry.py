@@ -33,7 +33,7 @@ from pydantic_ai.tools import ToolDefinition
 
 from ..observe import metrics, tracing
 
-__all__ = ["CAPTURE_CONTENT_ENV", "run_capabilities"]
+__all__ = ["CAPTURE_CONTENT_ENV", "model_call_capabilities", "run_capabilities"]
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
@@ -83,7 +83,25 @@ def run_capabilities(tool_hooks: Hooks[Any], *, count_metrics: bool) -> list[Abs
         tool_hooks.on.tool_execute(_count_tool_call)
         tool_hooks.on.after_model_request(_count_tokens)
     if tracing.enabled():
-        capture = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
-        settings = InstrumentationSettings(include_content=capture, include_binary_content=capture)
-        found.append(Instrumentation(settings=settings))
+        found.append(_instrumentation())
+    return found
+
+
+def _instrumentation() -> Instrumentation[Any]:
+    capture = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
+    return Instrumentation(
+        settings=InstrumentationSettings(include_content=capture, include_binary_content=capture)
+    )
+
+
+def model_call_capabilities(*, count_metrics: bool) -> list[AbstractCapability[Any]]:
+    """What a model call made inside a tool gets (``rag_tools.models.model_run_options``): the token
+    counter when metrics are on, and its own agent span (under the tool's) when tracing is on."""
+    found: list[AbstractCapability[Any]] = []
+    if count_metrics:
+        hooks: Hooks[Any] = Hooks()
+        hooks.on.after_model_request(_count_tokens)
+        found.append(hooks)
+    if tracing.enabled():
+        found.append(_instrumentation())
     return found

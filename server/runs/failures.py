@@ -20,7 +20,14 @@ class FailureCode(StrEnum):
     TIMEOUT = "timeout"
     """The run took longer than the configured run timeout and was stopped."""
     MODEL_UNAVAILABLE = "model_unavailable"
-    """The language model could not be reached or refused the request."""
+    """The model provider is down, failing or timing out (retries included); retry later."""
+    MODEL_REFUSED = "model_refused"
+    """The model provider refused the key, the model or the API (a configuration error; do not retry)."""
+    MODEL_RATE_LIMITED = "model_rate_limited"
+    """The model provider is rate limiting; RUN_ERROR's ``metadata["ragstream.retryAfter"]`` says
+    when to retry (seconds) when the provider said."""
+    MODEL_STREAM_CUT = "model_stream_cut"
+    """The model's stream ended before the provider's completion marker; nothing was saved."""
     USAGE_LIMIT = "usage_limit"
     """The run reached its request or token limit."""
     KNOWLEDGE_BASE_UNAVAILABLE = "knowledge_base_unavailable"
@@ -48,7 +55,15 @@ class FailureCode(StrEnum):
 
 _MESSAGES: dict[FailureCode, str] = {
     FailureCode.TIMEOUT: "The run took too long and was stopped.",
-    FailureCode.MODEL_UNAVAILABLE: "The language model could not be reached or refused the request.",
+    FailureCode.MODEL_UNAVAILABLE: "The language model is unavailable (down or not answering); try again later.",
+    FailureCode.MODEL_REFUSED: (
+        "The language model provider refused the server's configuration (key, model or API); the"
+        " server's log says which setting to change."
+    ),
+    FailureCode.MODEL_RATE_LIMITED: "The language model provider is rate limiting requests; try again later.",
+    FailureCode.MODEL_STREAM_CUT: (
+        "The language model's answer was cut off before it finished; nothing was saved. Ask again."
+    ),
     FailureCode.USAGE_LIMIT: "The run reached its usage limit.",
     FailureCode.KNOWLEDGE_BASE_UNAVAILABLE: "The knowledge base is unavailable.",
     FailureCode.STORE_UNAVAILABLE: "The conversation could not be saved; it is unchanged.",
@@ -72,9 +87,13 @@ _MESSAGES: dict[FailureCode, str] = {
 class RunFailure(Exception):
     """A failure with its code and a message written for the client (default: the code's message)."""
 
-    def __init__(self, code: FailureCode, message: str | None = None) -> None:
+    def __init__(
+        self, code: FailureCode, message: str | None = None, *, retry_after: float | None = None
+    ) -> None:
         super().__init__(message or _MESSAGES[code])
         self.code = code
+        self.retry_after = retry_after
+        """Seconds after which the client may try again, when known (a provider's ``Retry-After``)."""
 
     @property
     def message(self) -> str:
