@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from server.access import LOCAL_PRINCIPAL
-from server.app import create_app
+from ragstream.access import LOCAL_PRINCIPAL
+from ragstream.app import create_app
 from tests.protocol import check_stream, parse_sse, run_body
 from tests.servers import serve
 from tests.wire_models import CUT, HANG, Call, Fault, Reply, Text, WireModel, WireRequest
@@ -318,7 +318,7 @@ def test_each_documented_provider_setting_resolves_to_its_api(
     from pydantic_ai.models import infer_model
 
     from rag_tools.models import api_of
-    from server.commands import model_problem
+    from ragstream.commands import model_problem
 
     model, env, api = provider_rows()[provider]
     for variable in list(os.environ):
