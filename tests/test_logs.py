@@ -3,6 +3,7 @@ principal, thread, run and trace ids where known; plain text stays the default."
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import json
@@ -193,3 +194,43 @@ def test_every_line_a_server_writes_has_its_format_from_the_first(tmp_path: Path
     else:
         for line in lines:
             assert {"time", "level", "logger", "message"} <= set(json.loads(line)), line
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+async def test_a_run_that_times_out_leaves_its_end_line_with_its_tokens_at_info(
+    tmp_path: Path, log_format: str
+) -> None:
+    """The model answers a search call, then stops answering: the run times out, and its end line
+    (outcome, code, duration, tokens) is in the log at INFO in either format."""
+    from tests.servers import serve
+    from tests.wire_models import HANG, Call, WireModel
+
+    wire = WireModel(lambda r: [HANG] if r.ends_with_tool_result else [Call("search", {"query": "tides"})])
+    async with serve(wire.app) as model_url:
+        env = {
+            "RAGSTREAM_LOG_FORMAT": log_format,
+            "RAGSTREAM_MODEL": "openai-chat:wire",
+            "OPENAI_BASE_URL": f"{model_url}/v1",
+            "OPENAI_API_KEY": "test-key",
+            "RAGSTREAM_RUN_TIMEOUT": "3",
+        }
+        async with served(env, tmp_path / "data") as url, httpx.AsyncClient(timeout=60) as http:
+            response = await http.post(f"{url}/agui", json=run_body("slow", "run-slow", "tides?"))
+            assert parse_sse(response.text)[-1][1]["code"] == "timeout"
+            port = url.rsplit(":", 1)[1]
+            for _ in range(100):  # the end line is written as the run's task ends
+                text = (tmp_path / "data" / f"serve-{port}.log").read_text()
+                if "ended" in text:
+                    break
+                await asyncio.sleep(0.05)
+    (line,) = [line for line in text.splitlines() if "run-slow ended" in line]
+    tokens = sum(r.size + wire.usage_output for r in wire.requests[:1])  # the hung one reported nothing
+    if log_format == "json":
+        record = json.loads(line)
+        assert (record["level"], record["logger"]) == ("INFO", "ragstream.runs")
+        message = record["message"]
+    else:
+        assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ INFO ragstream.runs: ", line), line
+        message = line
+    assert re.search(r"ended: error \(timeout\) after 3\.\d+ s, ", message), message
+    assert message.endswith(f", {tokens} tokens ({wire.requests[0].size} in, {wire.usage_output} out)")

@@ -31,7 +31,7 @@ from pydantic_ai.run import AgentRunResult
 from ..quotas import Quotas
 from ..runs import FailureCode, RunFailure
 
-__all__ = ["TokenBudget"]
+__all__ = ["RunTokens", "TokenBudget"]
 
 logger = logging.getLogger("ragstream.runs")
 
@@ -102,3 +102,23 @@ class TokenBudget(AbstractCapability[Any]):
             return False
         limit = self.quotas.limits.tokens_per_day
         return used is not None and limit is not None and used >= limit
+
+
+@dataclass
+class RunTokens(AbstractCapability[Any]):
+    """Counts the tokens of every model response of one run, the model calls of its tools included
+    (``ChatDeps.model_capabilities``): what the run's end line says it used, however it ended."""
+
+    input: int = 0
+    output: int = 0
+
+    async def after_model_request(
+        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
+    ) -> ModelResponse:
+        self.input += response.usage.input_tokens
+        self.output += response.usage.output_tokens
+        return response
+
+    def note(self) -> str:
+        """``N tokens (I in, O out)``."""
+        return f"{self.input + self.output} tokens ({self.input} in, {self.output} out)"

@@ -64,6 +64,7 @@ from ..quotas import RunAdmission
 from ..runs import FailureCode, RunEvent, RunFailure, RunStatus
 from .adapter import classify
 from .branch_state import StepStates, stage_step_states
+from .budget import RunTokens
 from .encoding import encode_event, run_error_event
 from .history import ThreadConversationStore, Withhold, thread_messages, thread_title
 from .interrupts import with_question_interrupts
@@ -104,6 +105,7 @@ class AGUIRun:
     questions: RunQuestions | None = None
     new_turn: list[Message] = field(default_factory=list)  # the client's messages the run answers
     withhold: Withhold | None = None  # tool results the caller may not see (``rag_tools.readable``)
+    tokens: RunTokens | None = None  # what its model responses used (the run's end line says it)
 
     @property
     def thread_id(self) -> str:
@@ -146,6 +148,10 @@ class AGUIRun:
                 "error",
                 code=failure.code.value,
             )
+
+    def usage_note(self) -> str | None:
+        """The model tokens the run used, for its end line (``None``: it asked no model)."""
+        return self.tokens.note() if self.tokens is not None else None
 
     def cancel(self, failure: RunFailure | None = None) -> None:
         self.stopped_by = failure

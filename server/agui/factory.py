@@ -56,7 +56,7 @@ from ..runs import RunConflict, RunInfo, RunManager, run_key
 from ..validation import InvalidRequest, field_errors
 from .adapter import RagstreamAdapter
 from .branch_state import StepStates, restore_state_at
-from .budget import TokenBudget
+from .budget import RunTokens, TokenBudget
 from .execution import AGUIRun
 from .history import ThreadConversationStore, conversation_of, drop_unreadable_from_thread
 from .interrupts import pending_interrupts, resume_problem
@@ -199,6 +199,9 @@ class AGUIRunFactory:
             ModelGuard.from_config(self.config),
             *model_call_capabilities(count_metrics=self.count_metrics),
         ]
+        run.tokens = RunTokens()
+        capabilities.append(run.tokens)
+        inner.append(run.tokens)
         if tokens is not None:
             budget = TokenBudget(self.quotas, principal, tokens)
             capabilities.append(budget)

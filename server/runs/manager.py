@@ -286,8 +286,15 @@ class RunManager:
         finally:
             outcome = "error" if ended_by_engine or not terminal else status
             elapsed = time.perf_counter() - started
+            note = getattr(source, "usage_note", None)  # a binding may say what the run's model used
+            used = note() if note is not None else None
             logger.info(
-                "run %s ended: %s%s after %.3f s", key, outcome, f" ({code})" if code else "", elapsed
+                "run %s ended: %s%s after %.3f s%s",
+                key,
+                outcome,
+                f" ({code})" if code else "",
+                elapsed,
+                f", {used}" if used else "",
             )
             if self.count_metrics:
                 metrics.ACTIVE_RUNS.dec()
