@@ -226,20 +226,25 @@ async def test_model_calls_inside_tools_count_in_metrics_and_the_days_budget(
     ) as (http, app):
         events = await ask(http, "t", "r1", "How long are nightly backups kept?")
         await until(lambda: len(wire.requests) == 4)  # the background summary too
-        await asyncio.sleep(0.3)
-        used = await app.state.services.quotas.tokens_used(LOCAL_PRINCIPAL)
-        page = (await http.get("/metrics")).text
+        spent = sum(r.size + wire.usage_output for r in wire.requests)
+        quotas = app.state.services.quotas
+        used: int | None = None
+        counted = 0.0
+        for _ in range(600):  # the summary's response is counted as it lands, after its request
+            used = await quotas.tokens_used(LOCAL_PRINCIPAL)
+            counted = sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in (await http.get("/metrics")).text.splitlines()
+                if line.startswith("ragstream_model_tokens_total{")
+            )
+            if used == spent and counted == spent:
+                break
+            await asyncio.sleep(0.05)
 
     assert events[-1]["type"] == "RUN_FINISHED", events[-1]
     kinds = ["ask writer" if "final_result" in r.tool_names else r.system[:9] for r in wire.requests]
     assert kinds.count("ask writer") == 1 and kinds[-1].startswith("Summarise")
-    spent = sum(r.size + wire.usage_output for r in wire.requests)
     assert used == spent
-    counted = sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in page.splitlines()
-        if line.startswith("ragstream_model_tokens_total{")
-    )
     assert counted == spent
 
 
