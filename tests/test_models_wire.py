@@ -243,7 +243,7 @@ async def test_model_calls_inside_tools_count_in_metrics_and_the_days_budget(
 
     assert events[-1]["type"] == "RUN_FINISHED", events[-1]
     kinds = ["ask writer" if "final_result" in r.tool_names else r.system[:9] for r in wire.requests]
-    assert kinds.count("ask writer") == 1 and kinds[-1].startswith("Summarise")
+    assert sorted(kinds) == ["Summarise", "You are t", "You are t", "ask writer"]  # in any order
     assert used == spent
     assert counted == spent
 
