@@ -156,9 +156,7 @@ class MiniLMEmbeddingModel(_LocalEmbeddingModel):
         vectors = np.empty((len(texts), HIDDEN), dtype=np.float32)
 
         def run(i: int) -> None:
-            ids = np.array([encodings[i].ids], dtype=np.int32)
-            (pooled,) = self._session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})
-            vectors[i] = pooled[0]
+            vectors[i] = self._session.run(np.array([encodings[i].ids], dtype=np.int32))[0]
 
         if len(texts) == 1:
             run(0)
