@@ -25,7 +25,10 @@ __all__ = [
     "stem",
 ]
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"”')\]]*\s+(?=[\"“(\[`]?[A-Z0-9`])")
+# A sentence ends at . ! ? and a space, the next one starting in upper case, a digit, code, or in
+# lower case: "Copy a tree. mode and verbose are as for mkpath()" is two sentences, the second not
+# one to quote (it opens in lower case); abbreviations ("e.g. the") are joined again.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"”')\]]*\s+(?=[\"“(\[`]?[A-Za-z0-9`])")
 # A full stop that ends an abbreviation, not a sentence: "e.g. Python", "Fig. 3", "vs. MySQL".
 _ABBREVIATION = re.compile(
     r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|fig|no|nr|dr|mr|mrs|ms|st|ca)\.|\b[A-Za-z]\.)$", re.IGNORECASE

@@ -8,12 +8,14 @@ and a footer); the last tests read the real manuals Debian ships (``scripts/test
 
 from __future__ import annotations
 
+import itertools
+import re
 from pathlib import Path
 
 import pytest
 
 from rag_tools.kb import KnowledgeBase
-from rag_tools.kb.chunking import chunk_document
+from rag_tools.kb.chunking import MIN_SECTION_CHARS, chunk_document
 from rag_tools.kb.readers import ParsedDocument, parse_document
 
 DOCBOOK = """<?xml version="1.0" encoding="UTF-8" standalone="no"?>
@@ -206,9 +208,10 @@ def test_headings_are_the_section_path_and_a_long_api_entry_is_a_section_of_its_
     assert ["Built-in Functions", "open(file, *args, **kwargs)"] in paths
     entry = next(s for s in doc.sections if s.headings[-1].startswith("open("))
     assert "```\nwith open('spam.txt') as f:\n    data = f.read()\n```" in entry.text
-    short = next(s for s in doc.sections if "abs(x):" in s.text)  # short entries stay in their section
+    short = next(s for s in doc.sections if "abs(x)" in s.text)  # short entries stay in their section
     assert short.headings == ["Built-in Functions"]
-    assert "abs(x): Return the absolute value of a number. The argument may be an integer" in short.text
+    # an API entry's term is code as the page shows it: its line opens with code, not in lower case
+    assert "`abs(x)`: Return the absolute value of a number. The argument may be an integer" in short.text
     # what follows an entry is back under the page's heading, not the entry's
     after = next(s for s in doc.sections if "Functions that take" in s.text)
     assert after.headings == ["Built-in Functions"]
@@ -219,10 +222,15 @@ def test_headings_are_the_section_path_and_a_long_api_entry_is_a_section_of_its_
     ]
 
 
-def test_a_page_that_is_only_navigation_keeps_its_links_rather_than_failing() -> None:
+def test_a_page_that_is_only_navigation_is_a_document_of_its_title_without_its_links() -> None:
+    """A table of contents or an index is kept (listed, opened) but its links are not indexed:
+    on the Python manual its lists outranked the pages they link to."""
     index = "<html><head><title>Index</title></head><body><ul><li><a href='a.html'>Alpha</a></li><li><a href='b.html'>Beta</a></li></ul></body></html>"
     doc = _read(index)
-    assert doc.title == "Index" and "Alpha" in _all_text(doc)
+    assert doc.title == "Index" and _all_text(doc).strip() == "Index"
+    contents = _manual_page("python3.11/html/contents.html")
+    assert contents.title == "Python Documentation contents" and len(contents.sections) == 1
+    assert "Maildir" not in _all_text(contents)
 
 
 async def test_a_question_about_bigint_storage_finds_its_table_row(kb: KnowledgeBase, tmp_path: Path) -> None:
@@ -265,6 +273,37 @@ def test_the_real_python_manual_keeps_api_entries_and_drops_its_sidebar() -> Non
     text = _all_text(doc)
     assert doc.title == "Built-in Functions"
     assert "Report a Bug" not in text and "Show Source" not in text and "Previous topic" not in text
-    assert "abs(x): Return the absolute value of a number." in text
+    assert "`abs(x)`: Return the absolute value of a number." in text
     assert any(s.headings[-1].startswith("open(file, mode='r'") for s in doc.sections)
     assert "\\_" not in text and "\\*" not in text
+
+
+def test_a_real_pages_one_line_introductions_join_the_passage_under_them_and_no_chunk_is_a_lone_fence() -> (
+    None
+):
+    """threading.html's "Lock Objects" ends in one line a split left alone; contextlib.html's
+    recipes end in code fences a split can leave alone: neither is a chunk by itself."""
+    for relative in ("python3.11/html/library/threading.html", "python3.11/html/library/contextlib.html"):
+        chunks = chunk_document(_manual_page(relative), max_chars=1200)
+        assert all(re.search(r"\w", chunk.text) for chunk in chunks), relative
+        short = [c.text for c in chunks if len(c.text) < MIN_SECTION_CHARS]
+        assert len(short) <= len(chunks) // 20, (relative, short)
+    threading = chunk_document(_manual_page("python3.11/html/library/threading.html"), max_chars=1200)
+    (lock,) = [c for c in threading if "All methods are executed atomically." in c.text]
+    assert len(lock.text) > MIN_SECTION_CHARS
+    assert lock.headings[:2] == ["threading — Thread-based parallelism", "Lock Objects"]
+
+
+def test_a_code_block_cut_between_chunks_is_closed_in_one_and_opened_again_in_the_next() -> None:
+    """The logging cookbook's long examples span chunks: each chunk is whole Markdown (its fences
+    pair up), so a card shows the code as code and an answer does not quote it as prose."""
+    chunks = chunk_document(_manual_page("python3.11/html/howto/logging-cookbook.html"), max_chars=1200)
+    cut = [
+        (a.text, b.text)
+        for a, b in itertools.pairwise(chunks)
+        if a.section == b.section and a.text.endswith("```") and b.text.startswith("```\n")
+    ]
+    assert cut, "no code block continued into a next chunk (the page changed?)"
+    for chunk in chunks:
+        fences = [line for line in chunk.text.split("\n") if line.strip().startswith("```")]
+        assert len(fences) % 2 == 0, chunk.text

@@ -24,6 +24,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _LEAD = re.compile(r"^[\s\-*+>\"“'(]*(?:\d+[.)]\s+)?")
 _PLAIN_WORD = re.compile(r"[a-z][a-z'-]*(?=[\s,;:]|$)")
 _ESCAPE = re.compile(r"\\[_*]")
+_CODE_SPAN = re.compile(r"`[^`\n]+`")
 
 
 def evaluation_steps(questions: Sequence[LabelledQuestion], modes: Sequence[str], answers: bool) -> int:
@@ -35,7 +36,11 @@ def fragments(answer: str) -> list[str]:
     """The sentences of ``answer`` that start mid-phrase: with a plain lower-case word (not an
     identifier such as ``pg_dump`` or ``os.path``) or with punctuation that continues a sentence."""
     found = []
-    for sentence in _SENTENCE_END.split(_MARKER.sub("", answer)):
+    text = _MARKER.sub("", answer)
+    masked = _CODE_SPAN.sub(lambda m: "`" + "x" * (len(m.group()) - 2) + "`", text)  # no end inside code
+    starts = [0, *(m.end() for m in _SENTENCE_END.finditer(masked))]
+    for start, end in zip(starts, [*starts[1:], len(text)], strict=True):
+        sentence = text[start:end]
         body = _LEAD.sub("", sentence).strip()
         if body and (body[0] in ",;:.)]}" or _PLAIN_WORD.match(body)):
             found.append(sentence.strip())

@@ -11,17 +11,24 @@ table is split exactly as before tables were handled.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
 from .readers import MARKDOWN_FORMATS, ParsedDocument, Section
 
-__all__ = ["ChunkDraft", "chunk_document", "chunk_sections", "locate_rows"]
+__all__ = ["MIN_SECTION_CHARS", "ChunkDraft", "chunk_document", "chunk_sections", "locate_rows"]
 
 _DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+_WORD = re.compile(r"\w")
+_FENCE_LINE = re.compile(r"```[\w+-]*")
+#: A section shorter than this (a heading's one-line introduction, a short API entry) is joined to
+#: the section after it: alone it is a chunk that states little, whose vector is mostly its heading
+#: path, and that outranks the passages under it (the Python manual: 11% of chunks were under 200
+#: characters; bench/RESULTS.md, "Real manuals").
+MIN_SECTION_CHARS = 200
 
 
 @dataclass
@@ -59,14 +66,19 @@ def chunk_sections(
     """Chunks of ``sections``, numbered from ``position`` and ``section`` (to continue a document)."""
     splitter = _splitter(markdown, max_chars)
     drafts: list[ChunkDraft] = []
-    for section_index, part in enumerate(sections, section):
+    for section_index, part in _joined(sections, section):
         blocks = _blocks(part.text) if markdown and "|" in part.text else [(False, part.text)]
         if len(blocks) == 1 and not blocks[0][0]:
-            pieces = [_Piece(piece) for piece in splitter.chunks(part.text)]
+            pieces = [
+                _Piece(piece)
+                for piece in _balanced(splitter.chunks(part.text), part.text, markdown, max_chars)
+            ]
         else:
             pieces = _merge(_pieces(blocks, splitter, max_chars), max_chars)
+        if markdown:
+            pieces = _fenced(pieces)
         for piece in pieces:
-            if piece.text.strip():
+            if _WORD.search(piece.text):  # not a lone code fence or rule a split left over
                 locator = _locate(part, piece)
                 drafts.append(
                     ChunkDraft(
@@ -79,6 +91,65 @@ def chunk_sections(
                     )
                 )
     return drafts
+
+
+def _joined(sections: Sequence[Section], first: int) -> Iterator[tuple[int, Section]]:
+    """``sections`` numbered from ``first``, each one under ``MIN_SECTION_CHARS`` put in front of the
+    next one of the same place (only prose sections without a page, rows or tables are joined, so a
+    citation's page or rows stay exact). A joined section that is not the next one's parent keeps
+    its heading as its first line."""
+    carry: Section | None = None
+    for index, part in enumerate(sections, first):
+        if carry is not None and _joinable(part) and part.locator == carry.locator:
+            own = carry.headings[-1:] if carry.headings != part.headings[: len(carry.headings)] else []
+            part = replace(part, text="\n\n".join([*own, carry.text.strip(), part.text]))
+        elif carry is not None:
+            yield index - 1, carry
+        carry = None
+        if _joinable(part) and len(part.text.strip()) < MIN_SECTION_CHARS:
+            carry = part
+        else:
+            yield index, part
+    if carry is not None:
+        yield first + len(sections) - 1, carry
+
+
+def _balanced(pieces: list[str], text: str, markdown: bool, max_chars: int) -> list[str]:
+    """``pieces`` of ``text``, split again into pieces of even size when the last one is a tail
+    under ``MIN_SECTION_CHARS`` (a 1,233-character section cut at 1,200 left a 36-character chunk)."""
+    if len(pieces) < 2 or len(pieces[-1]) >= MIN_SECTION_CHARS:
+        return pieces
+    capacity = min(max_chars, -(-len(text) // len(pieces)) + MIN_SECTION_CHARS // 2)
+    even = _splitter(markdown, capacity).chunks(text)
+    return even if min(map(len, even)) > len(pieces[-1]) else pieces
+
+
+def _fenced(pieces: list[_Piece]) -> list[_Piece]:
+    """``pieces`` each whole Markdown: a code block a split cut in two is closed at the end of one
+    piece and opened again (with its language) at the start of the next, so that no chunk starts
+    inside code, which a card would show as prose and an answer would quote."""
+    opening: str | None = None  # the fence line of a block a piece left open
+    fenced = []
+    for piece in pieces:
+        lines = piece.text.split("\n")
+        if opening is not None:
+            if lines and _FENCE_LINE.fullmatch(lines[0].strip()):
+                lines = lines[1:]  # the block's own closing fence: the previous piece closed it
+                opening = None
+            else:
+                lines = [opening, *lines]
+        opening = None
+        for line in lines:
+            if _FENCE_LINE.match(line.strip()):
+                opening = None if opening is not None else line.strip()
+        if opening is not None:
+            lines.append(opening[:3])
+        fenced.append(replace(piece, text="\n".join(lines)))
+    return fenced
+
+
+def _joinable(section: Section) -> bool:
+    return section.page is None and section.rows is None and section.first_table is None
 
 
 def _locate(section: Section, piece: _Piece) -> str:

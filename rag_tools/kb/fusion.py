@@ -2,40 +2,55 @@
 
 Both halves are asked for ``candidates`` rows each (more than the caller's limit: a passage that
 either half ranks 15th can still be the best of both), then fused on LanceDB's reranker interface
-(``lancedb.rerankers.Reranker``) by weighted reciprocal rank fusion: a row scores
-``weight / (k + rank)`` in each ranking it appears in. The defaults were chosen on real manuals
-(bench/RESULTS.md, "Fusion and reranking"); ``Fusion`` lets a caller tune them.
+(``lancedb.rerankers.Reranker``), by one of two methods:
+
+- ``score`` (the default): LanceDB's ``LinearCombinationReranker`` over the halves' normalised
+  scores, each half weighted. A strong match in one half is not pulled down by a weak ranking in
+  the other, which rank fusion does: on the PostgreSQL manual, whose users' words the full-text
+  half finds poorly, rank fusion ranked below vector search alone, score fusion above it.
+- ``rank``: weighted reciprocal rank fusion (``WeightedRRFReranker``): a row scores
+  ``weight / (k + rank)`` in each ranking it appears in.
+
+The defaults were chosen on real manuals (bench/RESULTS.md, "Real manuals"); ``Fusion`` lets a
+caller tune them.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Literal
 
 import pyarrow as pa
-from lancedb.rerankers import Reranker
+from lancedb.rerankers import LinearCombinationReranker, Reranker
 
 __all__ = ["DEFAULT_FUSION", "Fusion", "WeightedRRFReranker"]
 
 
 @dataclass(frozen=True)
 class Fusion:
-    """Hybrid search's fusion: candidates per half, the RRF constant and each half's weight."""
+    """Hybrid search's fusion: the method, candidates per half, each half's weight (relative: only
+    their ratio counts) and the RRF constant ``k`` (``rank`` only)."""
 
-    candidates: int = 10
+    method: Literal["score", "rank"] = "score"
+    candidates: int = 15
+    vector_weight: float = 0.65
+    text_weight: float = 0.35
     k: int = 60
-    vector_weight: float = 1.0
-    text_weight: float = 1.0
 
     def __post_init__(self) -> None:
         if self.candidates < 1 or self.k < 1:
             raise ValueError("candidates and k must be at least 1")
         if self.vector_weight < 0 or self.text_weight < 0 or not (self.vector_weight or self.text_weight):
             raise ValueError("the weights must not be negative, and one of them must be positive")
+        if self.method not in ("score", "rank"):
+            raise ValueError(f"unknown fusion method {self.method!r}; use score or rank")
 
-    def reranker(self) -> WeightedRRFReranker:
+    def reranker(self) -> Reranker:
         """The LanceDB reranker that applies this fusion."""
-        return WeightedRRFReranker(self.k, self.vector_weight, self.text_weight)
+        if self.method == "rank":
+            return WeightedRRFReranker(self.k, self.vector_weight, self.text_weight)
+        return LinearCombinationReranker(weight=self.vector_weight / (self.vector_weight + self.text_weight))
 
 
 DEFAULT_FUSION = Fusion()

@@ -72,12 +72,16 @@ def parse_html(html: str, fallback_title: str) -> ParsedDocument:
     page_title = _collapse(_text(title_element)) if title_element is not None else ""
     main = _main(root, chrome=True)
     sections = _Reader().read(main)
-    if not sections:  # a page that is all navigation (an index, a table of contents): keep its links
+    if not sections:  # all navigation: its heading is found where its link lists are
         fresh = _document(html)
         main = _main(fresh if fresh is not None else root, chrome=False)
-        sections = _Reader().read(main)
     h1s = main.findall(".//h1")  # one h1 names the page; several are its sections (SQLite's pages)
     title = (_inline_text(h1s[0]) if len(h1s) == 1 else "") or page_title or fallback_title
+    if not sections:
+        # a page that is all navigation (an index, a table of contents) is a document of its title:
+        # listed and opened like any page, but its link lists, which outranked the pages they point
+        # to in search (bench/RESULTS.md, "Real manuals"), are not indexed
+        sections = [Section(title)]
     content = "\n\n".join(_render_section(s) for s in sections)
     return ParsedDocument(title, "html", content, sections)
 
@@ -351,7 +355,7 @@ def _entries(dl: etree._Element) -> Iterator[tuple[list[str], etree._Element | N
     terms: list[str] = []
     for child in dl:
         if child.tag == "dt":
-            terms.append(_inline_text(child))
+            terms.append(_signature(child) if "sig" in _words(child) else _inline_text(child))
         elif child.tag == "dd":
             yield terms, child
             terms = []
@@ -359,6 +363,14 @@ def _entries(dl: etree._Element) -> Iterator[tuple[list[str], etree._Element | N
             yield from _entries(child)
     if terms:
         yield terms, None
+
+
+def _signature(term: etree._Element) -> str:
+    """A Sphinx API entry's term (``<dt class="sig">``: ``daemon``, ``class datetime.timedelta``)
+    as the page shows it, one span of code: its definition then opens with code, not in lower case."""
+    text = _collapse(_text(term)).rstrip("¶§ ").strip()
+    fence = "``" if "`" in text else "`"
+    return f"{fence}{text}{fence}" if text else ""
 
 
 def _definition_blocks(definition: etree._Element) -> list[str]:
