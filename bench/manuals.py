@@ -107,13 +107,14 @@ async def cached_kb(
     """The manual's knowledge base, ingested now or reused; and its ingest figures."""
     ensure_installed(manual)
     model = resolve_embedding_model(embedder)
-    key = cache_key(manual, embedder_name(model), RagConfig().chunk_max_chars)
+    chunk_max_chars = RagConfig().chunk_max_chars  # RAGSTREAM_CHUNK_MAX_CHARS
+    key = cache_key(manual, embedder_name(model), chunk_max_chars)
     home = cache_root() / f"{manual.name}-{key}"
     stamp = home / "ingest.json"
     if not stamp.exists():
         for stale in cache_root().glob(f"{manual.name}-*"):
             shutil.rmtree(stale, ignore_errors=True)
-        kb = KnowledgeBase(home / "kb", embedder=model)
+        kb = KnowledgeBase(home / "kb", embedder=model, chunk_max_chars=chunk_max_chars)
         bar = tqdm(
             total=0, unit="chunk", desc=f"ingesting {manual.name}", disable=not progress, file=sys.stderr
         )

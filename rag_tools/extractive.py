@@ -170,6 +170,7 @@ _LEANS_BACK = re.compile(
     r"^(it|its|they|their|them|this|that|these|those|he|she|his|her|such)\b", re.IGNORECASE
 )
 _MAX_FOLLOWERS = 2
+_LOWER_TERM = re.compile(r"^[a-z][\w' -]{0,40}: ")
 
 
 def _sentences(unit: _Unit) -> list[tuple[str, bool]]:
@@ -340,6 +341,8 @@ async def extractive_answer(
     parts = []
     for _, citation, sentence in chosen:
         sentence = sentence.rstrip(",;: ")  # a list item's "...;" ends its sentence here
+        if _LOWER_TERM.match(sentence):  # a glossary term or a column label leads: "Descriptor: Any..."
+            sentence = sentence[0].upper() + sentence[1:]
         body = sentence if sentence[-1] in ".!?" else sentence + "."
         parts.append(f"{body[:-1]} [{citation}]{body[-1]}")
     citations = list(dict.fromkeys(c for _, c, _ in chosen))

@@ -88,6 +88,9 @@ async def test_lower_case_pieces_are_never_quoted_but_api_definitions_are(embedd
         embedder, "What if the source is a string?", [Passage(2, passage, "bytearray")]
     )
     assert "if it is a string" not in lower.text
+    glossary = "descriptor: Any object which defines the methods `__get__()`, `__set__()`, or `__delete__()`."
+    term = await extractive_answer(embedder, "What is a descriptor?", [Passage(3, glossary, "Glossary")])
+    assert term.text.startswith("Descriptor: Any object which defines")  # a term leads, not a lower-case word
 
 
 async def test_a_question_for_a_value_gets_the_sentence_that_states_it(embedder) -> None:  # type: ignore[no-untyped-def]

@@ -16,6 +16,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from rag_tools import AgentDeps, RagConfig, build_toolkit
 from rag_tools.kb import KnowledgeBase
+from rag_tools.kb.fusion import Fusion
 from rag_tools.kb.reranking import ModelReranker, RerankerError, resolve_reranker
 from tests.embedders import HashingEmbeddingModel
 
@@ -119,3 +120,31 @@ async def test_the_ranking_model_counts_in_the_run_that_searched(fruit_kb: Knowl
     assert result.output == "Plums, Pears"
     assert len(ranker_calls) == 1
     assert result.usage.requests == 3  # two of the chat model's and the ranking model's one
+
+
+async def test_each_fusion_method_finds_what_one_half_alone_finds_and_bad_settings_are_named(
+    tmp_path: Path,
+) -> None:
+    """A passage only the full-text half ranks first (the one naming "quince"): score fusion (the
+    default) and rank fusion both keep it among the hits, the text half's weight alone puts it
+    first; a bad method or weight is a clear error."""
+    docs = {
+        f"note{n}.md": f"# Note {n}\n\nFruit keeps well in a cool, dark room number {n}." for n in range(8)
+    }
+    docs["quince.md"] = "# Quince\n\nA quince is hard and sour raw."
+    for name, text in docs.items():
+        (tmp_path / name).write_text(text)
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as kb:
+        await kb.ingest_paths([tmp_path / n for n in docs])
+        text_first = (await kb.search("quince fruit keeps cool room", limit=1, mode="text"))[0].title
+        assert text_first == "Quince"
+        for fusion in (Fusion(), Fusion(method="rank"), Fusion(vector_weight=0.0, text_weight=1.0)):
+            kb.fusion = fusion
+            titles = [h.title for h in await kb.search("quince fruit keeps cool room", limit=9)]
+            assert "Quince" in titles, fusion
+        kb.fusion = Fusion(vector_weight=0.0, text_weight=1.0)
+        assert (await kb.search("quince fruit keeps cool room", limit=1))[0].title == "Quince"
+    with pytest.raises(ValueError, match="unknown fusion method 'sum'; use score or rank"):
+        Fusion(method="sum")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="must not be negative"):
+        Fusion(vector_weight=-1)

@@ -25,6 +25,7 @@ _LEAD = re.compile(r"^[\s\-*+>\"“'(]*(?:\d+[.)]\s+)?")
 _PLAIN_WORD = re.compile(r"[a-z][a-z'-]*(?=[\s,;:]|$)")
 _ESCAPE = re.compile(r"\\[_*]")
 _CODE_SPAN = re.compile(r"`[^`\n]+`")
+_ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|etc|vs|cf)\.$", re.IGNORECASE)  # "i.e. a clock" goes on
 
 
 def evaluation_steps(questions: Sequence[LabelledQuestion], modes: Sequence[str], answers: bool) -> int:
@@ -38,7 +39,8 @@ def fragments(answer: str) -> list[str]:
     found = []
     text = _MARKER.sub("", answer)
     masked = _CODE_SPAN.sub(lambda m: "`" + "x" * (len(m.group()) - 2) + "`", text)  # no end inside code
-    starts = [0, *(m.end() for m in _SENTENCE_END.finditer(masked))]
+    ends = (m for m in _SENTENCE_END.finditer(masked) if not _ABBREVIATION.search(masked[: m.start()]))
+    starts = [0, *(m.end() for m in ends)]
     for start, end in zip(starts, [*starts[1:], len(text)], strict=True):
         sentence = text[start:end]
         body = _LEAD.sub("", sentence).strip()

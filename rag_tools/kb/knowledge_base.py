@@ -338,7 +338,7 @@ class KnowledgeBase:
     ) -> list[SearchHit]:
         """The ``limit`` best chunks for ``query`` (its first ``QUERY_CHARS`` characters).
 
-        ``hybrid`` fuses vector and full-text rankings (reciprocal rank fusion); ``vector`` and
+        ``hybrid`` fuses vector and full-text results (``fusion``: weighted scores); ``vector`` and
         ``text`` use one of them. With ``context_chars`` each hit's ``context`` holds the hit
         surrounded by neighbouring chunks of its section, up to that many characters.
         """
