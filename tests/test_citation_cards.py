@@ -36,6 +36,7 @@ QUESTIONS = (
     "What is the monthly price per user of the Business plan?",
     "When do new support engineers answer their first tickets?",
     "Which incident hit the Sync API in February 2024?",
+    "Which version of Python do I need to install ragstream?",  # a Markdown guide's card
 )
 #: What a card of a document without pages may say instead, by format (docs/knowledge-base.md).
 LOCATORS = {
@@ -94,8 +95,10 @@ async def test_a_card_has_the_documented_keys_in_the_state_the_thread_and_by_key
             item = await client.get(f"/threads/cards/state/citations/{index}")
             assert item.status_code == 200, item.text
             assert item.json()["value"] == card
-            assert card == sent[index]  # an older answer's card read by key shows what the run showed
+            if index in sent:  # an answer citing more cards than the state carries sends only the latest
+                assert card == sent[index]  # an older answer's card read by key shows what the run showed
             kinds.add(assert_card(card, index))
+        assert any(index not in state["citations"] for index in set(sent) & set(everything))
         assert kinds == {"pdf", "md", "html", "txt", "pptx", "xlsx", "docx", "csv"}
 
 

@@ -269,6 +269,7 @@ async def test_source_cards_of_a_pdf_a_markdown_and_an_html_document(
         assert await page.ask("What does the Harbor Street Bakery sell?")
         assert await page.ask("When do offline maps ship in Tessel Maps?")  # a slide deck
         assert await page.ask("What is the monthly price per user of the Business plan?")  # a sheet
+        assert await page.ask("Which version of Python do I need to install ragstream?")  # a Markdown guide
         for marker in await page.answers().locator("a.cite").all():
             await marker.click()  # an older answer's card is read from ragstream
             await expect(

@@ -250,5 +250,7 @@ def test_fragments_are_answer_sentences_starting_mid_phrase() -> None:
     )
     assert fragments(answer) == ["more than a plain VACUUM would.", ", and then it stops.", "- the list item"]
     # a sentence end inside inline code or after "i.e." is not one: what follows is no fragment
-    quoted = "Use a `try: ... finally:` suite [1]. A monotonic clock, i.e. a clock that cannot go backwards [2]."
+    quoted = (
+        "Use a `try: ... finally:` suite [1]. A monotonic clock, i.e. a clock that cannot go backwards [2]."
+    )
     assert fragments(quoted) == []
