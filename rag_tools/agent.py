@@ -11,6 +11,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from .config import RagConfig
+from .context import ContextBudget
 from .deps import ChatDeps
 from .embeddings import resolve_embedding_model
 from .models import ModelGuard
@@ -80,7 +81,8 @@ def create_chat_agent(
 
     ``toolsets`` and ``capabilities`` are added to the toolkit's (user tools, the tool system). A
     provider's model is sent ``config``'s request settings, retried and checked by a ``ModelGuard``
-    (``rag_tools.models``).
+    (``rag_tools.models``); the history it is sent is bounded by a ``ContextBudget``
+    (``rag_tools.context``).
     """
     toolkit = toolkit or build_chat_toolkit(config)
     return Agent(
@@ -88,7 +90,12 @@ def create_chat_agent(
         deps_type=ChatDeps,
         output_type=[str, DeferredToolRequests],
         toolsets=[*toolkit.toolsets, *toolsets],
-        capabilities=[*toolkit.capabilities, ModelGuard.from_config(config), *capabilities],
+        capabilities=[
+            *toolkit.capabilities,
+            ModelGuard.from_config(config),
+            ContextBudget.from_config(config),
+            *capabilities,
+        ],
         instructions=[CHAT_INSTRUCTIONS, toolkit.prompt],
         name="ragstream",
     )

@@ -86,6 +86,19 @@ class RagConfig(BaseModel):
         le=60.0,
         description="Seconds before the first retry, doubled for each next one (a longer Retry-After wins).",
     )
+    history_tokens: int | None = Field(
+        default=500,
+        ge=0,
+        description=(
+            "Tokens (estimated) of earlier turns sent with a question, their tool results shortened "
+            "to references; newest kept first. none: every earlier turn, whole."
+        ),
+    )
+    context_tokens: int | None = Field(
+        default=None,
+        ge=1000,
+        description="The model's context window in tokens; unset: what pydantic-ai knows of the model, else 128000.",
+    )
     chunk_max_chars: int = Field(default=1200, ge=200, le=20_000, description="Upper bound of a chunk.")
     max_file_mb: float = Field(
         default=512.0,

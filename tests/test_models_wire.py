@@ -10,6 +10,7 @@ its own RUN_ERROR code.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,7 +23,7 @@ from ragstream.access import LOCAL_PRINCIPAL
 from ragstream.app import create_app
 from tests.protocol import check_stream, parse_sse, run_body
 from tests.servers import serve
-from tests.wire_models import CUT, HANG, Call, Fault, Reply, Text, WireModel, WireRequest
+from tests.wire_models import CUT, HANG, Call, Fault, Reply, Text, Thinking, WireModel, WireRequest
 
 APIS: dict[str, tuple[str, dict[str, str]]] = {
     "chat": ("openai-chat:wire", {"OPENAI_BASE_URL": "{url}/v1", "OPENAI_API_KEY": "test-key"}),
@@ -224,6 +225,16 @@ async def test_model_calls_inside_tools_count_in_metrics_and_the_days_budget(
     async with ragstream(
         wire, "chat", scenario_config, monkeypatch, metrics=True, limit_tokens_per_day=1_000_000
     ) as (http, app):
+
+        async def tokens_counted() -> float:  # the process's counter: what earlier tests counted too
+            page = (await http.get("/metrics")).text
+            return sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in page.splitlines()
+                if line.startswith("ragstream_model_tokens_total{")
+            )
+
+        before = await tokens_counted()
         events = await ask(http, "t", "r1", "How long are nightly backups kept?")
         await until(lambda: len(wire.requests) == 4)  # the background summary too
         spent = sum(r.size + wire.usage_output for r in wire.requests)
@@ -232,11 +243,7 @@ async def test_model_calls_inside_tools_count_in_metrics_and_the_days_budget(
         counted = 0.0
         for _ in range(600):  # the summary's response is counted as it lands, after its request
             used = await quotas.tokens_used(LOCAL_PRINCIPAL)
-            counted = sum(
-                float(line.rsplit(" ", 1)[1])
-                for line in (await http.get("/metrics")).text.splitlines()
-                if line.startswith("ragstream_model_tokens_total{")
-            )
+            counted = await tokens_counted() - before
             if used == spent and counted == spent:
                 break
             await asyncio.sleep(0.05)
@@ -340,3 +347,41 @@ def test_each_documented_provider_setting_resolves_to_its_api(
     )
     if base is not None:
         assert str(getattr(resolved, "base_url", "")).startswith(base)
+
+
+def thinking_script(request: WireRequest) -> Reply:
+    if not request.ends_with_tool_result:
+        return [
+            Thinking("The question is about backups: search."),
+            Call("search", {"query": request.user_texts[-1]}),
+        ]
+    return [Thinking("Passage 1 gives the retention."), Text(ANSWER)]
+
+
+@pytest.mark.parametrize("api", list(APIS))
+async def test_a_thinking_models_reasoning_streams_as_reasoning_events_and_stays_in_the_thread(
+    api: str, scenario_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wire = WireModel(thinking_script)
+    async with ragstream(wire, api, scenario_config, monkeypatch) as (http, _):
+        events = await ask(http, "t", "r1", "How long are nightly backups kept?")
+        thread = (await http.get("/threads/t")).json()
+        await ask(http, "t", "r2", "And who restores them?")
+
+    assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+    reasoning = [e for e in events if e["type"].startswith("REASONING_")]
+    assert [e["type"] for e in reasoning if e["type"] != "REASONING_MESSAGE_CONTENT"][:4] == [
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_END",
+        "REASONING_ENCRYPTED_VALUE",
+    ]
+    streamed = "".join(e["delta"] for e in reasoning if e["type"] == "REASONING_MESSAGE_CONTENT")
+    assert streamed == "The question is about backups: search.Passage 1 gives the retention."
+    kept = [m["content"] for m in thread["messages"] if m["role"] == "reasoning"]
+    assert kept == ["The question is about backups: search.", "Passage 1 gives the retention."]
+    roles = [m["role"] for m in thread["messages"]]
+    assert roles.index("reasoning") < roles.index("tool")  # in the order it was thought
+    # the next turn's answer request carries the current turn's thinking only, not the last turn's
+    sent = json.dumps(wire.requests[-1].body)
+    assert "Passage 1 gives the retention." not in sent

@@ -196,6 +196,54 @@ function answerFooters(session: ChatSession): Map<string, AnswerFooter> {
   return footers;
 }
 
+/**
+ * A thinking model's reasoning (AG-UI reasoning messages), by the answer it is shown under: the
+ * turn's last assistant message. Reasoning of a turn with no assistant message yet (the model is
+ * still thinking) is shown on its own, where its first message is (`pending`, by that id).
+ */
+function turnReasoning(session: ChatSession): {
+  byAnswer: Map<string, string[]>;
+  pending: Map<string, string[]>;
+} {
+  const byAnswer = new Map<string, string[]>();
+  const pending = new Map<string, string[]>();
+  let thoughts: { id: string; text: string }[] = [];
+  let answer: string | null = null;
+  const close = () => {
+    if (thoughts.length && answer)
+      byAnswer.set(
+        answer,
+        thoughts.map((t) => t.text),
+      );
+    else if (thoughts.length)
+      pending.set(
+        thoughts[0].id,
+        thoughts.map((t) => t.text),
+      );
+    thoughts = [];
+    answer = null;
+  };
+  for (const message of session.messages) {
+    if (message.role === "user") close();
+    else if (message.role === "reasoning") {
+      const text = typeof message.content === "string" ? message.content : "";
+      if (text.trim()) thoughts.push({ id: message.id, text });
+    } else if (message.role === "assistant") answer = message.id;
+  }
+  close();
+  return { byAnswer, pending };
+}
+
+/** Reasoning, collapsed: "Thinking" opens it. */
+function reasoningBlock(thoughts: string[]): HTMLElement {
+  return h(
+    "details",
+    { class: "reasoning" },
+    h("summary", {}, "Thinking"),
+    ...thoughts.map((text) => h("p", { class: "reasoning-text" }, text)),
+  );
+}
+
 function buildItems(session: ChatSession, controls: Controls): Item[] {
   const citations = session.citations;
   const results = new Map<string, ToolMessage>();
@@ -213,6 +261,7 @@ function buildItems(session: ChatSession, controls: Controls): Item[] {
   noticesAfter(null);
   const ids = new Set(session.messages.map((m) => m.id));
   const footers = answerFooters(session);
+  const reasoning = turnReasoning(session);
   // A turn of the assistant is often several messages (tool calls, then the answer): only the
   // first one carries the "Assistant" label.
   let inAssistantTurn = false;
@@ -223,9 +272,32 @@ function buildItems(session: ChatSession, controls: Controls): Item[] {
     } else if (message.role === "assistant") {
       const streaming = message.id === streamingId;
       const footer = footers.get(message.id) ?? null;
+      const thoughts = reasoning.byAnswer.get(message.id) ?? [];
       items.push(
-        assistantItem(session, message, citations, results, streaming, !inAssistantTurn, footer, controls),
+        assistantItem(
+          session,
+          message,
+          citations,
+          results,
+          streaming,
+          !inAssistantTurn,
+          footer,
+          controls,
+          thoughts,
+        ),
       );
+      inAssistantTurn = true;
+    } else if (message.role === "reasoning" && reasoning.pending.has(message.id)) {
+      const thoughts = reasoning.pending.get(message.id) ?? [];
+      const label = inAssistantTurn ? null : "Assistant";
+      items.push({
+        key: message.id,
+        sig: JSON.stringify(["reasoning", thoughts, label]),
+        build: () =>
+          bubble("assistant", label, "message-tools message-thinking", message.id, [
+            reasoningBlock(thoughts),
+          ]),
+      });
       inAssistantTurn = true;
     }
     noticesAfter(message.id);
@@ -366,6 +438,7 @@ function assistantItem(
   labelled: boolean,
   footer: AnswerFooter | null,
   controls: Controls,
+  thoughts: string[] = [],
 ): Item {
   const text = message.content ?? "";
   const calls = (message.toolCalls ?? []).map((call) => {
@@ -387,7 +460,7 @@ function assistantItem(
   if (!streaming) numbers.filter((n) => !(n in citations)).forEach((n) => session.requestCitation(Number(n)));
   const cited = numbers.filter((n) => n in citations);
   const actions = footer ? [footer, session.canBranch, session.canSwitch] : null;
-  const sig = JSON.stringify([text, streaming, labelled, cited, calls, actions]);
+  const sig = JSON.stringify([text, streaming, labelled, cited, calls, actions, thoughts]);
   return {
     key: message.id,
     sig,
@@ -408,6 +481,7 @@ function assistantItem(
             toolCallBlock(session, c.call, c.args, c.status, c.progress, c.streamed, c.shown, c.result),
           ),
           ...paragraphs,
+          thoughts.length ? reasoningBlock(thoughts) : null,
         ],
         footer ? answerActions(session, message.id, footer, controls) : null,
       );
@@ -683,7 +757,12 @@ export function renderText(text: string, citations: Record<string, Citation>): H
           last = match.index + match[0].length;
           // the markers and the punctuation right after them wrap as one ("[9]." never leaves "." alone)
           const after = TRAILING_PUNCTUATION.exec(line.slice(last))?.[0] ?? "";
-          const group = h("span", { class: "cites" }, ...numbers.map((n) => citeButton(n, citations[n])), after);
+          const group = h(
+            "span",
+            { class: "cites" },
+            ...numbers.map((n) => citeButton(n, citations[n])),
+            after,
+          );
           paragraph.append(group);
           last += after.length;
         }

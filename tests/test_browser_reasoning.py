@@ -1,0 +1,77 @@
+"""A thinking model's reasoning on the chat page: collapsed under the answer, kept with the thread.
+
+The server answers through ``openai-chat:`` against the loopback Chat Completions server
+(``tests/wire_models.py``), whose scripted model thinks (``reasoning_content``) before it searches
+and before it answers. Takes ``docs/reasoning.png``, the docs' picture of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.async_api import Browser, expect
+
+from ragstream.app import create_app
+from tests.browser.chat import ChatPage, launch_browser, require_built_page
+from tests.servers import serve
+from tests.test_models_wire import thinking_script
+from tests.wire_models import WireModel
+
+pytestmark = pytest.mark.timeout(180)
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    require_built_page()
+    async with launch_browser() as launched:
+        yield launched
+
+
+async def test_reasoning_is_shown_collapsed_under_the_answer_and_after_a_reload(
+    browser: Browser, scenario_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wire = WireModel(thinking_script)
+    async with serve(wire.app) as model_url:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{model_url}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        scenario_config.model = "openai-chat:wire"
+        async with serve(create_app(scenario_config)) as url:
+            context = await browser.new_context(viewport={"width": 1100, "height": 720})
+            chat = ChatPage(await context.new_page(), url, "reasoning")
+            await chat.open()
+            answer = await chat.ask("How long are nightly backups kept?")
+            assert "35 days" in answer
+
+            answer_article = chat.page.locator("#log article.message-assistant:not(.message-tools)").last
+            block = answer_article.locator("details.reasoning")
+            await expect(block).to_have_count(1)
+            await expect(block).not_to_have_attribute("open", "")  # collapsed
+            await expect(block.locator("summary")).to_have_text("Thinking")
+            await expect(block.locator(".reasoning-text").first).not_to_be_visible()
+            # under the answer: after its text
+            order = await answer_article.locator(".message-body > *").evaluate_all(
+                "(nodes) => nodes.map((n) => n.tagName.toLowerCase())"
+            )
+            assert order[-1] == "details" and "p" in order[:-1], order
+
+            await block.locator("summary").click()
+            await expect(block.locator(".reasoning-text")).to_have_text(
+                ["The question is about backups: search.", "Passage 1 gives the retention."]
+            )
+            await answer_article.screenshot(path=str(DOCS / "reasoning.png"))
+            await chat.screenshot("open")
+
+            await chat.reload()  # the thread keeps it: shown again, collapsed
+            block = chat.page.locator("#log article.message-assistant:not(.message-tools)").last.locator(
+                "details.reasoning"
+            )
+            await expect(block).to_have_count(1)
+            await expect(block).not_to_have_attribute("open", "")
+            await expect(block.locator(".reasoning-text")).to_have_count(2)
+            chat.assert_clean_console()
+            await context.close()
