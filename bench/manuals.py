@@ -97,6 +97,14 @@ def cache_key(manual: Manual, embedder: str, chunk_max_chars: int) -> str:
     return digest.hexdigest()[:16]
 
 
+def _chunk_size(home: Path) -> int | None:
+    """The chunk size a cached knowledge base was ingested with; ``None`` for an unfinished one."""
+    stamp = home / "ingest.json"
+    if not stamp.exists():
+        return None
+    return int(json.loads(stamp.read_text()).get("chunk_max_chars", RagConfig().chunk_max_chars))
+
+
 def ensure_installed(manual: Manual) -> None:
     """Install the manual's Debian package when its folder is missing (``bench/setup-manuals.sh``)."""
     if not manual.folder.is_dir():
@@ -104,18 +112,18 @@ def ensure_installed(manual: Manual) -> None:
 
 
 async def cached_kb(
-    manual: Manual, embedder: str, *, progress: bool
+    manual: Manual, embedder: str, *, progress: bool, chunk_max_chars: int = RagConfig().chunk_max_chars
 ) -> tuple[KnowledgeBase, dict[str, float]]:
     """The manual's knowledge base, ingested now or reused; and its ingest figures."""
     ensure_installed(manual)
     model = resolve_embedding_model(embedder)
-    chunk_max_chars = RagConfig().chunk_max_chars  # RAGSTREAM_CHUNK_MAX_CHARS
     key = cache_key(manual, embedder_name(model), chunk_max_chars)
-    home = cache_root() / f"{manual.name}-{key}"
+    home = cache_root() / f"{manual.name}-{key}"  # one per chunk size: the sizes are compared side by side
     stamp = home / "ingest.json"
     if not stamp.exists():
         for stale in cache_root().glob(f"{manual.name}-*"):
-            shutil.rmtree(stale, ignore_errors=True)
+            if _chunk_size(stale) in (None, chunk_max_chars):  # other sizes stay, to compare with
+                shutil.rmtree(stale, ignore_errors=True)
         kb = KnowledgeBase(home / "kb", embedder=model, chunk_max_chars=chunk_max_chars)
         bar = tqdm(
             total=0, unit="chunk", desc=f"ingesting {manual.name}", disable=not progress, file=sys.stderr
@@ -135,6 +143,7 @@ async def cached_kb(
             "pages": report.count("added") + report.count("updated"),
             "chunks": await kb.count_chunks(),
             "seconds": round(seconds, 1),
+            "chunk_max_chars": chunk_max_chars,
         }
         figures["pages_per_second"] = round(figures["pages"] / seconds, 2)
         stamp.write_text(json.dumps(figures, indent=1))
@@ -184,7 +193,9 @@ async def compare_rerankers(kb: KnowledgeBase, questions: list[LabelledQuestion]
 
 async def run(manual: Manual, args: argparse.Namespace) -> int:
     questions = load_questions(QUESTIONS / f"{manual.name}.jsonl")
-    kb, ingest = await cached_kb(manual, args.embedder, progress=not args.no_progress)
+    kb, ingest = await cached_kb(
+        manual, args.embedder, progress=not args.no_progress, chunk_max_chars=args.chunk_max_chars
+    )
     if args.check_labels:
         problems = await check_labels(kb, questions)
         kb.close()
@@ -230,6 +241,12 @@ async def main() -> int:
     parser.add_argument("--modes", default="hybrid,vector,text")
     parser.add_argument("--report-dir", help="write <manual>.html and <manual>.json here")
     parser.add_argument("--embedder", default=DEFAULT_EMBEDDER)
+    parser.add_argument(
+        "--chunk-max-chars",
+        type=int,
+        default=RagConfig().chunk_max_chars,
+        help="the chunk size to ingest with (each size is cached on its own)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument(
         "--rerankers",

@@ -1215,3 +1215,29 @@ async def test_edit_regenerate_and_switch_versions_in_chromium(
         assert runtime.alive, runtime.log()
         page.assert_clean()
         await context.close()
+
+
+async def test_the_document_filter_finds_documents_as_you_type(
+    browser: Browser, scenario_config: Any
+) -> None:
+    """The filter's list is ragstream's ``GET /documents?q=``: a knowledge base of thousands is
+    searched rather than listed; the list says how many match, and a found document can be chosen."""
+    async with scenario_page(browser, scenario_config, "filter-search") as (page, ragstream, _):
+        async with httpx.AsyncClient(base_url=ragstream) as api:
+            total = (await api.get("/documents")).json()["total"]
+        count = page.page.locator("#filter .doc-count")
+        await expect(count).to_have_text(f"{total} documents")
+        await page.page.locator("#filter-search").fill("bakery")
+        await expect(count).to_have_text("1 document")
+        await expect(page.page.locator("#filter .doc-list li")).to_have_text(
+            ["Harbor Street Bakery: food safety procedures"]
+        )
+        await page.document_checkbox("Harbor Street Bakery: food safety procedures").check()
+        await expect(page.page.locator("#filter .filter-summary")).to_contain_text(
+            "Answers use only: Harbor Street Bakery: food safety procedures."
+        )
+        await page.page.locator("#filter-search").fill("no such document anywhere")
+        await expect(count).to_have_text("0 documents")
+        await page.page.locator("#filter-search").fill("")
+        await expect(count).to_have_text(f"{total} documents")
+        page.assert_clean()

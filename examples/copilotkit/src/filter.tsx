@@ -5,6 +5,8 @@ import { useEffect, useState } from "react";
 
 import { answerError } from "./ragstream";
 
+const PAGE_SIZE = 50;
+
 interface DocumentSummary {
   document_id: string;
   title: string;
@@ -21,18 +23,39 @@ export function DocumentFilter({
   onChange: (names: string[]) => void;
 }) {
   const [documents, setDocuments] = useState<DocumentSummary[] | null>(null);
+  const [total, setTotal] = useState(0);
   const [error, setError] = useState<string | null>(null);
   const [draft, setDraft] = useState("");
+  const [query, setQuery] = useState("");
 
+  // The list is ragstream's GET /documents?q=: the documents whose title or file name holds what is
+  // typed (a knowledge base of thousands is searched, not listed), fetched 200 ms after the last key;
+  // an answer to an older query is dropped.
   useEffect(() => {
-    fetch("/api/documents?page_size=500")
-      .then(async (response) => {
-        if (!response.ok) throw await answerError(response);
-        return response.json() as Promise<{ documents: DocumentSummary[] }>;
-      })
-      .then((listing) => setDocuments(listing.documents))
-      .catch((reason: unknown) => setError(`Could not list the documents: ${reason instanceof Error ? reason.message : String(reason)}`));
-  }, []);
+    let current = true;
+    const timer = setTimeout(() => {
+      const search = new URLSearchParams({ page_size: String(PAGE_SIZE) });
+      if (query.trim()) search.set("q", query.trim());
+      fetch(`/api/documents?${search}`)
+        .then(async (response) => {
+          if (!response.ok) throw await answerError(response);
+          return response.json() as Promise<{ documents: DocumentSummary[]; total: number }>;
+        })
+        .then((listing) => {
+          if (!current) return;
+          setDocuments(listing.documents);
+          setTotal(listing.total);
+          setError(null);
+        })
+        .catch((reason: unknown) => {
+          if (current) setError(`Could not list the documents: ${reason instanceof Error ? reason.message : String(reason)}`);
+        });
+    }, query ? 200 : 0);
+    return () => {
+      current = false;
+      clearTimeout(timer);
+    };
+  }, [query]);
 
   const toggle = (name: string, on: boolean) =>
     onChange(on ? [...names.filter((n) => n !== name), name] : names.filter((n) => n !== name));
@@ -81,6 +104,19 @@ export function DocumentFilter({
         </ul>
       ) : null}
       {error ? <p className="error">{error}</p> : null}
+      <input
+        id="filter-search"
+        type="search"
+        value={query}
+        onChange={(event) => setQuery(event.target.value)}
+        placeholder="Find a document"
+        aria-label="Find a document by title or file name"
+      />
+      {documents ? (
+        <p className="doc-count">
+          {documents.length < total ? `${documents.length} of ${total} documents` : `${total} document${total === 1 ? "" : "s"}`}
+        </p>
+      ) : null}
       <ul className="doc-list">
         {(documents ?? []).map((doc) => (
           <li key={doc.document_id}>
