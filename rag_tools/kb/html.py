@@ -72,12 +72,14 @@ def parse_html(html: str, fallback_title: str) -> ParsedDocument:
     page_title = _collapse(_text(title_element)) if title_element is not None else ""
     main = _main(root, chrome=True)
     sections = _Reader().read(main)
-    if not sections:  # all navigation: its heading is found where its link lists are
+    navigation = False
+    if not sections:  # all navigation, or empty: its heading is found where its link lists are
         fresh = _document(html)
         main = _main(fresh if fresh is not None else root, chrome=False)
+        navigation = bool(_Reader().read(main))
     h1s = main.findall(".//h1")  # one h1 names the page; several are its sections (SQLite's pages)
     title = (_inline_text(h1s[0]) if len(h1s) == 1 else "") or page_title or fallback_title
-    if not sections:
+    if navigation:
         # a page that is all navigation (an index, a table of contents) is a document of its title:
         # listed and opened like any page, but its link lists, which outranked the pages they point
         # to in search (bench/RESULTS.md, "Real manuals"), are not indexed

@@ -102,12 +102,14 @@ DOC_COLUMNS = [
 FORMAT_VERSION = "4"
 # Part of every content hash: bump it when parsing or chunking changes, so re-ingestion redoes all.
 # 2: Markdown tables are split between rows, under their header row; chunks carry a locator.
-CHUNKING_VERSION = "2"
+# 3: a section under 200 characters joins the next one, a split's short tail is evened out, and a
+#    code block cut between chunks is closed in one and opened again in the next.
+CHUNKING_VERSION = "3"
 # A format's own reader revision, added to ``CHUNKING_VERSION`` in its documents' content hashes:
 # a change to one reader re-embeds that format's documents only.
 # html 1, epub 1: pages read by rag_tools/kb/html.py (main content, whole paragraphs, tables).
 # pdf 1, docx 1, pptx 1: pages without a text layer and pictures are read by OCR (rag_tools/kb/ocr.py).
-READER_REVISIONS: dict[str, str] = {"html": "1", "epub": "1", "pdf": "1", "docx": "1", "pptx": "1"}
+READER_REVISIONS: dict[str, str] = {"html": "2", "epub": "1", "pdf": "1", "docx": "1", "pptx": "1"}
 
 
 def chunking_version(fmt: str) -> str:
