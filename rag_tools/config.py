@@ -69,6 +69,13 @@ class RagConfig(BaseModel):
             "(reasoning models take none: pydantic-ai leaves it out for them)."
         ),
     )
+    model_thinking: bool | Literal["minimal", "low", "medium", "high", "xhigh", "max"] | None = Field(
+        default=None,
+        description=(
+            "Thinking for models that can: true, false or an effort (minimal ... max), as pydantic-ai's "
+            "thinking setting; unset: the model's default."
+        ),
+    )
     model_timeout: float | None = Field(
         default=60.0,
         gt=0,

@@ -4,7 +4,7 @@
 a tool makes inside one, ``model_run_options``). For a provider's model (not the offline extractive
 model or a test's ``FunctionModel``) it:
 
-- sends ``max_tokens``, ``temperature`` and a per-attempt ``timeout`` from ``RagConfig``, turns
+- sends ``max_tokens``, ``temperature``, ``thinking`` and a per-attempt ``timeout`` from ``RagConfig``, turns
   the provider SDK's own silent retries off (``max_retries=0``) and provider-side storage of the
   conversation off where the API keeps it (the Responses API stores responses unless told not to:
   ``openai_store=False``);
@@ -118,6 +118,7 @@ class ModelGuard(AbstractCapability[Any]):
     timeout: float | None = 60.0
     retries: int = 2
     backoff: float = 1.0
+    thinking: bool | str | None = None
     _settings: ModelSettings = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -128,6 +129,8 @@ class ModelGuard(AbstractCapability[Any]):
             settings["temperature"] = self.temperature
         if self.timeout is not None:
             settings["timeout"] = self.timeout
+        if self.thinking is not None:
+            settings["thinking"] = self.thinking  # type: ignore[typeddict-item]
         self._settings = settings
 
     @classmethod
@@ -139,6 +142,7 @@ class ModelGuard(AbstractCapability[Any]):
             timeout=config.model_timeout,
             retries=config.model_retries,
             backoff=config.model_retry_backoff,
+            thinking=config.model_thinking,
         )
 
     def get_model_settings(self) -> Any:

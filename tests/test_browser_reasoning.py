@@ -75,3 +75,52 @@ async def test_reasoning_is_shown_collapsed_under_the_answer_and_after_a_reload(
             await expect(block.locator(".reasoning-text")).to_have_count(2)
             chat.assert_clean_console()
             await context.close()
+
+
+async def test_reasoning_in_the_copilotkit_example_is_collapsed_under_the_answer(
+    browser: Browser, scenario_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same model behind CopilotKit's runtime and the example's React page: the reasoning is
+    drawn closed under the answer (not where CopilotChat puts it, before the tool call), and again
+    when the page is opened on the saved thread."""
+    from tests.browser.copilotkit import CopilotKitPage, example_server, require_example
+
+    require_example()
+    wire = WireModel(thinking_script)
+    async with serve(wire.app) as model_url:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{model_url}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        scenario_config.model = "openai-chat:wire"
+        async with serve(create_app(scenario_config)) as ragstream, example_server(ragstream) as runtime:
+            context = await browser.new_context(viewport={"width": 1280, "height": 800})
+            page = CopilotKitPage(await context.new_page(), runtime.url, "reasoning")
+            await page.open()
+            answer = await page.ask("How long are nightly backups kept?")
+            assert "35 days" in answer
+
+            message = page.page.locator('[data-testid="copilot-assistant-message"]').filter(
+                has=page.page.locator(".answer-text")
+            )
+            block = message.last.locator("details.reasoning")
+            await expect(block).to_have_count(1)
+            await expect(block).not_to_have_attribute("open", "")
+            await expect(block.locator("summary")).to_have_text("Thinking")
+            # CopilotChat's own reasoning rows are not drawn once the answer is there
+            await expect(
+                page.page.locator("[data-copilotkit] button[aria-expanded]", has_text="Thought for")
+            ).to_have_count(0)
+            await block.locator("summary").click()
+            await expect(block.locator(".reasoning-text")).to_have_text(
+                ["The question is about backups: search.", "Passage 1 gives the retention."]
+            )
+            await page.screenshot("open")
+
+            await page.reload()
+            await page.wait_answers_drawn()
+            block = message.last.locator("details.reasoning")
+            await expect(block).to_have_count(1)
+            await expect(block).not_to_have_attribute("open", "")
+            await expect(block.locator(".reasoning-text")).to_have_count(2)
+            page.assert_clean()
+            await context.close()
+            assert runtime.alive, runtime.log()

@@ -385,3 +385,20 @@ async def test_a_thinking_models_reasoning_streams_as_reasoning_events_and_stays
     # the next turn's answer request carries the current turn's thinking only, not the last turn's
     sent = json.dumps(wire.requests[-1].body)
     assert "Passage 1 gives the retention." not in sent
+
+
+async def test_the_thinking_setting_reaches_a_model_that_thinks(
+    scenario_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wire = WireModel(thinking_script)
+    async with ragstream(
+        wire,
+        "anthropic",
+        scenario_config,
+        monkeypatch,
+        model="anthropic:claude-sonnet-4-5",
+        model_thinking="low",
+    ) as (http, _):
+        events = await ask(http, "t", "r1", "How long are nightly backups kept?")
+    assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+    assert wire.requests[0].body["thinking"]["type"] == "enabled"

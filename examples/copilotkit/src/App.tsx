@@ -17,6 +17,7 @@ import { CitationsProvider, Sources } from "./citations";
 import { DocumentFilter } from "./filter";
 import { useRagstreamInterrupts } from "./interrupts";
 import { PROGRESS_EVENT, THREAD_UNAVAILABLE, agentState, ragState, withDocumentFilter, type AppConfig, type Progress, type ThreadView } from "./ragstream";
+import { ReasoningMessage } from "./reasoning";
 import { ProgressProvider, ToolCall, ToolOutcomesProvider, WaitingProvider, toolOutcomes } from "./tools";
 import {
   AssistantMessage,
@@ -340,7 +341,10 @@ function Workspace({ threadId, stateKey, onNewChat }: { threadId: string; stateK
   const rag = ragState(agent.state, stateKey);
   const citations = useMemo(() => rag.citations ?? {}, [rag.citations]);
   const showError = useCallback((text: string) => setNotice({ kind: "error", text }), []);
-  const messageView = useMemo(() => ({ assistantMessage: AssistantMessage, userMessage: UserMessage }), []);
+  const messageView = useMemo(
+    () => ({ assistantMessage: AssistantMessage, userMessage: UserMessage, reasoningMessage: ReasoningMessage }),
+    [],
+  );
   // CopilotChat's send button is a bare icon: a screen reader would only say "button". Its "+" menu
   // offers attachments and tools this page does not take, so it would only ever be disabled.
   const chatInput = useMemo(() => ({ sendButton: { "aria-label": "Send" }, addMenuButton: NoAddMenu }), []);

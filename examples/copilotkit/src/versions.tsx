@@ -12,9 +12,10 @@ import {
   type CopilotChatUserMessageProps,
   type Message,
 } from "@copilotkit/react-core/v2";
-import { createContext, useContext, useState, type FormEvent, type KeyboardEvent } from "react";
+import { createContext, useContext, useState, type ComponentProps, type FormEvent, type KeyboardEvent } from "react";
 
 import { CitedMarkdown } from "./citations";
+import { ReasoningContext, ReasoningUnderAnswer, reasoningUnder } from "./reasoning";
 
 /** The versions of one shown message (`GET /threads/{id}` `branches`): sibling ids, the one shown. */
 export interface Branch {
@@ -128,14 +129,26 @@ function RagstreamAssistantMessage(props: CopilotChatAssistantMessageProps) {
   const { answers, ready, regenerate, switchTo } = useContext(VersionsContext);
   const tools = answers[props.message.id];
   return (
-    <CopilotChatAssistantMessage
-      {...props}
-      markdownRenderer={CitedMarkdown}
-      onRegenerate={tools?.regenerate ? regenerate : undefined}
-      additionalToolbarItems={tools?.pickers.map(([id, branch]) => (
-        <AnswerPicker key={id} id={id} branch={branch} disabled={!ready} onSwitch={switchTo} />
-      ))}
-    />
+    <ReasoningContext.Provider value={reasoningUnder(props.messages, props.message)}>
+      <CopilotChatAssistantMessage
+        {...props}
+        markdownRenderer={AnswerWithReasoning}
+        onRegenerate={tools?.regenerate ? regenerate : undefined}
+        additionalToolbarItems={tools?.pickers.map(([id, branch]) => (
+          <AnswerPicker key={id} id={id} branch={branch} disabled={!ready} onSwitch={switchTo} />
+        ))}
+      />
+    </ReasoningContext.Provider>
+  );
+}
+
+/** The answer's text with its citations, and under it the reasoning that led to it (collapsed). */
+function AnswerWithReasoning(props: ComponentProps<typeof CitedMarkdown>) {
+  return (
+    <>
+      <CitedMarkdown {...props} />
+      <ReasoningUnderAnswer />
+    </>
   );
 }
 
