@@ -2,7 +2,8 @@
 
 The server answers through ``openai-chat:`` against the loopback Chat Completions server
 (``tests/wire_models.py``), whose scripted model thinks (``reasoning_content``) before it searches
-and before it answers. Takes ``docs/reasoning.png``, the docs' picture of it.
+and before it answers. The picture in docs/reasoning.png is the first test's
+``test-artifacts/browser-reasoning-block.png``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tests.wire_models import WireModel
 
 pytestmark = pytest.mark.timeout(180)
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 
 @pytest.fixture
@@ -43,6 +44,7 @@ async def test_reasoning_is_shown_collapsed_under_the_answer_and_after_a_reload(
         async with serve(create_app(scenario_config)) as url:
             context = await browser.new_context(viewport={"width": 1100, "height": 720})
             chat = ChatPage(await context.new_page(), url, "reasoning")
+            ARTIFACTS.mkdir(exist_ok=True)
             await chat.open()
             answer = await chat.ask("How long are nightly backups kept?")
             assert "35 days" in answer
@@ -63,7 +65,8 @@ async def test_reasoning_is_shown_collapsed_under_the_answer_and_after_a_reload(
             await expect(block.locator(".reasoning-text")).to_have_text(
                 ["The question is about backups: search.", "Passage 1 gives the retention."]
             )
-            await answer_article.screenshot(path=str(DOCS / "reasoning.png"))
+            # docs/reasoning.png is this picture (taken here, copied there by hand)
+            await answer_article.screenshot(path=str(ARTIFACTS / "browser-reasoning-block.png"))
             await chat.screenshot("open")
 
             await chat.reload()  # the thread keeps it: shown again, collapsed
