@@ -196,3 +196,48 @@ def test_serve_refuses_tracing_it_cannot_send(tmp_path: Path, env: dict[str, str
     )
     assert result.returncode == 2
     assert says in result.stderr and "Traceback" not in result.stderr
+
+
+async def test_a_model_call_inside_a_tool_is_a_span_under_the_tool(tmp_path: Path) -> None:
+    """The chat model calls ``ask``, whose answer writer is a model call of its own: it is traced
+    as an agent run with its model request, under the tool's span, in the run's trace."""
+    from tests.protocol import parse_sse, run_body
+    from tests.servers import serve
+    from tests.test_models_wire import ask_script
+    from tests.wire_models import WireModel
+
+    trace_id = secrets.token_hex(16)
+    wire = WireModel(ask_script)
+    with OTLPReceiver() as receiver:
+        async with serve(wire.app) as model_url:
+            env = {
+                **otel_env(receiver),
+                "RAGSTREAM_MODEL": "openai-chat:wire",
+                "OPENAI_BASE_URL": f"{model_url}/v1",
+                "OPENAI_API_KEY": "test-key",
+            }
+            async with served(env, tmp_path / "data") as url, httpx.AsyncClient(timeout=60) as http:
+                response = await http.post(
+                    f"{url}/agui",
+                    json=run_body("traced", "r1", "How long are backups kept?"),
+                    headers={"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"},
+                )
+                assert parse_sse(response.text)[-1][1]["type"] == "RUN_FINISHED"
+                spans = receiver.wait_for(
+                    lambda got: len(named([s for s in got if s.trace_id == trace_id], "chat wire")) >= 3
+                )
+    run = [s for s in spans if s.trace_id == trace_id]
+    by_id = {s.span_id: s for s in run}
+
+    def ancestors(span: ReceivedSpan) -> list[str]:
+        names = []
+        while span.parent_span_id in by_id:
+            span = by_id[span.parent_span_id]
+            names.append(span.name)
+        return names
+
+    tool = one(run, "execute_tool ask")
+    inner = [s for s in named(run, "chat wire") if "execute_tool ask" in ancestors(s)]
+    assert len(inner) == 1, [ancestors(s) for s in named(run, "chat wire")]
+    assert ancestors(inner[0])[0].startswith("invoke_agent") and ancestors(inner[0])[1] == tool.name
+    assert inner[0].attributes["gen_ai.usage.input_tokens"] > 0
