@@ -298,7 +298,6 @@ _BASE_URL_VARIABLES = {
     "ollama": "OLLAMA_BASE_URL",
     "vllm": "VLLM_BASE_URL",
     "azure": "AZURE_OPENAI_ENDPOINT",
-    "litellm": "LITELLM_BASE_URL",
 }
 
 
