@@ -172,3 +172,23 @@ def test_the_cli_takes_the_size_cap_from_its_setting(
     status = _cli(["ingest", "--no-progress", str(big)], tmp_path / "data")
     assert status == 1
     assert capsys.readouterr().err.splitlines() == [f"error: {big}: {CAPPED}"]
+
+
+async def test_a_big_texts_text_is_stored_once_as_its_original(tmp_path: Path) -> None:
+    """The documents row of a big text kept the whole text again beside its original, which cost
+    a copy of the file at the write that publishes it (~200 MB for a 50 MB file): the row keeps
+    none, and the text is read from the original when asked for."""
+    path = big_text(tmp_path / "ledger.txt", 1500)  # 1.4 MiB: a streamed text
+    kb_path = tmp_path / "kb"
+    async with KnowledgeBase(kb_path, embedder=HashingEmbeddingModel()) as kb:
+        (outcome,) = (await kb.ingest_paths([path])).outcomes
+        assert outcome.status == "added" and outcome.document_id is not None
+        stored = lancedb.connect(kb_path).open_table("documents").to_arrow().to_pylist()
+        assert [row["content"] for row in stored] == [""]
+        document = await kb.get_document("ledger.txt")
+        assert document is not None and document.content == path.read_text()
+        assert document.size_chars == len(path.read_text())
+        (listed,) = (await kb.list_documents()).documents
+        assert listed.content is None  # a listing does not read it
+        original = await kb.get_document_file(outcome.document_id)
+        assert original is not None and original.data == path.read_bytes()

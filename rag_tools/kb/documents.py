@@ -14,6 +14,7 @@ from .access import ALL, Reader, stored_groups
 from .errors import AmbiguousDocumentError, DocumentChanged
 from .filters import FilterLike, all_of, as_filter, in_list, sql_literal
 from .models import Document, DocumentFile, DocumentPage, SearchHit
+from .parsed import decode_text
 from .search import hit_from_row
 from .tables import DOC_COLUMNS, GROUPS, HIT_COLUMNS, WRITTEN_AT, Tables, version_prefix
 
@@ -51,7 +52,20 @@ async def documents_where(
         query = query.where(predicate)
     if limit:
         query = query.limit(limit)
-    return [Document(**row) for row in await query.to_list()]
+    docs = [Document(**row) for row in await query.to_list()]
+    if with_content:
+        docs = [await _with_streamed_content(tables, doc) for doc in docs]
+    return docs
+
+
+async def _with_streamed_content(tables: Tables, doc: Document) -> Document:
+    """``doc`` with its text read from its original when its row does not keep it: a big text
+    (``ingestion.STREAMED_TEXT_BYTES``) is stored once, as its file, not again as its row's content,
+    which cost a copy of the whole file in memory at the write that publishes it."""
+    if doc.content or not doc.size_chars or doc.format != "text":
+        return doc
+    original = await document_file(tables, doc.document_id)
+    return doc if original is None else doc.model_copy(update={"content": decode_text(original.data, "text")})
 
 
 async def document_by_id(

@@ -275,7 +275,9 @@ def prepare(
         doc.rest = _pdf_rows(pages, doc_row, max_chars, fallback, doc.warnings)
         return doc
     if fmt == "text" and len(data) > STREAMED_TEXT_BYTES:
-        doc_row.update(title=source.title or fallback, content=text, size_chars=len(text))
+        # its content is its file's (``documents``): the row keeps none, or publishing it would
+        # copy the whole text again
+        doc_row.update(title=source.title or fallback, size_chars=len(text))
         doc.rest = _text_rows(text, doc_row, max_chars)
         return doc
     if source.title:
@@ -481,6 +483,7 @@ async def write_batch(
             )
             for doc in originals:
                 doc.file_written = True
+                doc.file_row["data"] = b""  # stored: a big file's bytes need not wait for its last part
         if rows:
             await (
                 chunks.merge_insert("chunk_id")
