@@ -16,6 +16,7 @@ import pytest
 
 from rag_tools.kb import KnowledgeBase
 from rag_tools.kb.chunking import MIN_SECTION_CHARS, chunk_document
+from rag_tools.kb.ingestion import search_text
 from rag_tools.kb.readers import ParsedDocument, parse_document
 
 DOCBOOK = """<?xml version="1.0" encoding="UTF-8" standalone="no"?>
@@ -241,6 +242,16 @@ async def test_a_question_about_bigint_storage_finds_its_table_row(kb: Knowledge
         hits = await kb.search("how much storage does a bigint take", limit=1, mode=mode)  # type: ignore[arg-type]
         assert "| `bigint` | 8 bytes |" in hits[0].text, (mode, hits[0].text)
         assert "| Name | Storage Size |" in hits[0].text  # the row with its column headers
+
+
+def test_a_table_is_embedded_and_indexed_a_row_at_a_time_under_its_headers() -> None:
+    """The stored chunk keeps the Markdown table; what is embedded and full-text indexed writes each
+    row with its column headers, so "bigint" and "Storage Size" meet in one line."""
+    doc = _read(DOCBOOK)
+    (table,) = [c for c in chunk_document(doc, max_chars=1200) if "| `bigint` | 8 bytes |" in c.text]
+    indexed = search_text(doc.title, table.headings, table.text)
+    assert "Name: `bigint`, Storage Size: 8 bytes" in indexed
+    assert "| --- |" not in indexed and "| Name | Storage Size |" not in indexed
 
 
 _MANUALS = Path("/usr/share/doc")

@@ -19,7 +19,14 @@ from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
 from .readers import MARKDOWN_FORMATS, ParsedDocument, Section
 
-__all__ = ["MIN_SECTION_CHARS", "ChunkDraft", "chunk_document", "chunk_sections", "locate_rows"]
+__all__ = [
+    "MIN_SECTION_CHARS",
+    "ChunkDraft",
+    "chunk_document",
+    "chunk_sections",
+    "linearize_tables",
+    "locate_rows",
+]
 
 _DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 _WORD = re.compile(r"\w")
@@ -150,6 +157,38 @@ def _fenced(pieces: list[_Piece]) -> list[_Piece]:
 
 def _joinable(section: Section) -> bool:
     return section.page is None and section.rows is None and section.first_table is None
+
+
+def linearize_tables(text: str) -> str:
+    """``text`` with each Markdown table row written as its cells under their column headers
+    (``Name: bigint, Storage Size: 8 bytes, ...``), the header and delimiter rows dropped: what is
+    embedded and full-text indexed, so that a question naming a row's value and a column ("bigint
+    storage size") meets both in one line. The stored text keeps the table."""
+    if "|" not in text:
+        return text
+    lines = text.split("\n")
+    out: list[str] = []
+    header: list[str] | None = None
+    for n, line in enumerate(lines):
+        if not line.lstrip().startswith("|"):
+            header = None
+            out.append(line)
+        elif n + 1 < len(lines) and _DELIMITER_ROW.match(lines[n + 1]):
+            header = _cells(line)
+        elif not _DELIMITER_ROW.match(line):
+            cells = _cells(line)
+            if header is not None and len(cells) == len(header):
+                out.append(
+                    ", ".join(f"{h}: {c}" if h else c for h, c in zip(header, cells, strict=True) if c)
+                )
+            else:
+                out.append(", ".join(c for c in cells if c))
+    return "\n".join(out)
+
+
+def _cells(row: str) -> list[str]:
+    """The cells of a Markdown table row; ``\\|`` is a pipe inside a cell, not a border."""
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", row.strip().strip("|"))]
 
 
 def _locate(section: Section, piece: _Piece) -> str:

@@ -22,7 +22,7 @@ import lancedb
 import pyarrow as pa
 
 from .access import stored_groups
-from .chunking import ChunkDraft, chunk_document, chunk_sections
+from .chunking import ChunkDraft, chunk_document, chunk_sections, linearize_tables
 from .filters import in_list, sql_literal
 from .models import IngestOutcome
 from .readers import (
@@ -167,8 +167,9 @@ class PreparedDocument:
 
 
 def search_text(title: str, headings: Sequence[str], text: str) -> str:
-    """What is embedded and full-text indexed for a chunk: its title, heading path and text."""
-    return "\n".join(part for part in (title, " / ".join(headings), text) if part)
+    """What is embedded and full-text indexed for a chunk: its title, heading path and text, a
+    table's rows each with their column headers (``chunking.linearize_tables``)."""
+    return "\n".join(part for part in (title, " / ".join(headings), linearize_tables(text)) if part)
 
 
 FILE_ERRORS = (OSError, ValueError, UnicodeError)
