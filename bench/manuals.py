@@ -1,7 +1,8 @@
 """``ragstream eval`` on real manuals Debian ships as HTML, each ingested once into a cached knowledge base.
 
     python -m bench.manuals [--manual python|postgres|sqlite|all] [--answers] [--modes hybrid,vector,text]
-                            [--report-dir DIR] [--embedder NAME] [--no-progress] [--check-labels]
+                            [--report-dir DIR] [--embedder NAME] [--chunk-max-chars N] [--no-progress]
+                            [--check-labels]
                             [--rerankers none,cohere:rerank-v3.5,model]
 
 The manuals (``bench/setup-manuals.sh`` installs the Debian packages when missing; the pages are
