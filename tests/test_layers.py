@@ -71,6 +71,8 @@ RAG_TOOLS_LAYERS: list[tuple[str, ...]] = [
         "rag_tools.follow_ups",
         "rag_tools.offline_model",
         "rag_tools.prompt",
+        "rag_tools.models",
+        "rag_tools.context",
     ),
     ("rag_tools.kb",),  # the knowledge base (LanceDB)
     # what a tool call runs with
