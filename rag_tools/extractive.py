@@ -75,14 +75,14 @@ def _clean(line: str) -> str:
     line = _LINK.sub(r"\1", line)
     line = _MARKUP.sub("", line).strip()
     if line.startswith("|") and line.endswith("|"):
-        cells = _cells(line)
+        cells = table_cells(line)
         if all(set(c) <= set("-: ") for c in cells):
             return ""
         line = ", ".join(c for c in cells if c)
     return re.sub(r"\s+", " ", _ESCAPE.sub(r"\1", line)).strip()
 
 
-def _cells(row: str) -> list[str]:
+def table_cells(row: str) -> list[str]:
     """The cells of a Markdown table row; ``\\|`` is a pipe inside a cell, not a border."""
     return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", row.strip().strip("|"))]
 
@@ -136,7 +136,7 @@ def _units(block: str) -> list[_Unit]:
         if in_code or not raw.strip():
             continue
         if raw.lstrip().startswith("|"):  # a table row: pair each cell with its column header
-            cells = _cells(raw)
+            cells = table_cells(raw)
             close()
             if all(set(c) <= set("-: ") for c in cells):
                 header = [_clean(c) for c in last_cells] if last_cells else None

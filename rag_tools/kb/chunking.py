@@ -17,6 +17,7 @@ from functools import lru_cache
 
 from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
+from ..extractive import table_cells
 from .readers import MARKDOWN_FORMATS, ParsedDocument, Section
 
 __all__ = [
@@ -174,9 +175,9 @@ def linearize_tables(text: str) -> str:
             header = None
             out.append(line)
         elif n + 1 < len(lines) and _DELIMITER_ROW.match(lines[n + 1]):
-            header = _cells(line)
+            header = table_cells(line)
         elif not _DELIMITER_ROW.match(line):
-            cells = _cells(line)
+            cells = table_cells(line)
             if header is not None and len(cells) == len(header):
                 out.append(
                     ", ".join(f"{h}: {c}" if h else c for h, c in zip(header, cells, strict=True) if c)
@@ -184,11 +185,6 @@ def linearize_tables(text: str) -> str:
             else:
                 out.append(", ".join(c for c in cells if c))
     return "\n".join(out)
-
-
-def _cells(row: str) -> list[str]:
-    """The cells of a Markdown table row; ``\\|`` is a pipe inside a cell, not a border."""
-    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", row.strip().strip("|"))]
 
 
 def _locate(section: Section, piece: _Piece) -> str:
