@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from pydantic_ai.embeddings import EmbeddingModel
@@ -42,7 +42,8 @@ _WORD = re.compile(r"[a-z0-9][a-z0-9'.:-]*[a-z0-9]|[a-z0-9]")
 STOP_WORDS = frozenset(
     "a an and are as at be by can do does for from how i if in is it its me my of on or so that the this to "
     "was what when where which who why will with you your should would could there their they them we our "
-    "about into than then these those has have had not no yes any all each get set use used using".split()
+    "about into than then these those has have had not no yes any all each get set use used using "
+    "what's that's it's there's here's i'm i've i'd you're don't doesn't isn't aren't can't won't".split()
 )
 _CACHE_LIMIT = 20_000
 
@@ -88,6 +89,13 @@ def table_cells(row: str) -> list[str]:
 
 
 _UNIT_START = re.compile(r"^\s*([-*+]\s|\d+[.)]\s|\||#)")
+# A line that is only code, in one or more spans: a definition's term (``shutil.copytree(src, dst)``,
+# ``work_mem`` (``integer``)), as documentation generators write a definition list's term.
+_TERM_LINE = re.compile(r"^(?:class |async )?`[^`]+`(?:[\s(),;]*`[^`]+`)*\)?$")
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+_CALL = re.compile(r"\(.*\)$")  # a signature's parameters
+_TERM_CHARS = 90  # a longer term leads a quotation with its signatures' parameters cut
+_CODE_LINE_CHARS = 100  # a one-line code block this long or shorter is quoted with its lead-in
 _FENCE = re.compile(r"^\s*(```|~~~)")
 # The start of a definition line a reader can quote although it opens in lower case: an API name
 # such as ``os.makedirs(name, mode=0o777): ...`` or ``str.removeprefix(prefix, /): ...``.
@@ -108,12 +116,37 @@ class _Unit:
         return self.row or self.item or self.text[-1:] in ".!?:;)\"”'`" or len(self.text) < 50
 
 
-def _units(block: str) -> list[_Unit]:
-    """Lines of a block joined into logical units: list items, table rows, headings, paragraphs.
+def _blocks(text: str) -> list[tuple[list[str], bool]]:
+    """``text``'s blocks, each its lines and whether it is code: prose blocks end at a blank line,
+    a fenced code block at its closing fence (blank lines inside it do not end it)."""
+    blocks: list[tuple[list[str], bool]] = []
+    lines: list[str] = []
+    in_code = False
+
+    def flush(code: bool) -> None:
+        nonlocal lines
+        if lines:
+            blocks.append((lines, code))
+        lines = []
+
+    for raw in text.splitlines():
+        if _FENCE.match(raw):
+            flush(in_code)
+            in_code = not in_code
+        elif in_code or raw.strip():
+            lines.append(raw)
+        else:
+            flush(False)
+    flush(in_code)  # a code block cut at the passage's end is still code
+    return blocks
+
+
+def _units(lines: Sequence[str]) -> list[_Unit]:
+    """A prose block's lines joined into logical units: list items, table rows, headings, paragraphs.
 
     Wrapped lines (PDF text, hard-wrapped Markdown) continue the unit before them: a line opening
     in lower case always does; a short line without closing punctuation reads as a heading and
-    stands alone. Code blocks are left out: an answer quotes prose.
+    stands alone.
     """
     units: list[_Unit] = []
     current: list[str] = []
@@ -121,7 +154,6 @@ def _units(block: str) -> list[_Unit]:
     previous_closed = True
     header: list[str] | None = None
     last_cells: list[str] | None = None
-    in_code = False
 
     def close() -> None:
         nonlocal current
@@ -129,12 +161,7 @@ def _units(block: str) -> list[_Unit]:
             units.append(_Unit(" ".join(current), item=current_item))
             current = []
 
-    for raw in block.splitlines():
-        if _FENCE.match(raw):
-            in_code = not in_code
-            continue
-        if in_code or not raw.strip():
-            continue
+    for raw in lines:
         if raw.lstrip().startswith("|"):  # a table row: pair each cell with its column header
             cells = table_cells(raw)
             close()
@@ -193,28 +220,72 @@ def _sentences(unit: _Unit) -> list[tuple[str, bool]]:
     return whole
 
 
-def _statements(text: str) -> list[tuple[tuple[str, ...], bool]]:
+@dataclass(frozen=True)
+class _Statement:
+    """A sentence with the ones after it that lean back on it, and what it is about.
+
+    ``whole``: its first sentence starts and ends as a sentence does, so it may be quoted.
+    ``term``: the definition it belongs to (an API signature, a setting's name) when its passage
+    defines one, to lead the quotation: "Recursively copy an entire directory tree" answers "how
+    do I copy a tree?" only with the ``shutil.copytree()`` it describes.
+    """
+
+    sentences: tuple[str, ...]
+    whole: bool
+    term: str | None = None
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.sentences)
+
+
+def _statements(text: str) -> list[_Statement]:
     """Sentences grouped with the ones right after them that open with a pronoun, each group with
-    whether it may be quoted (its first sentence is whole).
+    whether it may be quoted (its first sentence is whole) and the definition it belongs to.
 
     "Normal change: any other change. It needs approval from two engineers." is one statement: its
-    second sentence says nothing on its own, and its first does not say who approves.
+    second sentence says nothing on its own, and its first does not say who approves. A lead-in
+    ("... is done by running:") followed by a one-line code block quotes that line with it; longer
+    code is left out: an answer quotes prose.
     """
-    statements: list[tuple[tuple[str, ...], bool]] = []
-    for block in re.split(r"\n\s*\n", text):
-        for unit in _units(block):
+    statements: list[_Statement] = []
+    term: str | None = None
+    for lines, code in _blocks(text):
+        if code:
+            shown = [line.strip() for line in lines if line.strip()]
+            last = statements[-1] if statements else None
+            if last and last.text.endswith(":") and len(shown) == 1 and len(shown[0]) <= _CODE_LINE_CHARS:
+                line = shown[0].replace("`", "")
+                statements[-1] = replace(
+                    last, sentences=(*last.sentences[:-1], f"{last.sentences[-1]} `{line}`")
+                )
+            continue
+        for unit in _units(lines):
+            if _TERM_LINE.match(unit.text):  # a definition's term: what the sentences after it describe
+                term = unit.text
+                statements.append(_Statement((unit.text,), True, term))
+                continue
             for n, (piece, whole) in enumerate(_sentences(unit)):
-                if n and _LEANS_BACK.match(piece) and len(statements[-1][0]) <= _MAX_FOLLOWERS and whole:
-                    statements[-1] = ((*statements[-1][0], piece), statements[-1][1])
-                else:
-                    statements.append(((piece,), whole))
+                last = statements[-1] if statements else None
+                if (
+                    n
+                    and last
+                    and _LEANS_BACK.match(piece)
+                    and len(last.sentences) <= _MAX_FOLLOWERS
+                    and whole
+                ):
+                    statements[-1] = replace(last, sentences=(*last.sentences, piece))
+                    continue
+                if last and last.text == last.term:  # the term stands alone only where nothing defines it
+                    statements.pop()
+                statements.append(_Statement((piece,), whole, term))
     return statements
 
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text`` (inline code marks dropped); list items, table rows and headings count
     as sentences of their own."""
-    return [_plain(sentence) for statement, _ in _statements(text) for sentence in statement]
+    return [_plain(sentence) for statement in _statements(text) for sentence in statement.sentences]
 
 
 def stem(word: str) -> str:
@@ -252,13 +323,46 @@ class _VectorCache:
 _cache = _VectorCache()
 
 
-def _says_something(statement: tuple[str, ...], whole: bool) -> bool:
+def _says_something(statement: _Statement) -> bool:
     """Whether a statement can be quoted as an answer: a whole sentence (not a piece cut at a
     passage's edge or opening mid-phrase), not a rule line (``-----`` under a plain-text heading),
     not a one-word heading (``Fixes``, ``Changes``), which would score on its passage's heading
     alone and answer nothing, and not a lead-in to what it does not quote ("Equivalent to:")."""
-    text = " ".join(statement)
-    return whole and not text.endswith(":") and len(_content_words(_plain(text))) >= 2
+    text = statement.text
+    return statement.whole and not text.endswith(":") and len(_content_words(_plain(text))) >= 2
+
+
+def _term_names(term: str) -> set[str]:
+    """The names a term defines: ``copytree`` of ``shutil.copytree(src, dst)``, ``IGNORECASE``
+    of ``re.I; re.IGNORECASE`` (names of three characters or more: a sentence naming one is
+    already about its term)."""
+    names = (
+        _CALL.sub("", span).split(".")[-1].split()[-1] for span in _CODE_SPAN.findall(term) if span.strip()
+    )
+    return {name for name in names if len(name) >= 3}
+
+
+def _shown_term(term: str) -> str:
+    """The term as it leads a quotation: whole when short, else each signature's parameters cut
+    (``shutil.copytree(…)``), each name once."""
+    if len(term) <= _TERM_CHARS:
+        return term
+    shown = dict.fromkeys(_CALL.sub("(…)", span) for span in _CODE_SPAN.findall(term))
+    return "; ".join(f"`{span}`" for span in shown)
+
+
+def _quoted(statement: _Statement, terms_said: set[str]) -> str:
+    """The statement's text as quoted: led by its term the first time the answer uses that term,
+    unless it already names it (or is the term itself)."""
+    text = statement.text
+    term = statement.term
+    if term is None or term in terms_said:
+        return text
+    terms_said.add(term)
+    names = _term_names(term)
+    if text == term or any(re.search(rf"(?<![\w.]){re.escape(name)}\b", text) for name in names):
+        return text
+    return f"{_shown_term(term)}: {text}"
 
 
 # Questions that ask for a value (a size, a number, a time, a default): a sentence that states one
@@ -271,6 +375,59 @@ _ASKS_VALUE = re.compile(
 )
 _STATES_VALUE = re.compile(r"\d|\bdefaults? (is|to)\b|\bdefault:", re.IGNORECASE)
 _VALUE_BONUS = 0.08
+_ECHO_PENALTY = 0.15
+# "Changed in version 3.8:" dates a sentence; its number is not a value the sentence states
+_VERSION_NOTE = re.compile(
+    r"\b(?:new|changed|deprecated|removed|added)(?: in| since)? (?:version )?[\d.]+\b", re.IGNORECASE
+)
+
+
+async def _ranked(
+    model: EmbeddingModel, question: str, passages: Sequence[Passage], focus: str | None
+) -> list[tuple[float, int, _Statement]]:
+    """Every quotable statement of ``passages`` with its score and citation, best first."""
+    candidates = list(
+        dict.fromkeys(
+            (p.citation, p.heading, statement)
+            for p in passages
+            for statement in _statements(p.text)
+            if _says_something(statement)
+        )
+    )
+    if not candidates or not question.strip():
+        return []
+    question_vector = (await _cache.vectors(model, [question], query=True))[0]
+    # A statement is read sentence by sentence and, when it has several, as a whole: it scores its
+    # best reading and is quoted whole.
+    readings = [
+        (n, _plain(text))
+        for n, (_, _, statement) in enumerate(candidates)
+        for text in (
+            statement.sentences if len(statement.sentences) == 1 else (*statement.sentences, statement.text)
+        )
+    ]
+    headed = [f"{candidates[n][1]}: {text}" if candidates[n][1] else text for n, text in readings]
+    similarity = (await _cache.vectors(model, headed)) @ question_vector
+    asked = _content_words(question)
+    focused = {stem(w) for w in _content_words(focus or "")}
+    asks_value = bool(_ASKS_VALUE.search(focus or question))  # the user's own words, not a borrowed topic
+    best_of: dict[int, float] = {}
+    for (n, text), sim in zip(readings, similarity, strict=True):
+        term = candidates[n][2].term
+        words = _content_words(text if term is None else f"{_plain(term)} {text}")  # it speaks of its term
+        overlap = len(asked & words) / max(len(asked), 1)
+        if focused:
+            overlap += len(focused & {stem(w) for w in words}) / len(focused)
+        value = _VALUE_BONUS if asks_value and _STATES_VALUE.search(_VERSION_NOTE.sub("", text)) else 0.0
+        said = {stem(w) for w in _content_words(text)}
+        new_words = len(said - {stem(w) for w in asked}) / max(len(said), 1)
+        echo = _ECHO_PENALTY * max(0.0, 1.0 - 2.0 * new_words)  # the question said back adds nothing
+        best_of[n] = max(best_of.get(n, -1.0), float(sim) + 0.25 * overlap + value - echo)
+    return sorted(
+        ((score, candidates[n][0], candidates[n][2]) for n, score in best_of.items()),
+        key=lambda item: item[0],
+        reverse=True,
+    )
 
 
 async def extractive_answer(
@@ -290,57 +447,27 @@ async def extractive_answer(
     is new in the question picks the sentence ("And in winter?" quotes the winter row).
     ``found`` is False (and ``text`` empty) when no sentence reaches ``min_score``.
     """
-    candidates = list(
-        dict.fromkeys(
-            (p.citation, p.heading, statement)
-            for p in passages
-            for statement, whole in _statements(p.text)
-            if _says_something(statement, whole)
-        )
-    )
-    if not candidates or not question.strip():
+    scores = await _ranked(model, question, passages, focus)
+    if not scores:
         return ExtractiveAnswer("")
-    question_vector = (await _cache.vectors(model, [question], query=True))[0]
-    # A statement is read sentence by sentence and, when it has several, as a whole: it scores its
-    # best reading and is quoted whole.
-    readings = [
-        (n, _plain(text))
-        for n, (_, _, statement) in enumerate(candidates)
-        for text in (statement if len(statement) == 1 else (*statement, " ".join(statement)))
-    ]
-    headed = [f"{candidates[n][1]}: {text}" if candidates[n][1] else text for n, text in readings]
-    similarity = (await _cache.vectors(model, headed)) @ question_vector
-    asked = _content_words(question)
-    focused = {stem(w) for w in _content_words(focus or "")}
-    asks_value = bool(_ASKS_VALUE.search(focus or question))  # the user's own words, not a borrowed topic
-    best_of: dict[int, float] = {}
-    for (n, text), sim in zip(readings, similarity, strict=True):
-        words = _content_words(text)
-        overlap = len(asked & words) / max(len(asked), 1)
-        if focused:
-            overlap += len(focused & {stem(w) for w in words}) / len(focused)
-        value = _VALUE_BONUS if asks_value and _STATES_VALUE.search(text) else 0.0
-        best_of[n] = max(best_of.get(n, -1.0), float(sim) + 0.25 * overlap + value)
-    scores = sorted(
-        ((score, candidates[n][0], " ".join(candidates[n][2])) for n, score in best_of.items()),
-        key=lambda item: item[0],
-        reverse=True,
-    )
     best = scores[0][0]
     if best < min_score:
         return ExtractiveAnswer("", confidence=max(best, 0.0))
-    chosen: list[tuple[float, int, str]] = []
+    chosen: list[tuple[float, int, _Statement]] = []
     per_passage: dict[int, int] = {}
-    for score, citation, sentence in scores:
+    for score, citation, statement in scores:
         if len(chosen) >= max_sentences or score < max(min_score, best - 0.25):
             break
-        if per_passage.get(citation, 0) >= 2 or any(sentence == seen for _, _, seen in chosen):
+        if per_passage.get(citation, 0) >= 3 or any(statement.text == seen.text for _, _, seen in chosen):
             continue
         per_passage[citation] = per_passage.get(citation, 0) + 1
-        chosen.append((score, citation, sentence))
+        chosen.append((score, citation, statement))
     parts = []
-    for _, citation, sentence in chosen:
-        sentence = sentence.rstrip(",;: ")  # a list item's "...;" ends its sentence here
+    terms_said: set[str] = set()
+    for _, citation, statement in chosen:
+        sentence = _quoted(statement, terms_said).rstrip(
+            ",;: "
+        )  # a list item's "...;" ends its sentence here
         if _LOWER_TERM.match(sentence):  # a glossary term or a column label leads: "Descriptor: Any..."
             sentence = sentence[0].upper() + sentence[1:]
         body = sentence if sentence[-1] in ".!?" else sentence + "."

@@ -110,3 +110,59 @@ async def test_markdown_escapes_are_not_quoted(embedder) -> None:  # type: ignor
     passage = "Run pg\\_checksums and pg\\_receivewal only on a stopped cluster, never on a \\*live\\* one."
     answer = await extractive_answer(embedder, "When may I run pg_checksums?", [Passage(4, passage, "Notes")])
     assert "pg_checksums and pg_receivewal" in answer.text and "\\" not in answer.text
+
+
+COPYTREE = (
+    "`shutil.copytree(src, dst, symlinks=False, ignore=None, copy_function=copy2, "
+    "ignore_dangling_symlinks=False, dirs_exist_ok=False)`\n\n"
+    "Recursively copy an entire directory tree rooted at src to a directory named dst and return the "
+    "destination directory. All intermediate directories needed to contain dst will also be created by default."
+)
+
+
+async def test_a_definition_s_sentence_is_led_by_the_term_it_defines(embedder) -> None:  # type: ignore[no-untyped-def]
+    answer = await extractive_answer(
+        embedder, "How do I copy a whole directory tree?", [Passage(1, COPYTREE, "shutil: copytree")]
+    )
+    # the sentence alone never says which function copies the tree: its definition's term leads it,
+    # its long parameter list cut, and the term is not quoted a second time on its own
+    assert answer.text.startswith("`shutil.copytree(…)`: Recursively copy an entire directory tree"), (
+        answer.text
+    )
+    assert answer.text.count("copytree") == 1
+    setting = (
+        "`work_mem` (`integer`)\n\nSets the base maximum amount of memory to be used by a query operation."
+    )
+    short = await extractive_answer(embedder, "What does work_mem limit?", [Passage(2, setting, "Memory")])
+    assert short.text.startswith("`work_mem` (`integer`): Sets the base maximum amount of memory"), short.text
+
+
+async def test_a_lead_in_is_quoted_with_the_one_line_command_it_introduces(embedder) -> None:  # type: ignore[no-untyped-def]
+    passage = (
+        "To create a virtual environment, decide upon a directory where you want to place it, and run the "
+        "venv module as a script with the directory path:\n\n```\npython3 -m venv tutorial-env\n```\n\n"
+        "This will create the tutorial-env directory if it doesn’t exist."
+    )
+    answer = await extractive_answer(
+        embedder, "How do I create a virtual environment?", [Passage(1, passage, "venv")]
+    )
+    assert "with the directory path: `python3 -m venv tutorial-env` [1]." in answer.text, answer.text
+
+
+def test_a_code_block_with_blank_lines_inside_is_code_to_its_end() -> None:
+    text = "Define it first:\n\n```\ndef area(r):\n    return r * r\n\nTotal = area(2) + area(3)\n```\n\nThen call it."
+    assert split_sentences(text) == ["Define it first:", "Then call it."]
+
+
+async def test_a_version_note_is_not_the_value_a_question_asks_for(embedder) -> None:  # type: ignore[no-untyped-def]
+    passage = (
+        "Changed in version 3.5: The default number of worker threads of the pool was changed.\n\n"
+        "If max_workers is not given, the pool uses `min(32, os.cpu_count() + 4)` worker threads."
+    )
+    answer = await extractive_answer(
+        embedder,
+        "How many worker threads does the pool use by default?",
+        [Passage(1, passage, "ThreadPoolExecutor")],
+    )
+    # "3.5" dates the first sentence; the second states the number asked for
+    assert _sentences(answer.text)[0].startswith("If max_workers is not given"), answer.text

@@ -116,7 +116,7 @@ async def _answers(
                 cites_page=any(uri in q.pages for uri in cited),
                 cited=list(dict.fromkeys(cited)),
                 fragments=fragments(answer),
-                escapes=len(_ESCAPE.findall(answer)),
+                escapes=len(_ESCAPE.findall(_CODE_SPAN.sub("", answer))),  # code shows a backslash as it is
             )
         )
         on_step()
