@@ -28,7 +28,9 @@ __all__ = [
 # A sentence ends at . ! ? and a space, the next one starting in upper case, a digit, code, or in
 # lower case: "Copy a tree. mode and verbose are as for mkpath()" is two sentences, the second not
 # one to quote (it opens in lower case); abbreviations ("e.g. the") are joined again.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"”')\]]*\s+(?=[\"“(\[`]?[A-Za-z0-9`])")
+_SENTENCE_END = re.compile(  # the closing marks after the stop stay with the sentence they close
+    r"(?:(?<=[.!?])|(?<=[.!?][\"”')\]])|(?<=[.!?][\"”')\]]{2}))\s+(?=[\"“(\[`]?[A-Za-z0-9`])"
+)
 # A full stop that ends an abbreviation, not a sentence: "e.g. Python", "Fig. 3", "vs. MySQL".
 _ABBREVIATION = re.compile(
     r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|fig|no|nr|dr|mr|mrs|ms|st|ca)\.|\b[A-Za-z]\.)$", re.IGNORECASE
@@ -212,8 +214,12 @@ def _sentences(unit: _Unit) -> list[tuple[str, bool]]:
             pieces.append(piece)
     whole = []
     for n, piece in enumerate(pieces):
-        starts = (
-            piece[0].isupper() or piece[0].isdigit() or piece[0] in '`"“([' or bool(_TERM_START.match(piece))
+        opening = piece.lstrip("\"“(['‘")  # a quotation or an aside opens as its first word does
+        starts = bool(opening) and (
+            opening[0].isupper()
+            or opening[0].isdigit()
+            or opening[0] == "`"
+            or bool(_TERM_START.match(piece))
         )
         ends = n < len(pieces) - 1 or unit.complete
         whole.append((piece, (starts or unit.row) and ends))

@@ -166,3 +166,20 @@ async def test_a_version_note_is_not_the_value_a_question_asks_for(embedder) -> 
     )
     # "3.5" dates the first sentence; the second states the number asked for
     assert _sentences(answer.text)[0].startswith("If max_workers is not given"), answer.text
+
+
+async def test_a_sentence_keeps_its_closing_marks_and_an_aside_in_lower_case_is_not_one(embedder) -> None:  # type: ignore[no-untyped-def]
+    text = 'The server says "Ready." Then it listens (see below.) Clients connect.'
+    assert split_sentences(text) == [
+        'The server says "Ready."',
+        "Then it listens (see below.)",
+        "Clients connect.",
+    ]
+    # an aside continuing a sentence cut off before the passage starts is a piece, not a sentence
+    passage = (
+        '("remote database" here) This file holds every table of the remote database.\n\nIt is opened once.'
+    )
+    answer = await extractive_answer(
+        embedder, "What does the remote database file hold?", [Passage(1, passage, "Files")]
+    )
+    assert 'remote database" here' not in answer.text, answer.text
