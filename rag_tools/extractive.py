@@ -29,7 +29,7 @@ __all__ = [
 # lower case: "Copy a tree. mode and verbose are as for mkpath()" is two sentences, the second not
 # one to quote (it opens in lower case); abbreviations ("e.g. the") are joined again.
 _SENTENCE_END = re.compile(  # the closing marks after the stop stay with the sentence they close
-    r"(?:(?<=[.!?])|(?<=[.!?][\"”')\]])|(?<=[.!?][\"”')\]]{2}))\s+(?=[\"“(\[`]?[A-Za-z0-9`])"
+    r"(?:(?<=[.!?])|(?<=[.!?][\"”')\]])|(?<=[.!?][\"”')\]]{2}))\s+(?=[\"“(\[`]{0,2}[A-Za-z0-9`])"
 )
 # A full stop that ends an abbreviation, not a sentence: "e.g. Python", "Fig. 3", "vs. MySQL".
 _ABBREVIATION = re.compile(
@@ -95,6 +95,10 @@ _UNIT_START = re.compile(r"^\s*([-*+]\s|\d+[.)]\s|\||#)")
 # ``work_mem`` (``integer``)), as documentation generators write a definition list's term.
 _TERM_LINE = re.compile(r"^(?:class |async )?`[^`]+`(?:[\s(),;]*`[^`]+`)*\)?$")
 _CODE_SPAN = re.compile(r"`([^`]+)`")
+# A section heading that is a definition's term: a signature, or a setting's name (with an
+# underscore, so a plain "Overview (draft)" is not one) and its type.
+_SECTION_SIGNATURE = re.compile(r"^(?:class |async |@)?[A-Za-z_][\w.]*\(.*\)$")
+_SECTION_SETTING = re.compile(r"^([a-z][a-z0-9]*_[a-z0-9_]+) \(([a-z][a-z ]*)\)$")
 _CALL = re.compile(r"\(.*\)$")  # a signature's parameters
 _TERM_CHARS = 90  # a longer term leads a quotation with its signatures' parameters cut
 _CODE_LINE_CHARS = 100  # a one-line code block this long or shorter is quoted with its lead-in
@@ -245,9 +249,24 @@ class _Statement:
         return " ".join(self.sentences)
 
 
-def _statements(text: str) -> list[_Statement]:
+def _section_term(heading: str | None) -> str | None:
+    """The definition a passage's section is, from its heading path's last part (``title: a > b >
+    c``), when that part is code: a signature (``shutil.copytree(src, dst)``) or a setting with
+    its type (``work_mem (integer)``). A passage cut from the middle of a long definition does
+    not repeat its term line; its section still names it."""
+    if not heading or " > " not in heading:
+        return None
+    last = heading.rsplit(" > ", 1)[-1].strip()
+    if _SECTION_SIGNATURE.match(last):
+        return f"`{last}`"
+    setting = _SECTION_SETTING.match(last)
+    return f"`{setting[1]}` (`{setting[2]}`)" if setting else None
+
+
+def _statements(text: str, term: str | None = None) -> list[_Statement]:
     """Sentences grouped with the ones right after them that open with a pronoun, each group with
-    whether it may be quoted (its first sentence is whole) and the definition it belongs to.
+    whether it may be quoted (its first sentence is whole) and the definition it belongs to
+    (``term`` until a term line of the text names another).
 
     "Normal change: any other change. It needs approval from two engineers." is one statement: its
     second sentence says nothing on its own, and its first does not say who approves. A lead-in
@@ -255,7 +274,6 @@ def _statements(text: str) -> list[_Statement]:
     code is left out: an answer quotes prose.
     """
     statements: list[_Statement] = []
-    term: str | None = None
     for lines, code in _blocks(text):
         if code:
             shown = [line.strip() for line in lines if line.strip()]
@@ -348,16 +366,54 @@ def _term_names(term: str) -> set[str]:
     return {name for name in names if len(name) >= 3}
 
 
-def _shown_term(term: str) -> str:
-    """The term as it leads a quotation: whole when short, else each signature's parameters cut
-    (``shutil.copytree(…)``), each name once."""
+def _parameters(signature: str) -> list[str]:
+    """The parameters between a signature's outer parentheses, split at its top-level commas."""
+    inner = signature[signature.index("(") + 1 : signature.rindex(")")]
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(inner):
+        depth += char in "([{"
+        depth -= char in ")]}"
+        if char == "," and depth == 0:
+            parts.append(inner[start:i].strip())
+            start = i + 1
+    return [part for part in (*parts, inner[start:].strip()) if part]
+
+
+def _asked_about(parameter: str, name: str, asked: set[str]) -> bool:
+    """A parameter the question speaks of: a word of its name begins one of the question's words
+    or is begun by one (``capture_output`` for "capture", ``indent`` for "indentation"); words the
+    callable's own ``name`` holds do not count (``copy_function`` of ``copytree``)."""
+    words = [
+        w
+        for w in re.split(r"[^a-z0-9]+", parameter.split("=")[0].lower())
+        if len(w) >= 4 and not (w in name or name.startswith(w) or w.startswith(name))
+    ]
+    return any(a.startswith(w) or w.startswith(a) for w in words for a in asked if len(a) >= 4)
+
+
+def _shown_term(term: str, asked: set[str]) -> str:
+    """The term as it leads a quotation: whole when short, else each signature with only the
+    parameters the question speaks of (``subprocess.run(…, capture_output=False, …)``), each
+    signature once."""
     if len(term) <= _TERM_CHARS:
         return term
-    shown = dict.fromkeys(_CALL.sub("(…)", span) for span in _CODE_SPAN.findall(term))
+    shown: dict[str, None] = {}
+    for span in _CODE_SPAN.findall(term):
+        if not _CALL.search(span):
+            shown[span] = None
+            continue
+        kept: list[str] = []
+        name = span[: span.index("(")].split(".")[-1].split()[-1].lower()
+        for parameter in _parameters(span):
+            if _asked_about(parameter, name, asked):
+                kept.append(parameter)
+            elif kept[-1:] != ["…"]:
+                kept.append("…")
+        shown[f"{span[: span.index('(')]}({', '.join(kept)})"] = None
     return "; ".join(f"`{span}`" for span in shown)
 
 
-def _quoted(statement: _Statement, terms_said: set[str]) -> str:
+def _quoted(statement: _Statement, terms_said: set[str], asked: set[str]) -> str:
     """The statement's text as quoted: led by its term the first time the answer uses that term,
     unless it already names it (or is the term itself)."""
     text = statement.text
@@ -368,7 +424,7 @@ def _quoted(statement: _Statement, terms_said: set[str]) -> str:
     names = _term_names(term)
     if text == term or any(re.search(rf"(?<![\w.]){re.escape(name)}\b", text) for name in names):
         return text
-    return f"{_shown_term(term)}: {text}"
+    return f"{_shown_term(term, asked)}: {text}"
 
 
 # Questions that ask for a value (a size, a number, a time, a default): a sentence that states one
@@ -396,7 +452,7 @@ async def _ranked(
         dict.fromkeys(
             (p.citation, p.heading, statement)
             for p in passages
-            for statement in _statements(p.text)
+            for statement in _statements(p.text, _section_term(p.heading))
             if _says_something(statement)
         )
     )
@@ -471,7 +527,7 @@ async def extractive_answer(
     parts = []
     terms_said: set[str] = set()
     for _, citation, statement in chosen:
-        sentence = _quoted(statement, terms_said).rstrip(
+        sentence = _quoted(statement, terms_said, _content_words(focus or question)).rstrip(
             ",;: "
         )  # a list item's "...;" ends its sentence here
         if _LOWER_TERM.match(sentence):  # a glossary term or a column label leads: "Descriptor: Any..."

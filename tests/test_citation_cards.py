@@ -37,6 +37,7 @@ QUESTIONS = (
     "When do new support engineers answer their first tickets?",
     "Which incident hit the Sync API in February 2024?",
     "Which version of Python do I need to install ragstream?",  # a Markdown guide's card
+    "How soon does Kiteline Cloud run a new release?",  # the release notes' plain-text card
 )
 #: What a card of a document without pages may say instead, by format (docs/knowledge-base.md).
 LOCATORS = {

@@ -175,11 +175,30 @@ async def test_a_sentence_keeps_its_closing_marks_and_an_aside_in_lower_case_is_
         "Then it listens (see below.)",
         "Clients connect.",
     ]
-    # an aside continuing a sentence cut off before the passage starts is a piece, not a sentence
+    # an aside continuing the sentence before it is a piece, not a sentence: after a stop or at a passage's start
     passage = (
-        '("remote database" here) This file holds every table of the remote database.\n\nIt is opened once.'
+        'The database file sits on another machine. ("remote database" here) This file holds every table of '
+        'the remote database.\n\n("remote" here) It is opened once.'
     )
     answer = await extractive_answer(
         embedder, "What does the remote database file hold?", [Passage(1, passage, "Files")]
     )
-    assert 'remote database" here' not in answer.text, answer.text
+    assert answer.found and '" here)' not in answer.text, answer.text
+
+
+async def test_a_passage_cut_from_a_definition_is_led_by_its_section_s_signature(embedder) -> None:  # type: ignore[no-untyped-def]
+    heading = (
+        "subprocess: subprocess > Using the subprocess Module > subprocess.run(args, *, stdin=None, input=None, "
+        "stdout=None, stderr=None, capture_output=False, shell=False, cwd=None, timeout=None, check=False)"
+    )
+    passage = (
+        "Run the command described by args. Wait for command to complete, then return a `CompletedProcess`."
+    )
+    answer = await extractive_answer(
+        embedder, "How can I run a shell command and capture what it prints?", [Passage(1, passage, heading)]
+    )
+    # the passage has no term line of its own; its section is the signature, shown with only the
+    # parameters the question speaks of
+    assert answer.text.startswith(
+        "`subprocess.run(…, capture_output=False, shell=False, …)`: Run the command"
+    ), answer.text
