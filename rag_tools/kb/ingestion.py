@@ -227,9 +227,9 @@ def prepare(
         data = source.read()
         if max_bytes is not None:
             _check_size(len(data), max_bytes)
-        content_hash = hashlib.sha256(
-            data + f"|{fmt}|{max_chars}|{chunking_version(fmt)}".encode()
-        ).hexdigest()
+        digest = hashlib.sha256(data)  # the bytes, then what they were read with: no copy of a big file
+        digest.update(f"|{fmt}|{max_chars}|{chunking_version(fmt)}".encode())
+        content_hash = digest.hexdigest()
         if (
             known is not None
             and known.whole
