@@ -239,3 +239,23 @@ def test_an_excerpt_is_cut_between_words_and_a_passage_a_little_longer_is_shown_
     session.promote_cited(f"word116 word117 word118 word119 [{ending}].")  # near the end
     shown = session.citations[str(ending)].emitted()["passage"]
     assert shown.startswith("…word") and shown.endswith("word119"), shown  # the start moved back whole
+
+
+def test_a_card_is_cut_around_a_definition_s_sentence_the_answer_quoted_after_its_term() -> None:
+    """The offline answer leads a definition's sentence with its term (a signature the passage
+    writes only in its section heading); the card still shows the part holding the sentence."""
+    filler = " ".join(f"If option{i} is true, the copy keeps attribute {i} of each file." for i in range(12))
+    passage = (
+        f"{filler}\n\nWhen dirs_exist_ok is false (the default) and dst already exists, an error is raised.\n\n"
+        f"{filler}"
+    )
+    session = SessionState()
+    index = session.cite(
+        chunk_id="c", document_id="d", title="shutil", uri="shutil.html", text=passage, promote=False
+    )
+    session.promote_cited(
+        f"`shutil.copytree(…, dirs_exist_ok=False)`: When dirs_exist_ok is false (the default) and dst already "
+        f"exists, an error is raised [{index}]."
+    )
+    shown = session.citations[str(index)].emitted()["passage"]
+    assert shown.startswith("…When dirs_exist_ok is false (the default)"), shown

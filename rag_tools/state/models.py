@@ -108,10 +108,20 @@ def _word_edge(text: str, at: int) -> int:
     return space + 1 if space >= 0 and at - space <= _WORD_CHARS else at
 
 
+# The end of the term an offline answer leads a definition's sentence with (``rag_tools.extractive``:
+# code spans, then a colon), which the passage writes on a line of its own or only in its section
+# heading; a signature's dots split it from the sentence's start here, so only its end is looked for.
+_TERM_END = re.compile(r"^[^`]{0,200}`\)?:\s+")
+
+
 def _probes(sentence: str) -> list[str]:
-    """What to look for of a quoted sentence: its first letters, and for a table row read as
-    ``header: value`` pairs, the first letters of its values alone."""
+    """What to look for of a quoted sentence: its first letters, the first letters after the term
+    leading it, and for a table row read as ``header: value`` pairs, the first letters of its values
+    alone."""
     probes = [_letters(sentence)[0][:_PROBE_LETTERS]]
+    term = _TERM_END.search(sentence)
+    if term:  # "`shutil.copytree(…)`: Recursively copy...": the term leads, the sentence is quoted
+        probes.append(_letters(sentence[term.end() :])[0][:_PROBE_LETTERS])
     pairs = [pair.split(": ", 1) for pair in sentence.rstrip(".").split(", ")]
     if len(pairs) >= 2 and all(len(pair) == 2 for pair in pairs):
         probes.append(_letters(" ".join(value for _, value in pairs))[0][:_PROBE_LETTERS])
