@@ -437,6 +437,7 @@ _ASKS_VALUE = re.compile(
 )
 _STATES_VALUE = re.compile(r"\d|\bdefaults? (is|to)\b|\bdefault:", re.IGNORECASE)
 _VALUE_BONUS = 0.08
+_PER_PASSAGE = 3  # sentences one passage may give: the answer is often all in the best one
 _ECHO_PENALTY = 0.15
 # "Changed in version 3.8:" dates a sentence; its number is not a value the sentence states
 _VERSION_NOTE = re.compile(
@@ -506,7 +507,8 @@ async def extractive_answer(
     A sentence scores its similarity to the question plus a bonus for the content words they
     share, and a second bonus for those it shares with ``focus``: a follow-up searched with a
     borrowed topic passes its own question there, so the topic steers the similarity while what
-    is new in the question picks the sentence ("And in winter?" quotes the winter row).
+    is new in the question picks the sentence ("And in winter?" quotes the winter row). The first
+    sentence quoted of a definition is led by its term (``shutil.copytree(…)``: ...).
     ``found`` is False (and ``text`` empty) when no sentence reaches ``min_score``.
     """
     scores = await _ranked(model, question, passages, focus)
@@ -520,16 +522,17 @@ async def extractive_answer(
     for score, citation, statement in scores:
         if len(chosen) >= max_sentences or score < max(min_score, best - 0.25):
             break
-        if per_passage.get(citation, 0) >= 3 or any(statement.text == seen.text for _, _, seen in chosen):
+        if per_passage.get(citation, 0) >= _PER_PASSAGE or any(
+            statement.text == seen.text for *_, seen in chosen
+        ):
             continue
         per_passage[citation] = per_passage.get(citation, 0) + 1
         chosen.append((score, citation, statement))
     parts = []
     terms_said: set[str] = set()
+    asked = _content_words(focus or question)
     for _, citation, statement in chosen:
-        sentence = _quoted(statement, terms_said, _content_words(focus or question)).rstrip(
-            ",;: "
-        )  # a list item's "...;" ends its sentence here
+        sentence = _quoted(statement, terms_said, asked).rstrip(",;: ")  # a list item's "...;" ends here
         if _LOWER_TERM.match(sentence):  # a glossary term or a column label leads: "Descriptor: Any..."
             sentence = sentence[0].upper() + sentence[1:]
         body = sentence if sentence[-1] in ".!?" else sentence + "."
