@@ -356,14 +356,22 @@ def _says_something(statement: _Statement) -> bool:
     return statement.whole and not text.endswith(":") and len(_content_words(_plain(text))) >= 2
 
 
+def _callable(span: str) -> str:
+    """A code span without its parameters: ``shutil.copytree`` of ``shutil.copytree(src, dst)``."""
+    return _CALL.sub("", span)
+
+
+def _defined_name(span: str) -> str:
+    """The name a code span defines: ``copytree`` of ``class shutil.copytree(src)``; "" for blank."""
+    words = _callable(span).split(".")[-1].split()
+    return words[-1] if words else ""
+
+
 def _term_names(term: str) -> set[str]:
     """The names a term defines: ``copytree`` of ``shutil.copytree(src, dst)``, ``IGNORECASE``
     of ``re.I; re.IGNORECASE`` (names of three characters or more: a sentence naming one is
     already about its term)."""
-    names = (
-        _CALL.sub("", span).split(".")[-1].split()[-1] for span in _CODE_SPAN.findall(term) if span.strip()
-    )
-    return {name for name in names if len(name) >= 3}
+    return {name for name in map(_defined_name, _CODE_SPAN.findall(term)) if len(name) >= 3}
 
 
 def _parameters(signature: str) -> list[str]:
@@ -403,13 +411,13 @@ def _shown_term(term: str, asked: set[str]) -> str:
             shown[span] = None
             continue
         kept: list[str] = []
-        name = span[: span.index("(")].split(".")[-1].split()[-1].lower()
+        name = _defined_name(span).lower()
         for parameter in _parameters(span):
             if _asked_about(parameter, name, asked):
                 kept.append(parameter)
             elif kept[-1:] != ["…"]:
                 kept.append("…")
-        shown[f"{span[: span.index('(')]}({', '.join(kept)})"] = None
+        shown[f"{_callable(span)}({', '.join(kept)})"] = None
     return "; ".join(f"`{span}`" for span in shown)
 
 
@@ -474,16 +482,18 @@ async def _ranked(
     asked = _content_words(question)
     focused = {stem(w) for w in _content_words(focus or "")}
     asks_value = bool(_ASKS_VALUE.search(focus or question))  # the user's own words, not a borrowed topic
+    asked_stems = {stem(w) for w in asked}
     best_of: dict[int, float] = {}
     for (n, text), sim in zip(readings, similarity, strict=True):
         term = candidates[n][2].term
-        words = _content_words(text if term is None else f"{_plain(term)} {text}")  # it speaks of its term
+        own = _content_words(text)
+        words = own if term is None else own | _content_words(_plain(term))  # it speaks of its term
         overlap = len(asked & words) / max(len(asked), 1)
         if focused:
             overlap += len(focused & {stem(w) for w in words}) / len(focused)
         value = _VALUE_BONUS if asks_value and _STATES_VALUE.search(_VERSION_NOTE.sub("", text)) else 0.0
-        said = {stem(w) for w in _content_words(text)}
-        new_words = len(said - {stem(w) for w in asked}) / max(len(said), 1)
+        said = {stem(w) for w in own}
+        new_words = len(said - asked_stems) / max(len(said), 1)
         echo = _ECHO_PENALTY * max(0.0, 1.0 - 2.0 * new_words)  # the question said back adds nothing
         best_of[n] = max(best_of.get(n, -1.0), float(sim) + 0.25 * overlap + value - echo)
     return sorted(
