@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,55 @@ async def test_replace_is_atomic_for_concurrent_searches(tmp_path: Path) -> None
         stop.set()
         await task
     assert seen and all(len(versions) == 1 for versions in seen), "a search saw two versions at once"
+
+
+def _replace_once_after_lookup(
+    kb: KnowledgeBase, replace: Callable[[], Awaitable[object]], *, before: bool
+) -> None:
+    """Make the next lookup of published versions run ``replace`` just before (``before``) or just
+    after it reads: the interleaving a search or a chunk read meets when a replace lands mid-way."""
+    tables = kb._tables
+    original = tables.published_access
+    pending = [replace]
+
+    async def published_access(document_ids: set[str]) -> dict[str, tuple[str, list[str] | None]]:
+        if pending and before:
+            await pending.pop()()
+        found = await original(document_ids)
+        if pending:
+            await pending.pop()()
+        return found
+
+    tables.published_access = published_access  # type: ignore[method-assign]
+
+
+def _paragraphs(n: int) -> bytes:
+    return "\n\n".join(f"alpha version{n} paragraph {i} " + "filler " * 20 for i in range(8)).encode()
+
+
+async def test_a_search_that_read_chunks_just_before_a_replace_published_finds_the_new_version(
+    tmp_path: Path,
+) -> None:
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel(), chunk_max_chars=200) as kb:
+        await kb.ingest_bytes(_paragraphs(0), name="doc.txt")
+        # the search's chunk rows are of version 0; the replace publishes version 1 (and deletes
+        # version 0's chunks) before the search asks which version is published
+        _replace_once_after_lookup(kb, lambda: kb.ingest_bytes(_paragraphs(1), name="doc.txt"), before=True)
+        hits = await kb.search("alpha paragraph", limit=50, mode="text")
+    assert len(hits) == 8
+    assert {h.text.split()[1] for h in hits} == {"version1"}
+
+
+async def test_reading_a_document_s_chunks_while_a_replace_lands_gives_the_new_version(
+    tmp_path: Path,
+) -> None:
+    async with KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel(), chunk_max_chars=200) as kb:
+        outcome = await kb.ingest_bytes(_paragraphs(0), name="doc.txt")
+        # version 0 is read as published, then version 1 replaces it before its chunks are read
+        _replace_once_after_lookup(kb, lambda: kb.ingest_bytes(_paragraphs(1), name="doc.txt"), before=False)
+        chunks = await kb.get_chunks(outcome.document_id)
+    assert [c.position for c in chunks] == list(range(8))
+    assert {c.text.split()[1] for c in chunks} == {"version1"}
 
 
 async def test_delete_document(kb: KnowledgeBase, docs: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC
+from typing import Any
 
 from .access import ALL, Reader, stored_groups
 from .errors import AmbiguousDocumentError, DocumentChanged
@@ -32,6 +33,10 @@ __all__ = [
 ]
 
 _BATCH = 500
+
+_ROUNDS = 3
+"""Reads of a document's chunks: a replace publishing between the version read and its chunks' read
+means reading again at the new version."""
 
 
 async def documents_where(
@@ -151,15 +156,26 @@ async def find_document(
 async def document_chunks(tables: Tables, document_id: str, reader: Reader = ALL) -> list[SearchHit]:
     """A document's chunks in document order (``score`` is 0); none when ``reader`` may not read it."""
     published = (await tables.published_access({document_id})).get(document_id)
-    if tables.chunks is None or published is None or not reader.may_read(published[1]):
-        return []
-    prefix = published[0]
-    rows = (
-        await tables.chunks.query()
-        .where(f"document_id = {sql_literal(document_id)} AND starts_with(chunk_id, {sql_literal(prefix)})")
-        .select(HIT_COLUMNS)
-        .to_list()
-    )
+    rows: list[dict[str, Any]] = []
+    for _ in range(_ROUNDS):
+        if tables.chunks is None or published is None or not reader.may_read(published[1]):
+            return []
+        prefix = published[0]
+        rows = (
+            await tables.chunks.query()
+            .where(
+                f"document_id = {sql_literal(document_id)} AND starts_with(chunk_id, {sql_literal(prefix)})"
+            )
+            .select(HIT_COLUMNS)
+            .to_list()
+        )
+        if rows:
+            break
+        # none: a replace may have published a new version and deleted this one since it was read
+        again = (await tables.published_access({document_id})).get(document_id)
+        if again == published:
+            break
+        published = again
     rows.sort(key=lambda r: r["position"])
     return [hit_from_row(r, None) for r in rows]
 

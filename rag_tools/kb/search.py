@@ -4,9 +4,10 @@ Only chunks the reader may read are searched (``access.Reader``: a predicate ins
 the top-k are the reader's own), and each hit is checked again against its document's row, which
 decides (a change of groups is published by the ``documents`` commit, before the chunks follow).
 Only chunks of a document's published version count (``Tables.published``): chunks of a version
-being written, or left by an interrupted write, are passed over. Context expansion grows each hit
-with neighbouring chunks of the same section (alternately after and before it) while they fit in
-the requested number of characters.
+being written, or left by an interrupted write, are passed over; a search that read the chunks
+just before a replace published reads them again, so it finds one whole version, never none.
+Context expansion grows each hit with neighbouring chunks of the same section (alternately after
+and before it) while they fit in the requested number of characters.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ async def search_chunks(
         rows = await build(fetch).to_list()
         published = await tables.published_access({row["document_id"] for row in rows})
         kept = [r for r in rows if _visible(r, published.get(r["document_id"]), reader)]
-        if len(kept) >= wanted or len(rows) < fetch:
+        if len(kept) >= wanted or (len(rows) < fetch and not _read_before_publication(rows, published)):
             break
         fetch = fetch * 2 + len(rows) - len(kept)
     hits = [hit_from_row(row, mode) for row in kept[:wanted]]
@@ -120,6 +121,22 @@ def _visible(row: dict[str, Any], published: tuple[str, list[str] | None] | None
     return (
         published is not None and row["chunk_id"].startswith(published[0]) and reader.may_read(published[1])
     )
+
+
+def _read_before_publication(rows: list[dict[str, Any]], published: dict[str, tuple[str, Any]]) -> bool:
+    """Some document's rows are all of a version other than its published one.
+
+    The chunks were read before a replace wrote its version and ``documents`` after it published
+    (and maybe deleted the old chunks): read again, the chunks hold the published version. Rows an
+    interrupted write left look the same until the sweep, so this costs at most ``_ROUNDS`` reads.
+    """
+    current: set[str] = set()
+    other: set[str] = set()
+    for row in rows:
+        version = published.get(row["document_id"])
+        if version is not None:
+            (current if row["chunk_id"].startswith(version[0]) else other).add(row["document_id"])
+    return bool(other - current)
 
 
 def _vector_query(
