@@ -138,3 +138,50 @@ async def test_a_published_version_whose_chunks_are_gone_is_written_again(tmp_pa
         again = await kb.ingest_bytes(data, name="prices.md")
         assert again.status == "updated"  # before: "unchanged", and it stayed unsearchable
         assert [h.text for h in await kb.search("basic plan costs")] == ["The basic plan costs 12 euros."]
+
+
+class _PausedBeforeAdding:
+    """The ``files`` table of a writer that stops just before it appends a new document's original."""
+
+    def __init__(self, table: Any, reached: asyncio.Event, proceed: asyncio.Event) -> None:
+        self._table, self._reached, self._proceed = table, reached, proceed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._table, name)
+
+    async def add(self, *args: Any, **kwargs: Any) -> Any:
+        self._reached.set()
+        await self._proceed.wait()
+        return await self._table.add(*args, **kwargs)
+
+
+async def test_two_writers_adding_one_new_document_leave_one_original(tmp_path: Path) -> None:
+    async with (
+        KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as first,
+        KnowledgeBase(tmp_path / "kb", embedder=HashingEmbeddingModel()) as second,
+    ):
+        await first.ingest_bytes(b"# Other\n\nSomething else.", name="other.md")  # the tables exist
+        reached, proceed = asyncio.Event(), asyncio.Event()
+        ensure = second._tables.ensure
+
+        async def ensure_pausing(dimensions: int) -> Any:
+            chunks, documents, files = await ensure(dimensions)
+            return chunks, documents, _PausedBeforeAdding(files, reached, proceed)
+
+        second._tables.ensure = ensure_pausing  # type: ignore[method-assign]
+        late = asyncio.create_task(
+            second.ingest_bytes(b"# Prices\n\nThe basic plan costs 12 euros.", name="prices.md")
+        )
+        await asyncio.wait_for(reached.wait(), 30)  # it found no original of prices.md stored
+        await first.ingest_bytes(b"# Prices\n\nThe basic plan costs 11 euros.", name="prices.md")
+        proceed.set()
+        await late
+
+        document = await first.get_document("prices.md")
+        assert document is not None and "11 euros" in (document.content or "")
+        stored = lancedb.connect(tmp_path / "kb").open_table("files").to_arrow().to_pylist()
+        assert [row["data"] for row in stored if row["document_id"] == document.document_id] == [
+            b"# Prices\n\nThe basic plan costs 11 euros."
+        ]
+        original = await second.get_document_file(document.document_id)
+        assert original is not None and b"11 euros" in original.data
