@@ -11,6 +11,8 @@
 - ``hang``: the model waits forever (for run timeouts);
 - ``searching slowly <query>``: ``search``, then answer as ``slow`` does (a stop or a timeout after
   the run changed the state);
+- ``fenced <query>``: ``search``, then answer with a fenced code block (a blank line inside it)
+  between two paragraphs citing the first passage;
 - anything else: ``search`` for the text, then answer citing the first passage.
 """
 
@@ -53,6 +55,10 @@ async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterato
                 for i in range(300):
                     await asyncio.sleep(0.02)
                     yield f"tok{i} "
+            elif results and last_user_text(messages).startswith("fenced"):
+                cite = results[0]["citation"]
+                yield f"Make the environment and activate it [{cite}]:\n\n```bash\npython3 -m venv env\n\n"
+                yield f"source env/bin/activate\n```\n\nThen `pip install` what you need [{cite}]."
             elif results:
                 first = results[0]
                 yield f"Found it in {first['title']} [{first['citation']}]."

@@ -973,6 +973,26 @@ async def test_a_long_unbroken_word_wraps_inside_its_message(browser: Browser, s
     chat.assert_clean_console()
 
 
+async def test_a_fenced_code_block_in_an_answer_shows_as_one_block_of_code(
+    browser: Browser, scenario_url: str
+) -> None:
+    chat = await open_chat(browser, scenario_url, "fenced")
+    answer = chat.answers().last
+    await chat.ask("fenced backup retention")
+    # before: each line a paragraph of its own, the fence marks shown, the blank line splitting it
+    await expect(answer.locator("pre code")).to_have_count(1)
+    assert await answer.locator("pre code").inner_text() == ("python3 -m venv env\n\nsource env/bin/activate")
+    paragraphs = await answer.locator("p").all_inner_texts()
+    assert [squash(p) for p in paragraphs] == [
+        "Make the environment and activate it [1]:",
+        "Then pip install what you need [1].",
+    ]
+    assert "```" not in await answer.inner_text()
+    await expect(answer.locator("p code")).to_have_text("pip install")
+    await expect(answer.locator("button.cite")).to_have_count(2)
+    chat.assert_clean_console()
+
+
 async def test_an_approval_of_long_unbroken_arguments_fits_the_window(
     browser: Browser, scenario_url: str
 ) -> None:

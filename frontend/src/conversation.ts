@@ -7,7 +7,7 @@ import type { Message, ToolCall } from "@ag-ui/client";
 
 type ToolMessage = Extract<Message, { role: "tool" }>;
 import { h } from "./dom";
-import { inline } from "./markdown";
+import { codeBlock, inline, segments } from "./markdown";
 import type { ChatSession } from "./session";
 import type { Branch, Citation, ToolProgress, ToolResultShown, ToolStreamValue } from "./types";
 
@@ -738,38 +738,41 @@ function clip(text: string, length = 120): string {
 }
 
 /**
- * Text to paragraphs, with each citation marker as a button and inline code, bold and emphasis
- * shown as such (`markdown.inline`). Text is only ever inserted as text nodes. A marker whose number is not (yet) in the state's citations stays plain text.
+ * Text to paragraphs and code blocks (`markdown.segments`: a fenced block stays one block, blank
+ * lines and all), with each citation marker as a button and inline code, bold and emphasis shown
+ * as such (`markdown.inline`). Text is only ever inserted as text nodes. A marker whose number is
+ * not (yet) in the state's citations stays plain text.
  */
 export function renderText(text: string, citations: Record<string, Citation>): HTMLElement[] {
-  return text
-    .split(/\n{2,}/)
-    .filter((block) => block.trim())
-    .map((block) => {
-      const paragraph = h("p");
-      block.split("\n").forEach((line, i) => {
-        if (i > 0) paragraph.append(h("br"));
-        let last = 0;
-        for (const match of line.matchAll(CITATION)) {
-          const numbers = splitNumbers(match[1]);
-          if (!numbers.every((n) => n in citations)) continue;
-          paragraph.append(...inline(line.slice(last, match.index)));
-          last = match.index + match[0].length;
-          // the markers and the punctuation right after them wrap as one ("[9]." never leaves "." alone)
-          const after = TRAILING_PUNCTUATION.exec(line.slice(last))?.[0] ?? "";
-          const group = h(
-            "span",
-            { class: "cites" },
-            ...numbers.map((n) => citeButton(n, citations[n])),
-            after,
-          );
-          paragraph.append(group);
-          last += after.length;
-        }
-        paragraph.append(...inline(line.slice(last)));
-      });
-      return paragraph;
-    });
+  return segments(text).flatMap((segment) =>
+    "code" in segment
+      ? [codeBlock(segment.code)]
+      : segment.prose
+          .split(/\n{2,}/)
+          .filter((block) => block.trim())
+          .map((block) => paragraph(block, citations)),
+  );
+}
+
+function paragraph(block: string, citations: Record<string, Citation>): HTMLElement {
+  const out = h("p");
+  block.split("\n").forEach((line, i) => {
+    if (i > 0) out.append(h("br"));
+    let last = 0;
+    for (const match of line.matchAll(CITATION)) {
+      const numbers = splitNumbers(match[1]);
+      if (!numbers.every((n) => n in citations)) continue;
+      out.append(...inline(line.slice(last, match.index)));
+      last = match.index + match[0].length;
+      // the markers and the punctuation right after them wrap as one ("[9]." never leaves "." alone)
+      const after = TRAILING_PUNCTUATION.exec(line.slice(last))?.[0] ?? "";
+      const group = h("span", { class: "cites" }, ...numbers.map((n) => citeButton(n, citations[n])), after);
+      out.append(group);
+      last += after.length;
+    }
+    out.append(...inline(line.slice(last)));
+  });
+  return out;
 }
 
 function citeButton(n: string, citation: Citation): HTMLElement {

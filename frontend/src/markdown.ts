@@ -1,5 +1,6 @@
 // The little Markdown that passages and answers carry, shown as formatting instead of raw marks:
-// inline `code`, **bold** and *emphasis*; in a passage also code blocks, table rows and list items.
+// inline `code`, **bold** and *emphasis*, and fenced code blocks; in a passage also table rows and
+// list items.
 // Everything is built from text nodes and elements (never HTML parsed from the text), so nothing a
 // document or a model says can inject markup.
 import { h } from "./dom";
@@ -29,8 +30,45 @@ export function inline(text: string): (Node | string)[] {
   return out;
 }
 
+/** A piece of Markdown: prose, or the lines of a fenced code block. */
+export type Segment = { code: string } | { prose: string };
+
+/**
+ * `text` cut at its code fences: prose between them, each code block whole (blank lines inside it
+ * included). A fence still open at the end, as in an answer streaming in, is code up to there.
+ */
+export function segments(text: string): Segment[] {
+  const out: Segment[] = [];
+  let prose: string[] = [];
+  const lines = text.split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    if (!FENCE.test(lines[i])) {
+      prose.push(lines[i]);
+      continue;
+    }
+    if (prose.join("").trim()) out.push({ prose: prose.join("\n") });
+    prose = [];
+    const code: string[] = [];
+    for (i++; i < lines.length && !FENCE.test(lines[i]); i++) code.push(lines[i]);
+    out.push({ code: code.join("\n") });
+  }
+  if (prose.join("").trim()) out.push({ prose: prose.join("\n") });
+  return out;
+}
+
+/** A code block as it is shown. */
+export function codeBlock(code: string): HTMLElement {
+  return h("pre", {}, h("code", {}, code));
+}
+
 /** A passage's blocks: paragraphs, code blocks, tables (header row and body rows), list items. */
 export function passage(text: string): HTMLElement[] {
+  return segments(text).flatMap((segment) =>
+    "code" in segment ? [codeBlock(segment.code)] : proseBlocks(segment.prose),
+  );
+}
+
+function proseBlocks(text: string): HTMLElement[] {
   const blocks: HTMLElement[] = [];
   const lines = text.split("\n");
   let paragraph: string[] = [];
@@ -40,13 +78,6 @@ export function passage(text: string): HTMLElement[] {
   };
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i];
-    if (FENCE.test(line)) {
-      flush();
-      const code: string[] = [];
-      for (i++; i < lines.length && !FENCE.test(lines[i]); i++) code.push(lines[i]);
-      blocks.push(h("pre", {}, h("code", {}, code.join("\n"))));
-      continue;
-    }
     if (TABLE_ROW.test(line)) {
       flush();
       const rows: string[] = [];
