@@ -8,6 +8,7 @@ plus a small bonus for shared content words; the best few become the answer, eac
 from __future__ import annotations
 
 import re
+import textwrap
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -102,6 +103,8 @@ _SECTION_SETTING = re.compile(r"^([a-z][a-z0-9]*_[a-z0-9_]+) \(([a-z][a-z ]*)\)$
 _CALL = re.compile(r"\(.*\)$")  # a signature's parameters
 _TERM_CHARS = 90  # a longer term leads a quotation with its signatures' parameters cut
 _CODE_LINE_CHARS = 100  # a one-line code block this long or shorter is quoted with its lead-in
+_CODE_BLOCK_LINES = 8  # a longer code block is quoted after its lead-in as a block when no longer
+_CODE_BLOCK_CHARS = 400
 _FENCE = re.compile(r"^\s*(```|~~~)")
 # The start of a definition line a reader can quote although it opens in lower case: an API name
 # such as ``os.makedirs(name, mode=0o777): ...`` or ``str.removeprefix(prefix, /): ...``.
@@ -243,6 +246,7 @@ class _Statement:
     sentences: tuple[str, ...]
     whole: bool
     term: str | None = None
+    code: str | None = None  # the short example its lead-in ("... like this:") introduces
 
     @property
     def text(self) -> str:
@@ -270,19 +274,24 @@ def _statements(text: str, term: str | None = None) -> list[_Statement]:
 
     "Normal change: any other change. It needs approval from two engineers." is one statement: its
     second sentence says nothing on its own, and its first does not say who approves. A lead-in
-    ("... is done by running:") followed by a one-line code block quotes that line with it; longer
-    code is left out: an answer quotes prose.
+    ("... is done by running:") followed by a one-line code block quotes that line with it, and a
+    short example (``_CODE_BLOCK_LINES``, ``_CODE_BLOCK_CHARS``) after it as a block; other code is
+    left out: an answer quotes prose.
     """
     statements: list[_Statement] = []
     for lines, code in _blocks(text):
         if code:
             shown = [line.strip() for line in lines if line.strip()]
             last = statements[-1] if statements else None
-            if last and last.text.endswith(":") and len(shown) == 1 and len(shown[0]) <= _CODE_LINE_CHARS:
+            if not (last and last.text.endswith(":") and last.code is None):
+                continue
+            if len(shown) == 1 and len(shown[0]) <= _CODE_LINE_CHARS:
                 line = shown[0].replace("`", "")
                 statements[-1] = replace(
                     last, sentences=(*last.sentences[:-1], f"{last.sentences[-1]} `{line}`")
                 )
+            elif len(lines) <= _CODE_BLOCK_LINES and sum(map(len, lines)) <= _CODE_BLOCK_CHARS:
+                statements[-1] = replace(last, code=textwrap.dedent("\n".join(lines)).strip("\n"))
             continue
         for unit in _units(lines):
             if _TERM_LINE.match(unit.text):  # a definition's term: what the sentences after it describe
@@ -353,7 +362,8 @@ def _says_something(statement: _Statement) -> bool:
     not a one-word heading (``Fixes``, ``Changes``), which would score on its passage's heading
     alone and answer nothing, and not a lead-in to what it does not quote ("Equivalent to:")."""
     text = statement.text
-    return statement.whole and not text.endswith(":") and len(_content_words(_plain(text))) >= 2
+    lead_in = text.endswith(":") and statement.code is None
+    return statement.whole and not lead_in and len(_content_words(_plain(text))) >= 2
 
 
 def _callable(span: str) -> str:
@@ -485,9 +495,9 @@ async def _ranked(
     asked_stems = {stem(w) for w in asked}
     best_of: dict[int, float] = {}
     for (n, text), sim in zip(readings, similarity, strict=True):
-        term = candidates[n][2].term
         own = _content_words(text)
-        words = own if term is None else own | _content_words(_plain(term))  # it speaks of its term
+        statement = candidates[n][2]
+        words = own | _content_words(_plain(statement.term or "")) | _content_words(statement.code or "")
         overlap = len(asked & words) / max(len(asked), 1)
         if focused:
             overlap += len(focused & {stem(w) for w in words}) / len(focused)
@@ -538,18 +548,23 @@ async def extractive_answer(
             continue
         per_passage[citation] = per_passage.get(citation, 0) + 1
         chosen.append((score, citation, statement))
-    parts = []
+    answer = ""
     terms_said: set[str] = set()
     asked = _content_words(focus or question)
     for _, citation, statement in chosen:
         sentence = _quoted(statement, terms_said, asked).rstrip(",;: ")  # a list item's "...;" ends here
         if _LOWER_TERM.match(sentence):  # a glossary term or a column label leads: "Descriptor: Any..."
             sentence = sentence[0].upper() + sentence[1:]
+        if answer and not answer.endswith("\n"):
+            answer += " "
+        if statement.code is not None:  # its lead-in, then the example as a block of its own
+            answer += f"{sentence} [{citation}]:\n\n```\n{statement.code}\n```\n\n"
+            continue
         body = sentence if sentence[-1] in ".!?" else sentence + "."
-        parts.append(f"{body[:-1]} [{citation}]{body[-1]}")
+        answer += f"{body[:-1]} [{citation}]{body[-1]}"
     citations = list(dict.fromkeys(c for _, c, _ in chosen))
     return ExtractiveAnswer(
-        " ".join(parts), citations, confidence=round(min(1.0, max(0.0, best)), 3), found=True
+        answer.strip(), citations, confidence=round(min(1.0, max(0.0, best)), 3), found=True
     )
 
 

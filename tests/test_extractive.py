@@ -9,6 +9,7 @@ import re
 import pytest
 
 from rag_tools.embeddings import resolve_embedding_model
+from rag_tools.evaluation import fragments
 from rag_tools.extractive import Passage, extractive_answer, split_sentences
 
 VACUUM = (
@@ -202,3 +203,28 @@ async def test_a_passage_cut_from_a_definition_is_led_by_its_section_s_signature
     assert answer.text.startswith(
         "`subprocess.run(…, capture_output=False, shell=False, …)`: Run the command"
     ), answer.text
+
+
+async def test_a_lead_in_is_quoted_with_the_short_example_it_introduces_as_a_block(embedder) -> None:  # type: ignore[no-untyped-def]
+    passage = (
+        "An option that takes no value and is set when it is given uses the store_true action:\n\n"
+        "```\n>>> parser = argparse.ArgumentParser()\n>>> parser.add_argument('--verbose', action='store_true')\n"
+        ">>> parser.parse_args(['--verbose'])\nNamespace(verbose=True)\n```\n\nIts default is False."
+    )
+    answer = await extractive_answer(
+        embedder, "How do I add a command-line flag that takes no value?", [Passage(1, passage, "argparse")]
+    )
+    # before: the lead-in was left out (it introduces what it did not quote) and the example with it
+    assert answer.text.startswith(
+        "An option that takes no value and is set when it is given uses the store_true action [1]:\n\n```\n"
+        ">>> parser = argparse.ArgumentParser()\n>>> parser.add_argument('--verbose', action='store_true')\n"
+    ), answer.text
+    assert "Namespace(verbose=True)\n```" in answer.text
+    assert fragments(answer.text) == []  # an example's lines are code, not sentences
+
+
+async def test_a_long_example_is_not_quoted(embedder) -> None:  # type: ignore[no-untyped-def]
+    example = "\n".join(f"step_{n} = run({n})" for n in range(12))
+    passage = f"Run every step of the job like this:\n\n```\n{example}\n```\n\nEach step runs once."
+    answer = await extractive_answer(embedder, "How do I run the job's steps?", [Passage(1, passage, "jobs")])
+    assert "```" not in answer.text and "step_3" not in answer.text, answer.text

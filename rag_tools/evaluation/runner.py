@@ -25,6 +25,7 @@ _LEAD = re.compile(r"^[\s\-*+>\"“'(]*(?:\d+[.)]\s+)?")
 _PLAIN_WORD = re.compile(r"[a-z][a-z'-]*(?=[\s,;:]|$)")
 _ESCAPE = re.compile(r"\\[_*]")
 _CODE_SPAN = re.compile(r"`[^`\n]+`")
+_CODE_BLOCK = re.compile(r"^\s*(```|~~~).*?(?:^\s*\1[^\n]*$|\Z)", re.MULTILINE | re.DOTALL)
 _ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|etc|vs|cf)\.$", re.IGNORECASE)  # "i.e. a clock" goes on
 
 
@@ -35,9 +36,10 @@ def evaluation_steps(questions: Sequence[LabelledQuestion], modes: Sequence[str]
 
 def fragments(answer: str) -> list[str]:
     """The sentences of ``answer`` that start mid-phrase: with a plain lower-case word (not an
-    identifier such as ``pg_dump`` or ``os.path``) or with punctuation that continues a sentence."""
+    identifier such as ``pg_dump`` or ``os.path``) or with punctuation that continues a sentence.
+    Code blocks are not sentences."""
     found = []
-    text = _MARKER.sub("", answer)
+    text = _CODE_BLOCK.sub("\n", _MARKER.sub("", answer))
     masked = _CODE_SPAN.sub(lambda m: "`" + "x" * (len(m.group()) - 2) + "`", text)  # no end inside code
     ends = (m for m in _SENTENCE_END.finditer(masked) if not _ABBREVIATION.search(masked[: m.start()]))
     starts = [0, *(m.end() for m in ends)]
@@ -116,7 +118,9 @@ async def _answers(
                 cites_page=any(uri in q.pages for uri in cited),
                 cited=list(dict.fromkeys(cited)),
                 fragments=fragments(answer),
-                escapes=len(_ESCAPE.findall(_CODE_SPAN.sub("", answer))),  # code shows a backslash as it is
+                escapes=len(
+                    _ESCAPE.findall(_CODE_SPAN.sub("", _CODE_BLOCK.sub("", answer)))
+                ),  # code shows a backslash as it is
             )
         )
         on_step()
