@@ -427,11 +427,10 @@ async def _write_originals(
         row["document_id"]
         for row in await files.query().where(in_list("document_id", ids)).select(["document_id"]).to_list()
     }
-    new = [d.doc_row["document_id"] for d in docs if d.doc_row["document_id"] not in stored]
+    new = [d for d in docs if d.doc_row["document_id"] not in stored]
     if new:
-        await files.add(_originals_table([d for d in docs if d.doc_row["document_id"] in new], written_at))
-        if await files.count_rows(in_list("document_id", new)) > len(new):
-            await _keep_newest(files, new)
+        await files.add(_originals_table(new, written_at))
+        await _keep_newest(files, [d.doc_row["document_id"] for d in new])
     replaced = [d for d in docs if d.doc_row["document_id"] in stored]
     if replaced:
         await (
@@ -443,7 +442,8 @@ async def _write_originals(
 
 
 async def _keep_newest(files: lancedb.AsyncTable, document_ids: list[str]) -> None:
-    """Delete all but the newest ``files`` row of each of these documents."""
+    """Delete all but the newest ``files`` row of each of these documents (one read when each has
+    one row, as it has but for two writers appending at once)."""
     rows = (
         await files.query()
         .where(in_list("document_id", document_ids))
