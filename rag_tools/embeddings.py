@@ -96,7 +96,7 @@ class _LocalEmbeddingModel(VectorEmbeddingModel):
     def _load(self) -> None:
         raise NotImplementedError
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str], input_type: EmbedInputType) -> np.ndarray:
         raise NotImplementedError
 
     def _ensure_loaded(self) -> None:
@@ -105,17 +105,17 @@ class _LocalEmbeddingModel(VectorEmbeddingModel):
                 self._load()
                 self._loaded = True
 
-    def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
+    def embed_sync(self, texts: Sequence[str], input_type: EmbedInputType = "query") -> np.ndarray:
         """Embed ``texts`` in the calling thread; rows are L2-normalised float32 vectors."""
         self._ensure_loaded()
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        vectors = self._encode(list(texts)).astype(np.float32, copy=False)
+        vectors = self._encode(list(texts), input_type).astype(np.float32, copy=False)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.maximum(norms, 1e-12)
 
     async def vectors(self, texts: list[str], input_type: EmbedInputType) -> Sequence[Sequence[float]]:
-        return (await asyncio.to_thread(self.embed_sync, texts)).tolist()  # type: ignore[no-any-return]
+        return (await asyncio.to_thread(self.embed_sync, texts, input_type)).tolist()  # type: ignore[no-any-return]
 
 
 class MiniLMEmbeddingModel(_LocalEmbeddingModel):
@@ -126,14 +126,26 @@ class MiniLMEmbeddingModel(_LocalEmbeddingModel):
     Each text runs alone (no padding, and a text's vector never depends on the texts embedded
     with it), ``threads`` texts at a time on one-thread runs (default: the CPUs this process may
     use), which keeps every core busy without onnxruntime's spinning thread pool.
+
+    A query is read to ``max_tokens``, a document (a chunk being stored) to ``document_tokens``
+    (default: the same). ``document_tokens=128``, the length the model was trained on, ingests
+    real manuals 1.7-2x faster with their ranking about as good, but costs the sample corpus
+    passages (bench/RESULTS.md, "Real manuals": measured, not the default). Both readings are
+    vectors of the same model, so chunks embedded at either length search together.
     """
 
     def __init__(
-        self, *, precision: Precision = "int8", max_tokens: int = 256, threads: int | None = None
+        self,
+        *,
+        precision: Precision = "int8",
+        max_tokens: int = 256,
+        document_tokens: int | None = None,
+        threads: int | None = None,
     ) -> None:
         super().__init__()
         self.precision: Precision = precision
         self.max_tokens = max_tokens
+        self.document_tokens = min(document_tokens or max_tokens, max_tokens)
         self.threads = threads or _usable_cpus()
         self.dimensions = HIDDEN
 
@@ -150,19 +162,25 @@ class MiniLMEmbeddingModel(_LocalEmbeddingModel):
         self._tokenizer = tokenizer
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="minilm")
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        encodings = self._tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))  # longest first
+    def _encode(self, texts: list[str], input_type: EmbedInputType) -> np.ndarray:
+        keep = self.document_tokens if input_type == "document" else self.max_tokens
+        ids = [_cut(encoding.ids, keep) for encoding in self._tokenizer.encode_batch(texts)]
+        order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))  # longest first
         vectors = np.empty((len(texts), HIDDEN), dtype=np.float32)
 
         def run(i: int) -> None:
-            vectors[i] = self._session.run(np.array([encodings[i].ids], dtype=np.int32))[0]
+            vectors[i] = self._session.run(np.array([ids[i]], dtype=np.int32))[0]
 
         if len(texts) == 1:
             run(0)
         else:
             list(self._pool.map(run, order))
         return vectors
+
+
+def _cut(ids: list[int], keep: int) -> list[int]:
+    """``ids`` (``[CLS] ... [SEP]``) cut to ``keep`` tokens as the tokenizer's truncation cuts."""
+    return ids if len(ids) <= keep else [*ids[: keep - 1], ids[-1]]
 
 
 class WordLlamaEmbeddingModel(_LocalEmbeddingModel):
@@ -183,7 +201,7 @@ class WordLlamaEmbeddingModel(_LocalEmbeddingModel):
         package_dir = Path(wordllama.__file__).parent
         self._wl = WordLlama.load(cache_dir=package_dir, disable_download=True, dim=256)
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str], input_type: EmbedInputType) -> np.ndarray:
         return np.asarray(self._wl.embed(texts, norm=True), dtype=np.float32)
 
 

@@ -185,3 +185,17 @@ async def test_a_knowledge_base_of_the_old_default_is_refused_by_the_new_one(tmp
     async with KnowledgeBase(tmp_path / "kb", embedder=FP32) as kb:
         hits = await kb.search("how long are backups kept", limit=1, mode="vector")
         assert "30 days" in hits[0].text
+
+
+def test_documents_can_be_read_to_fewer_tokens_than_queries() -> None:
+    """``document_tokens=128`` embeds chunks from their first 128 tokens (half the cost); a query
+    keeps 256, so a long question is still read whole."""
+    model = MiniLMEmbeddingModel(document_tokens=128)
+    head = " ".join(f"word{i}" for i in range(100))  # past 128 tokens, short of 256
+    texts = [head + " about bakeries", head + " about the harbour"]
+    as_documents = model.embed_sync(texts, "document")
+    as_queries = model.embed_sync(texts, "query")
+    np.testing.assert_allclose(as_documents[0], as_documents[1], atol=1e-6)
+    assert float(as_queries[0] @ as_queries[1]) < 0.999
+    short = model.embed_sync(["word1 word2"], "document")[0]
+    np.testing.assert_allclose(short, model.embed_sync(["word1 word2"], "query")[0], atol=1e-6)
