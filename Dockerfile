@@ -36,6 +36,7 @@ RUN groupadd --system --gid 10001 ragstream \
 COPY --from=build /opt/ragstream /opt/ragstream
 ENV PATH=/opt/ragstream/bin:$PATH \
     PYTHONUNBUFFERED=1 \
+    MALLOC_ARENA_MAX=2 \
     HF_HUB_OFFLINE=1 \
     RAGSTREAM_HOST=0.0.0.0 \
     RAGSTREAM_PORT=8000 \

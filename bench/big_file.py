@@ -173,6 +173,9 @@ def main() -> None:
     parser.add_argument("--child", nargs=2, metavar=("KB", "FILE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        from rag_tools.allocator import limit_arenas
+
+        limit_arenas()  # as the ragstream command does first
         asyncio.run(_child(Path(args.child[0]), Path(args.child[1]), args.embedder))
         return
     from ._util import table

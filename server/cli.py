@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
+from rag_tools.allocator import limit_arenas
 from rag_tools.extras import MissingExtra
 
 from .config import AppConfig, installed_version, invalid_settings, unreadable_setting
@@ -167,6 +168,7 @@ def _config(args: argparse.Namespace) -> AppConfig:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ragstream`` console script; returns the exit status."""
+    limit_arenas()  # before LanceDB's and onnxruntime's threads allocate (rag_tools.allocator)
     args = _build_parser().parse_args(argv)
     try:
         return _run(args)

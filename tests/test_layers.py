@@ -61,6 +61,7 @@ SERVER_LAYERS: list[tuple[str, ...]] = [
 RAG_TOOLS_LAYERS: list[tuple[str, ...]] = [
     (  # foundations: state, embeddings, settings, the sandbox, the offline model's parts
         "rag_tools.arguments",
+        "rag_tools.allocator",
         "rag_tools.state",
         "rag_tools.sandbox",
         "rag_tools.minilm_onnx",

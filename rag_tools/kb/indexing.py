@@ -25,6 +25,7 @@ from datetime import timedelta
 
 from lancedb.index import FTS, BTree, HnswSq, LabelList
 
+from ..allocator import release_free_memory
 from .errors import is_commit_conflict
 from .tables import FTS_COLUMN, GROUPS, Tables
 
@@ -111,11 +112,13 @@ async def refresh_indexes(tables: Tables, *, ann_index_threshold: int) -> int | 
     """Create missing indexes (the vector one per ``vector_index_plan``), else optimize; the row count.
 
     A commit conflict with another process's refresh is retried, then left to the next refresh
-    (``None``).
+    (``None``). Afterwards the memory the builders freed goes back to the system
+    (``release_free_memory``: a vector index build over 60,000 chunks leaves 90-140 MB free in
+    malloc's arenas, which a server would otherwise keep).
     """
     for attempt in range(_ATTEMPTS):
         try:
-            return await _refresh(tables, ann_index_threshold=ann_index_threshold)
+            rows = await _refresh(tables, ann_index_threshold=ann_index_threshold)
         except RuntimeError as error:
             if not is_commit_conflict(error):
                 raise
@@ -123,6 +126,9 @@ async def refresh_indexes(tables: Tables, *, ann_index_threshold: int) -> int | 
                 logger.info("index refresh left to the next one: %s", error)
                 return None
             await asyncio.sleep(0.25 * (attempt + 1))
+            continue
+        await asyncio.to_thread(release_free_memory)
+        return rows
     return None
 
 
