@@ -168,7 +168,7 @@ def _config(args: argparse.Namespace) -> AppConfig:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ragstream`` console script; returns the exit status."""
-    limit_arenas()  # before LanceDB's and onnxruntime's threads allocate (rag_tools.allocator)
+    limit_arenas()  # before the worker threads allocate (the import of LanceDB made one arena already)
     args = _build_parser().parse_args(argv)
     try:
         return _run(args)
